@@ -1,0 +1,122 @@
+// manypy_pool and manypy_pool_options.
+#include "handles.h"
+#include "interpreter_set.h"
+
+extern "C" {
+
+manypy_pool_options* manypy_pool_options_new(void) {
+  return new (std::nothrow) manypy_pool_options();
+}
+
+void manypy_pool_options_free(manypy_pool_options* options) { delete options; }
+
+manypy_status* manypy_pool_options_set_interpreters(manypy_pool_options* options,
+                                                    size_t count) {
+  return manypy::capi::fence([&]() -> manypy_status* {
+    MANYPY_NOT_NULL(options);
+    options->options.interpreters = count;
+    return nullptr;
+  });
+}
+
+manypy_status* manypy_pool_options_add_sys_path(manypy_pool_options* options,
+                                                const char* path) {
+  return manypy::capi::fence([&]() -> manypy_status* {
+    MANYPY_NOT_NULL(options);
+    MANYPY_NOT_NULL(path);
+    if (*path == '\0') {
+      return manypy::capi::invalid_argument(__func__, "path must not be empty");
+    }
+    options->options.lease.extra_sys_path.emplace_back(path);
+    return nullptr;
+  });
+}
+
+manypy_status* manypy_pool_options_set_intra_op_threads(manypy_pool_options* options,
+                                                        int threads) {
+  return manypy::capi::fence([&]() -> manypy_status* {
+    MANYPY_NOT_NULL(options);
+    if (threads < 1) {
+      return manypy::capi::make_status(
+          MANYPY_ERR_OUT_OF_RANGE,
+          std::string(__func__) + ": threads must be >= 1, not " + std::to_string(threads));
+    }
+    options->options.lease.intra_op_threads = threads;
+    return nullptr;
+  });
+}
+
+manypy_status* manypy_pool_options_set_thread_mode(manypy_pool_options* options,
+                                                   manypy_thread_mode mode) {
+  return manypy::capi::fence([&]() -> manypy_status* {
+    MANYPY_NOT_NULL(options);
+    if (mode != MANYPY_THREAD_MODE_DIRECT && mode != MANYPY_THREAD_MODE_HANDOFF) {
+      return manypy::capi::invalid_argument(__func__, "unknown thread mode");
+    }
+    options->options.thread_mode = static_cast<manypy::ThreadMode>(mode);
+    return nullptr;
+  });
+}
+
+size_t manypy_max_interpreters(void) {
+  try {
+    return manypy::InterpreterSet::instance().capacity();
+  } catch (...) {
+    return 0;
+  }
+}
+
+manypy_status* manypy_pool_create(const manypy_pool_options* options, manypy_pool** out_pool) {
+  return manypy::capi::fence([&]() -> manypy_status* {
+    MANYPY_NOT_NULL(out_pool);
+    manypy::PoolOptions defaults;
+    auto handle = std::make_unique<manypy_pool>();
+    handle->pool = std::make_unique<manypy::Pool>(options ? options->options : defaults);
+    *out_pool = handle.release();
+    return nullptr;
+  });
+}
+
+void manypy_pool_destroy(manypy_pool* pool) {
+  try {
+    delete pool;
+  } catch (...) {
+    // ~Pool gives interpreters back and never throws; keep the ABI fence
+    // anyway.
+  }
+}
+
+size_t manypy_pool_size(const manypy_pool* pool) { return pool ? pool->pool->size() : 0; }
+
+manypy_status* manypy_pool_exec(manypy_pool* pool, int32_t interpreter, const char* source) {
+  return manypy::capi::fence([&]() -> manypy_status* {
+    MANYPY_NOT_NULL(pool);
+    MANYPY_NOT_NULL(source);
+    pool->pool->exec(interpreter, source);
+    return nullptr;
+  });
+}
+
+manypy_status* manypy_pool_exec_all(manypy_pool* pool, const char* source) {
+  return manypy::capi::fence([&]() -> manypy_status* {
+    MANYPY_NOT_NULL(pool);
+    MANYPY_NOT_NULL(source);
+    pool->pool->exec_all(source);
+    return nullptr;
+  });
+}
+
+manypy_status* manypy_pool_eval(manypy_pool* pool, int32_t interpreter, const char* expression,
+                                manypy_value** out_value) {
+  return manypy::capi::fence([&]() -> manypy_status* {
+    MANYPY_NOT_NULL(pool);
+    MANYPY_NOT_NULL(expression);
+    MANYPY_NOT_NULL(out_value);
+    auto value = std::make_unique<manypy_value>();
+    value->value = pool->pool->eval(interpreter, expression);
+    *out_value = value.release();
+    return nullptr;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,77 @@
+// manypy_status: construction and accessors.
+#include "handles.h"
+
+namespace manypy::capi {
+
+namespace {
+// Returned when a status cannot be allocated; manypy_status_free knows it.
+manypy_status g_out_of_memory{MANYPY_ERR_RESOURCE_EXHAUSTED, "out of memory", "", ""};
+}  // namespace
+
+manypy_status* make_status(manypy_code code, std::string message, std::string python_type,
+                           std::string traceback) noexcept {
+  try {
+    return new manypy_status{code, std::move(message), std::move(python_type),
+                             std::move(traceback)};
+  } catch (...) {
+    return &g_out_of_memory;
+  }
+}
+
+manypy_status* invalid_argument(const char* function, const char* what) noexcept {
+  try {
+    return make_status(MANYPY_ERR_INVALID_ARGUMENT, std::string(function) + ": " + what);
+  } catch (...) {
+    return &g_out_of_memory;
+  }
+}
+
+bool is_static(const manypy_status* status) { return status == &g_out_of_memory; }
+
+}  // namespace manypy::capi
+
+extern "C" {
+
+manypy_code manypy_status_code(const manypy_status* status) {
+  return status ? status->code : MANYPY_OK;
+}
+
+const char* manypy_status_message(const manypy_status* status) {
+  return status ? status->message.c_str() : "";
+}
+
+const char* manypy_status_python_type(const manypy_status* status) {
+  return status ? status->python_type.c_str() : "";
+}
+
+const char* manypy_status_traceback(const manypy_status* status) {
+  return status ? status->traceback.c_str() : "";
+}
+
+void manypy_status_free(manypy_status* status) {
+  if (!manypy::capi::is_static(status)) delete status;
+}
+
+const char* manypy_code_name(manypy_code code) {
+  switch (code) {
+    case MANYPY_OK: return "MANYPY_OK";
+    case MANYPY_ERR_INVALID_ARGUMENT: return "MANYPY_ERR_INVALID_ARGUMENT";
+    case MANYPY_ERR_OUT_OF_RANGE: return "MANYPY_ERR_OUT_OF_RANGE";
+    case MANYPY_ERR_PYTHON: return "MANYPY_ERR_PYTHON";
+    case MANYPY_ERR_SYNTAX: return "MANYPY_ERR_SYNTAX";
+    case MANYPY_ERR_UNSUPPORTED_TYPE: return "MANYPY_ERR_UNSUPPORTED_TYPE";
+    case MANYPY_ERR_WRONG_KIND: return "MANYPY_ERR_WRONG_KIND";
+    case MANYPY_ERR_STATIC_TLS: return "MANYPY_ERR_STATIC_TLS";
+    case MANYPY_ERR_RESOURCE_EXHAUSTED: return "MANYPY_ERR_RESOURCE_EXHAUSTED";
+    case MANYPY_ERR_LOADER: return "MANYPY_ERR_LOADER";
+    case MANYPY_ERR_INTERPRETER_BROKEN: return "MANYPY_ERR_INTERPRETER_BROKEN";
+    case MANYPY_ERR_INTERNAL: return "MANYPY_ERR_INTERNAL";
+  }
+  return "MANYPY_UNKNOWN";
+}
+
+uint32_t manypy_version_number(void) { return MANYPY_VERSION_NUMBER; }
+
+const char* manypy_version_string(void) { return MANYPY_VERSION_STRING; }
+
+}  // extern "C"

@@ -1,0 +1,77 @@
+// One embedded interpreter: a namespace, the Python in it, and its home
+// thread. Interpreters live as long as the process (docs/isolation.md,
+// hazard 8); pools lease them from the InterpreterSet.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "error.h"
+#include "isolation/namespace.h"
+#include "value.h"
+
+namespace manypy {
+
+enum class ThreadMode { kDirect = 0, kHandoff = 1 };
+
+struct LeaseSettings {
+  std::vector<std::string> extra_sys_path;
+  int intra_op_threads = 1;
+};
+
+class Interpreter {
+ public:
+  // `slot` is the interpreter's index in the process, which picks its key band.
+  Interpreter(unsigned slot, unsigned band);
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
+
+  // Starts the home thread, which opens the namespace and starts Python in it
+  // with torch imported. Returns at once; wait_started() waits.
+  void begin_start();
+  // Waits for begin_start's work; throws its Error if it failed. An
+  // interpreter that failed to start stays broken for good.
+  void wait_started();
+  bool broken() const;
+  unsigned slot() const { return slot_; }
+
+  void lease_begin(const LeaseSettings& settings);
+  void lease_end();
+
+  // Calls into Python. `mode` says which thread runs the call.
+  void exec(ThreadMode mode, const std::string& source);
+  Value eval(ThreadMode mode, const std::string& expression);
+
+ private:
+  using Call = std::function<int(const manypy_interp_api&, const mpi_sink&)>;
+  struct Outcome;
+
+  // Runs `call` inside the interpreter and turns its sink output into a Value
+  // or an Error.
+  Value run(ThreadMode mode, const Call& call);
+  void run_here(const Call& call, Outcome& outcome);
+  void run_on_home(const Call& call, Outcome& outcome);
+  void home_main();
+
+  const unsigned slot_;
+  const unsigned band_;
+  std::unique_ptr<isolation::Namespace> ns_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool start_done_ = false;
+  std::atomic<bool> healthy_{false};  // started without error
+  std::optional<Error> start_error_;
+  std::deque<std::function<void()>> tasks_;
+  std::thread home_;
+};
+
+}  // namespace manypy

@@ -1,0 +1,108 @@
+#include "pool.h"
+
+#include "interpreter_set.h"
+
+namespace manypy {
+
+// Holds one unit of load on a slot for the duration of one call.
+class Pool::Lease {
+ public:
+  Lease(Pool& pool, Slot& slot) : pool_(pool), slot_(slot) {}
+  ~Lease() {
+    slot_.load.fetch_sub(1, std::memory_order_release);
+    if (pool_.in_flight_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard<std::mutex> lock(pool_.idle_mu_);
+      pool_.idle_cv_.notify_all();
+    }
+  }
+  Interpreter& interp() { return *slot_.interp; }
+
+ private:
+  Pool& pool_;
+  Slot& slot_;
+};
+
+Pool::Pool(const PoolOptions& options) : mode_(options.thread_mode) {
+  if (options.lease.intra_op_threads < 1) {
+    throw Error(Code::kInvalidArgument, "intra-op threads must be >= 1, not " +
+                                            std::to_string(options.lease.intra_op_threads));
+  }
+  for (Interpreter* interp : InterpreterSet::instance().lease(options.interpreters, options.lease)) {
+    slots_.push_back(std::make_unique<Slot>());
+    slots_.back()->interp = interp;
+  }
+}
+
+Pool::~Pool() {
+  {
+    std::unique_lock<std::mutex> lock(idle_mu_);
+    idle_cv_.wait(lock, [this] { return in_flight_.load() == 0; });
+  }
+  std::vector<Interpreter*> interps;
+  for (const auto& slot : slots_) interps.push_back(slot->interp);
+  InterpreterSet::instance().give_back(interps);
+}
+
+Pool::Slot& Pool::pick(int interpreter) {
+  in_flight_.fetch_add(1, std::memory_order_acq_rel);
+  const size_t n = slots_.size();
+  if (interpreter != kAnyInterpreter) {
+    if (interpreter < 0 || static_cast<size_t>(interpreter) >= n) {
+      in_flight_.fetch_sub(1);
+      throw Error(Code::kOutOfRange, "interpreter index " + std::to_string(interpreter) +
+                                         " is out of range: the pool has " + std::to_string(n) +
+                                         " (valid: 0.." + std::to_string(n - 1) +
+                                         " or MANYPY_ANY_INTERPRETER)");
+    }
+    Slot& slot = *slots_[interpreter];
+    slot.load.fetch_add(1, std::memory_order_acq_rel);
+    return slot;
+  }
+  // A free interpreter if there is one (claimed atomically, so two callers
+  // never take the same free one), else the least loaded. The scan starts at
+  // a rotating index to spread calls.
+  const size_t start = next_.fetch_add(1, std::memory_order_relaxed) % n;
+  for (size_t k = 0; k < n; ++k) {
+    Slot& slot = *slots_[(start + k) % n];
+    int expected = 0;
+    if (slot.load.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) return slot;
+  }
+  Slot* least = slots_[start].get();
+  for (size_t k = 1; k < n; ++k) {
+    Slot* slot = slots_[(start + k) % n].get();
+    if (slot->load.load(std::memory_order_relaxed) < least->load.load(std::memory_order_relaxed)) {
+      least = slot;
+    }
+  }
+  least->load.fetch_add(1, std::memory_order_acq_rel);
+  return *least;
+}
+
+template <typename Fn>
+auto Pool::with_interpreter(int interpreter, Fn&& fn) {
+  Slot& slot = pick(interpreter);
+  Lease lease(*this, slot);
+  try {
+    return fn(lease.interp());
+  } catch (const Error& e) {
+    // Name the pool's index, the number the caller knows the interpreter by.
+    size_t index = 0;
+    while (slots_[index].get() != &slot) ++index;
+    throw e.prefixed("interpreter " + std::to_string(index) + ": ");
+  }
+}
+
+void Pool::exec(int interpreter, const std::string& source) {
+  with_interpreter(interpreter, [&](Interpreter& interp) { interp.exec(mode_, source); });
+}
+
+void Pool::exec_all(const std::string& source) {
+  for (size_t i = 0; i < slots_.size(); ++i) exec(static_cast<int>(i), source);
+}
+
+Value Pool::eval(int interpreter, const std::string& expression) {
+  return with_interpreter(interpreter,
+                          [&](Interpreter& interp) { return interp.eval(mode_, expression); });
+}
+
+}  // namespace manypy
