@@ -12,6 +12,7 @@
 #include <Python.h>
 
 #include <limits.h>
+#include <signal.h>
 #include <string.h>
 
 #include "interp_api.h"
@@ -21,6 +22,11 @@
 extern const char manypy_runtime_py[]; /* runtime.py, generated at build */
 
 static PyObject* g_runtime;          /* module _manypy_runtime */
+/* Bumped by every lease_begin. torch keeps its intra-op thread count per
+ * thread (OpenMP's nthreads ICV, applied once per thread), so each thread
+ * re-applies the lease's count when it sees a new generation. */
+static int g_threads_generation;
+static _Thread_local int t_threads_generation = -1;
 static PyObject* g_globals;          /* the current lease's globals dict */
 static PyThreadState* g_main_thread; /* the thread that ran start() */
 
@@ -36,6 +42,12 @@ static void enter(void) {
     PyEval_RestoreThread(ts);
   } else {
     (void)PyGILState_Ensure();
+  }
+  if (t_threads_generation != g_threads_generation && g_runtime != NULL) {
+    PyObject* r = PyObject_CallMethod(g_runtime, "apply_intra_op_threads", NULL);
+    if (r == NULL) PyErr_Clear(); /* torch not imported: nothing to apply */
+    Py_XDECREF(r);
+    t_threads_generation = g_threads_generation;
   }
 }
 
@@ -103,6 +115,24 @@ static int load_runtime(const mpi_sink* sink) {
   return MPI_OK;
 }
 
+/* Importing Python's signal module installs a C handler for SIGINT when the
+ * process has the default one, even with install_signal_handlers = 0. Import
+ * it now, under the host's process-wide lock (interpreters start in parallel
+ * and would otherwise see each other's handler), and put back exactly what
+ * the host had. */
+static int leave_signals_to_host(const mpi_start_options* options, const mpi_sink* sink) {
+  options->process_lock(1);
+  struct sigaction host_sigint;
+  sigaction(SIGINT, NULL, &host_sigint);
+  PyObject* r = PyObject_CallMethod(g_runtime, "leave_signals_to_host", "i",
+                                    host_sigint.sa_handler == SIG_DFL);
+  int rc = r != NULL ? MPI_OK : report_python_error(sink);
+  Py_XDECREF(r);
+  sigaction(SIGINT, &host_sigint, NULL);
+  options->process_lock(0);
+  return rc;
+}
+
 static int start(const mpi_start_options* options, const mpi_sink* sink) {
   if (Py_IsInitialized()) {
     report(sink, MPI_ERR_INTERNAL, "", "interpreter already started", "");
@@ -138,11 +168,13 @@ static int start(const mpi_start_options* options, const mpi_sink* sink) {
     if (r == NULL) rc = report_python_error(sink);
     Py_XDECREF(r);
   }
+  if (rc == MPI_OK) rc = leave_signals_to_host(options, sink);
   if (rc == MPI_OK && options->import_torch) {
     PyObject* torch = PyImport_ImportModule("torch");
     if (torch == NULL) rc = report_python_error(sink);
     Py_XDECREF(torch);
   }
+
   leave();
   return rc;
 }
@@ -166,6 +198,8 @@ static int lease_begin(const mpi_lease_options* options, const mpi_sink* sink) {
     rc = report_python_error(sink);
   } else {
     Py_XSETREF(g_globals, globals);
+    g_threads_generation++;
+    t_threads_generation = g_threads_generation; /* lease_begin applied it here */
   }
   leave();
   return rc;

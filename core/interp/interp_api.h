@@ -66,6 +66,9 @@ typedef struct mpi_sink {
 typedef struct mpi_start_options {
   const char* python_home;     /* sys.prefix of the Python to embed */
   int import_torch;            /* import torch while starting */
+  /* Takes (1) or drops (0) a lock shared by every interpreter of the
+   * process, around work that reads and restores process-wide state. */
+  void (*process_lock)(int acquire);
 } mpi_start_options;
 
 typedef struct mpi_lease_options {

@@ -28,18 +28,39 @@ def forbid_global_dlopen():
     ctypes.CDLL.__init__ = init_without_global
 
 
+def leave_signals_to_host(host_sigint_is_default):
+    """Undo what importing the signal module does to the process.
+
+    The module's initialisation installs Python's SIGINT handler whenever the
+    process has the default one, whatever PyConfig.install_signal_handlers
+    says; in a host (a C service, a Go binary) that would swallow Ctrl-C.
+    The C side also restores the host's exact sigaction afterwards.
+    """
+    import signal
+
+    if host_sigint_is_default and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 _lease = None
+_intra_op_threads = 1
 
 
 def lease_begin(extra_sys_path, intra_op_threads):
     """Remember the clean state, apply a pool's settings, return its globals."""
-    global _lease
+    global _lease, _intra_op_threads
     _lease = (list(sys.path), set(sys.modules))
     sys.path.extend(extra_sys_path)
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        torch.set_num_threads(intra_op_threads)
+    _intra_op_threads = intra_op_threads
+    apply_intra_op_threads()
     return {"__name__": "__main__", "__builtins__": builtins}
+
+
+def apply_intra_op_threads():
+    """Set the lease's intra-op thread count on the calling thread."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.get_num_threads() != _intra_op_threads:
+        torch.set_num_threads(_intra_op_threads)
 
 
 def lease_end(globals_dict):

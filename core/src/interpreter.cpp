@@ -35,6 +35,19 @@ struct Interpreter::Outcome {
   mpi_sink sink() { return mpi_sink{this, &Outcome::on_error, &Outcome::on_value}; }
 };
 
+namespace {
+
+void process_lock(int acquire) {
+  static std::mutex mu;
+  if (acquire) {
+    mu.lock();
+  } else {
+    mu.unlock();
+  }
+}
+
+}  // namespace
+
 Interpreter::Interpreter(unsigned slot, unsigned band) : slot_(slot), band_(band) {}
 
 void Interpreter::begin_start() {
@@ -48,7 +61,7 @@ void Interpreter::home_main() {
     ns_ = std::make_unique<isolation::Namespace>(interp_library_path(), band_);
     ns_->prepare_thread();
     std::string home = python_home();
-    mpi_start_options options{home.c_str(), /*import_torch=*/1};
+    mpi_start_options options{home.c_str(), /*import_torch=*/1, &process_lock};
     Outcome outcome;
     mpi_sink sink = outcome.sink();
     if (ns_->api().start(&options, &sink) != MPI_OK && !outcome.error) {

@@ -1,0 +1,105 @@
+// Pools lease interpreters from the process and give them back clean; bad
+// input gets a precise error and the interpreter keeps serving.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "interpreter_set.h"
+#include "test_support.h"
+
+namespace manypy {
+namespace {
+
+using test::eval_int;
+using test::eval_str;
+using test::options;
+
+template <typename Fn>
+Error error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no error";
+  return Error(Code::kInternal, "no error");
+}
+
+TEST(Lease, GivesInterpretersBackClean) {
+  char dir_template[] = "/tmp/manypy-lease-XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  std::string dir = dir_template;
+  std::ofstream(dir + "/lease_probe_mod.py") << "VALUE = 7\n";
+
+  PoolOptions with_path = options(1);
+  with_path.lease.extra_sys_path.push_back(dir);
+  with_path.lease.intra_op_threads = 2;
+  {
+    Pool pool(with_path);
+    EXPECT_EQ(eval_int(pool, 0, "__import__('lease_probe_mod').VALUE"), 7);
+    EXPECT_EQ(eval_int(pool, 0, "__import__('torch').get_num_threads()"), 2);
+    pool.exec(0, "left_behind = 1");
+  }
+  Pool pool(options(1));
+  EXPECT_EQ(eval_int(pool, 0, "int(" + std::string("'") + dir + "' in __import__('sys').path)"), 0);
+  EXPECT_EQ(eval_int(pool, 0, "int('lease_probe_mod' in __import__('sys').modules)"), 0);
+  EXPECT_EQ(eval_int(pool, 0, "__import__('torch').get_num_threads()"), 1);
+  EXPECT_EQ(error_of([&] { pool.eval(0, "left_behind"); }).python_type(), "NameError");
+  // torch stays imported: giving back does not cost a re-import.
+  EXPECT_EQ(eval_int(pool, 0, "int('torch' in __import__('sys').modules)"), 1);
+}
+
+TEST(Lease, TwoHundredPoolsInOneProcess) {
+  for (int k = 0; k < 200; ++k) {
+    Pool pool(options(1 + k % 2));
+    ASSERT_EQ(eval_int(pool, Pool::kAnyInterpreter, std::to_string(k) + " + 1"), k + 1);
+  }
+}
+
+TEST(Lease, PoolSizeIsChecked) {
+  size_t limit = InterpreterSet::instance().capacity();
+  EXPECT_EQ(limit, 15u);
+  Error zero = error_of([] { Pool pool(options(0)); });
+  EXPECT_EQ(zero.code(), Code::kOutOfRange);
+  EXPECT_NE(zero.message().find("1 to 15"), std::string::npos) << zero.message();
+  EXPECT_EQ(error_of([&] { Pool pool(options(limit + 1)); }).code(), Code::kOutOfRange);
+}
+
+TEST(Lease, BadInputGetsPreciseErrorsAndTheInterpreterKeepsServing) {
+  Pool pool(options(2));
+  Error index = error_of([&] { pool.eval(2, "1"); });
+  EXPECT_EQ(index.code(), Code::kOutOfRange);
+  EXPECT_NE(index.message().find("out of range"), std::string::npos);
+  EXPECT_EQ(error_of([&] { pool.eval(-7, "1"); }).code(), Code::kOutOfRange);
+
+  Error syntax = error_of([&] { pool.exec(1, "def f(:\n  pass"); });
+  EXPECT_EQ(syntax.code(), Code::kSyntax);
+  EXPECT_EQ(syntax.python_type(), "SyntaxError");
+  EXPECT_EQ(syntax.message().rfind("interpreter 1: SyntaxError", 0), 0u) << syntax.message();
+
+  pool.exec(1, "def inner():\n    raise ValueError('bad model input')\ndef outer():\n    inner()\n");
+  Error raised = error_of([&] { pool.exec(1, "outer()"); });
+  EXPECT_EQ(raised.code(), Code::kPython);
+  EXPECT_EQ(raised.python_type(), "ValueError");
+  EXPECT_EQ(raised.message(), "interpreter 1: ValueError: bad model input");
+  EXPECT_NE(raised.traceback().find("in outer"), std::string::npos) << raised.traceback();
+  EXPECT_NE(raised.traceback().find("in inner"), std::string::npos) << raised.traceback();
+
+  Error unsupported = error_of([&] { pool.eval(1, "[1, 2]"); });
+  EXPECT_EQ(unsupported.code(), Code::kUnsupportedType);
+  EXPECT_NE(unsupported.message().find("'list'"), std::string::npos);
+  EXPECT_EQ(error_of([&] { pool.eval(1, "2**70"); }).code(), Code::kOutOfRange);
+
+  EXPECT_EQ(eval_int(pool, 1, "1 + 1"), 2);
+  EXPECT_EQ(eval_str(pool, 1, "'still ' + 'serving'"), "still serving");
+}
+
+TEST(Lease, IntraOpThreadsMustBePositive) {
+  PoolOptions o = options(1);
+  o.lease.intra_op_threads = 0;
+  EXPECT_EQ(error_of([&] { Pool pool(o); }).code(), Code::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace manypy
