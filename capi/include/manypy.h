@@ -145,7 +145,9 @@ MANYPY_API manypy_status* manypy_value_get_int64(const manypy_value* value, int6
 MANYPY_API manypy_status* manypy_value_get_double(const manypy_value* value, double* out);
 
 /* The UTF-8 bytes of a string value and their length (the string may contain
- * NUL; it is also NUL-terminated). The bytes are owned by the value. */
+ * NUL; it is also NUL-terminated). The bytes are owned by the value.
+ * `out_length` may be NULL when the caller only needs the NUL-terminated
+ * string. */
 MANYPY_API manypy_status* manypy_value_get_string(const manypy_value* value,
                                                   const char** out_utf8,
                                                   size_t* out_length);

@@ -39,13 +39,14 @@ manypy_status* make_status(manypy_code code, std::string message, std::string py
 
 manypy_status* invalid_argument(const char* function, const char* what) noexcept;
 
-// Runs `body`, which returns a manypy_status* (usually nullptr), and turns
-// any exception it throws into a status. Every public entry point that can
-// fail goes through here.
+// Runs `body(function)`, which returns a manypy_status* (usually nullptr),
+// and turns any exception it throws into a status. Every public entry point
+// that can fail goes through here, passing its own name (__func__ inside the
+// body would name the lambda) for the body's messages.
 template <typename Body>
-manypy_status* fence(Body&& body) noexcept {
+manypy_status* fence(const char* function, Body&& body) noexcept {
   try {
-    return body();
+    return body(function);
   } catch (const Error& e) {
     return make_status(static_cast<manypy_code>(e.code()), e.message(), e.python_type(),
                        e.traceback());
@@ -60,11 +61,12 @@ manypy_status* fence(Body&& body) noexcept {
 
 }  // namespace manypy::capi
 
-// Fails the calling entry point with MANYPY_ERR_INVALID_ARGUMENT when `ptr`
-// is NULL: "manypy_pool_eval: expression must not be NULL".
-#define MANYPY_NOT_NULL(ptr)                                                     \
-  do {                                                                           \
-    if ((ptr) == nullptr) {                                                      \
-      return manypy::capi::invalid_argument(__func__, #ptr " must not be NULL"); \
-    }                                                                            \
+// Inside a fence body whose parameter is `api_function`: fails the entry
+// point with MANYPY_ERR_INVALID_ARGUMENT when `ptr` is NULL, e.g.
+// "manypy_pool_eval: expression must not be NULL".
+#define MANYPY_NOT_NULL(ptr)                                                         \
+  do {                                                                               \
+    if ((ptr) == nullptr) {                                                          \
+      return manypy::capi::invalid_argument(api_function, #ptr " must not be NULL"); \
+    }                                                                                \
   } while (0)

@@ -12,7 +12,7 @@ void manypy_pool_options_free(manypy_pool_options* options) { delete options; }
 
 manypy_status* manypy_pool_options_set_interpreters(manypy_pool_options* options,
                                                     size_t count) {
-  return manypy::capi::fence([&]() -> manypy_status* {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(options);
     options->options.interpreters = count;
     return nullptr;
@@ -21,11 +21,11 @@ manypy_status* manypy_pool_options_set_interpreters(manypy_pool_options* options
 
 manypy_status* manypy_pool_options_add_sys_path(manypy_pool_options* options,
                                                 const char* path) {
-  return manypy::capi::fence([&]() -> manypy_status* {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(options);
     MANYPY_NOT_NULL(path);
     if (*path == '\0') {
-      return manypy::capi::invalid_argument(__func__, "path must not be empty");
+      return manypy::capi::invalid_argument(api_function, "path must not be empty");
     }
     options->options.lease.extra_sys_path.emplace_back(path);
     return nullptr;
@@ -34,12 +34,12 @@ manypy_status* manypy_pool_options_add_sys_path(manypy_pool_options* options,
 
 manypy_status* manypy_pool_options_set_intra_op_threads(manypy_pool_options* options,
                                                         int threads) {
-  return manypy::capi::fence([&]() -> manypy_status* {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(options);
     if (threads < 1) {
       return manypy::capi::make_status(
           MANYPY_ERR_OUT_OF_RANGE,
-          std::string(__func__) + ": threads must be >= 1, not " + std::to_string(threads));
+          std::string(api_function) + ": threads must be >= 1, not " + std::to_string(threads));
     }
     options->options.lease.intra_op_threads = threads;
     return nullptr;
@@ -48,10 +48,10 @@ manypy_status* manypy_pool_options_set_intra_op_threads(manypy_pool_options* opt
 
 manypy_status* manypy_pool_options_set_thread_mode(manypy_pool_options* options,
                                                    manypy_thread_mode mode) {
-  return manypy::capi::fence([&]() -> manypy_status* {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(options);
     if (mode != MANYPY_THREAD_MODE_DIRECT && mode != MANYPY_THREAD_MODE_HANDOFF) {
-      return manypy::capi::invalid_argument(__func__, "unknown thread mode");
+      return manypy::capi::invalid_argument(api_function, "unknown thread mode");
     }
     options->options.thread_mode = static_cast<manypy::ThreadMode>(mode);
     return nullptr;
@@ -67,7 +67,7 @@ size_t manypy_max_interpreters(void) {
 }
 
 manypy_status* manypy_pool_create(const manypy_pool_options* options, manypy_pool** out_pool) {
-  return manypy::capi::fence([&]() -> manypy_status* {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(out_pool);
     manypy::PoolOptions defaults;
     auto handle = std::make_unique<manypy_pool>();
@@ -89,7 +89,7 @@ void manypy_pool_destroy(manypy_pool* pool) {
 size_t manypy_pool_size(const manypy_pool* pool) { return pool ? pool->pool->size() : 0; }
 
 manypy_status* manypy_pool_exec(manypy_pool* pool, int32_t interpreter, const char* source) {
-  return manypy::capi::fence([&]() -> manypy_status* {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(pool);
     MANYPY_NOT_NULL(source);
     pool->pool->exec(interpreter, source);
@@ -98,7 +98,7 @@ manypy_status* manypy_pool_exec(manypy_pool* pool, int32_t interpreter, const ch
 }
 
 manypy_status* manypy_pool_exec_all(manypy_pool* pool, const char* source) {
-  return manypy::capi::fence([&]() -> manypy_status* {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(pool);
     MANYPY_NOT_NULL(source);
     pool->pool->exec_all(source);
@@ -108,7 +108,7 @@ manypy_status* manypy_pool_exec_all(manypy_pool* pool, const char* source) {
 
 manypy_status* manypy_pool_eval(manypy_pool* pool, int32_t interpreter, const char* expression,
                                 manypy_value** out_value) {
-  return manypy::capi::fence([&]() -> manypy_status* {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(pool);
     MANYPY_NOT_NULL(expression);
     MANYPY_NOT_NULL(out_value);

@@ -23,30 +23,30 @@ manypy_value_kind manypy_value_get_kind(const manypy_value* value) {
 }
 
 manypy_status* manypy_value_get_bool(const manypy_value* value, int* out) {
-  return manypy::capi::fence([&]() -> manypy_status* {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(value);
     MANYPY_NOT_NULL(out);
-    if (manypy_status* s = expect_kind(__func__, value, ValueKind::kBool)) return s;
+    if (manypy_status* s = expect_kind(api_function, value, ValueKind::kBool)) return s;
     *out = value->value.b ? 1 : 0;
     return nullptr;
   });
 }
 
 manypy_status* manypy_value_get_int64(const manypy_value* value, int64_t* out) {
-  return manypy::capi::fence([&]() -> manypy_status* {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(value);
     MANYPY_NOT_NULL(out);
-    if (manypy_status* s = expect_kind(__func__, value, ValueKind::kInt64)) return s;
+    if (manypy_status* s = expect_kind(api_function, value, ValueKind::kInt64)) return s;
     *out = value->value.i;
     return nullptr;
   });
 }
 
 manypy_status* manypy_value_get_double(const manypy_value* value, double* out) {
-  return manypy::capi::fence([&]() -> manypy_status* {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(value);
     MANYPY_NOT_NULL(out);
-    if (manypy_status* s = expect_kind(__func__, value, ValueKind::kDouble)) return s;
+    if (manypy_status* s = expect_kind(api_function, value, ValueKind::kDouble)) return s;
     *out = value->value.d;
     return nullptr;
   });
@@ -54,10 +54,10 @@ manypy_status* manypy_value_get_double(const manypy_value* value, double* out) {
 
 manypy_status* manypy_value_get_string(const manypy_value* value, const char** out_utf8,
                                        size_t* out_length) {
-  return manypy::capi::fence([&]() -> manypy_status* {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(value);
     MANYPY_NOT_NULL(out_utf8);
-    if (manypy_status* s = expect_kind(__func__, value, ValueKind::kString)) return s;
+    if (manypy_status* s = expect_kind(api_function, value, ValueKind::kString)) return s;
     *out_utf8 = value->value.s.c_str();
     if (out_length != nullptr) *out_length = value->value.s.size();
     return nullptr;
