@@ -79,14 +79,14 @@ void Interpreter::home_main() {
     healthy_ = !error.has_value();
     start_error_ = std::move(error);
   }
-  cv_.notify_all();
+  started_cv_.notify_all();
 
   // Serve handed-over calls for the rest of the process.
   for (;;) {
     std::function<void()> task;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return !tasks_.empty(); });
+      tasks_cv_.wait(lock, [this] { return !tasks_.empty(); });
       task = std::move(tasks_.front());
       tasks_.pop_front();
     }
@@ -96,7 +96,7 @@ void Interpreter::home_main() {
 
 void Interpreter::wait_started() {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [this] { return start_done_; });
+  started_cv_.wait(lock, [this] { return start_done_; });
   if (start_error_) throw *start_error_;
 }
 
@@ -135,7 +135,7 @@ void Interpreter::run_on_home(const Call& call, Outcome& outcome) {
       done_cv.notify_one();
     });
   }
-  cv_.notify_all();
+  tasks_cv_.notify_one();  // only the home thread waits on it
   std::unique_lock<std::mutex> lock(done_mu);
   done_cv.wait(lock, [&] { return outcome.done; });
 }

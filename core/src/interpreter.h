@@ -66,7 +66,8 @@ class Interpreter {
   std::unique_ptr<isolation::Namespace> ns_;
 
   std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable started_cv_;  // start_done_ became true
+  std::condition_variable tasks_cv_;    // tasks_ became non-empty
   bool start_done_ = false;
   std::atomic<bool> healthy_{false};  // started without error
   std::optional<Error> start_error_;
