@@ -53,6 +53,7 @@ static void enter(void) {
 
 static void leave(void) { (void)PyEval_SaveThread(); }
 
+
 /* ---- errors ------------------------------------------------------------- */
 
 static void report(const mpi_sink* sink, int code, const char* type, const char* message,
@@ -219,9 +220,20 @@ static int lease_end(const mpi_sink* sink) {
 
 /* ---- code --------------------------------------------------------------- */
 
+/* Code runs only inside a lease, whose globals lease_begin made. */
+static int require_lease(const mpi_sink* sink) {
+  if (g_globals != NULL) return MPI_OK;
+  report(sink, MPI_ERR_INTERNAL, "", "no lease: the interpreter is not in a pool", "");
+  return MPI_ERR_INTERNAL;
+}
+
 static int exec_source(const char* source, const mpi_sink* sink) {
   enter();
-  int rc = MPI_OK;
+  int rc = require_lease(sink);
+  if (rc != MPI_OK) {
+    leave();
+    return rc;
+  }
   PyObject* code = Py_CompileString(source, "<manypy>", Py_file_input);
   PyObject* result = code ? PyEval_EvalCode(code, g_globals, g_globals) : NULL;
   if (result == NULL) rc = report_python_error(sink);
@@ -275,7 +287,11 @@ static int deliver_value(PyObject* obj, const mpi_sink* sink) {
 
 static int eval_expression(const char* expression, const mpi_sink* sink) {
   enter();
-  int rc;
+  int rc = require_lease(sink);
+  if (rc != MPI_OK) {
+    leave();
+    return rc;
+  }
   PyObject* code = Py_CompileString(expression, "<manypy>", Py_eval_input);
   PyObject* result = code ? PyEval_EvalCode(code, g_globals, g_globals) : NULL;
   rc = result ? deliver_value(result, sink) : report_python_error(sink);

@@ -101,8 +101,7 @@ void Interpreter::wait_started() {
 }
 
 bool Interpreter::broken() const {
-  auto* self = const_cast<Interpreter*>(this);
-  std::lock_guard<std::mutex> lock(self->mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return start_done_ && start_error_.has_value();
 }
 

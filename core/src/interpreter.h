@@ -65,7 +65,7 @@ class Interpreter {
   const unsigned band_;
   std::unique_ptr<isolation::Namespace> ns_;
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable started_cv_;  // start_done_ became true
   std::condition_variable tasks_cv_;    // tasks_ became non-empty
   bool start_done_ = false;

@@ -31,16 +31,17 @@ std::vector<Interpreter*> InterpreterSet::lease(size_t count, const LeaseSetting
         chosen.push_back(all_[i].get());
       }
     }
-    size_t broken = 0;
-    for (const auto& interp : all_) broken += interp->broken() ? 1 : 0;
     size_t missing = count - chosen.size();
     if (all_.size() + missing > limit) {
+      size_t broken = 0;
+      for (const auto& interp : all_) broken += interp->broken() ? 1 : 0;
+      const size_t leased = all_.size() - broken - chosen.size();
       for (Interpreter* interp : chosen) idle_[interp->slot()] = true;
       throw Error(Code::kResourceExhausted,
-                  "cannot start " + std::to_string(missing) + " more interpreter(s): " +
-                      std::to_string(all_.size() - broken) + " of this process's " +
-                      std::to_string(limit) + " are already leased to other pools" +
-                      (broken ? " or broken (" + std::to_string(broken) + ")" : std::string()));
+                  "cannot start " + std::to_string(missing) + " more interpreter(s): of this "
+                  "process's " + std::to_string(limit) + ", " + std::to_string(leased) +
+                  " are leased to other pools" +
+                  (broken ? " and " + std::to_string(broken) + " failed to start" : std::string()));
     }
     // Start the missing ones in parallel: the dynamic loader serializes the
     // library loads, but Python's own start and import work overlap.
@@ -84,12 +85,12 @@ std::vector<Interpreter*> InterpreterSet::lease(size_t count, const LeaseSetting
   return chosen;
 }
 
-void InterpreterSet::give_back(const std::vector<Interpreter*>& interpreters) {
+void InterpreterSet::give_back(const std::vector<Interpreter*>& interpreters) noexcept {
   for (Interpreter* interp : interpreters) {
     bool clean = true;
     try {
       interp->lease_end();
-    } catch (const Error&) {
+    } catch (...) {
       // An interpreter that cannot be cleaned is not handed to another pool.
       clean = false;
     }

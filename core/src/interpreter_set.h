@@ -23,8 +23,9 @@ class InterpreterSet {
   // says why. Thread safe.
   std::vector<Interpreter*> lease(size_t count, const LeaseSettings& settings);
 
-  // Ends the lease on each interpreter and makes it idle again. Thread safe.
-  void give_back(const std::vector<Interpreter*>& interpreters);
+  // Ends the lease on each interpreter and makes it idle again; one whose
+  // clean-up fails is never leased again. Never throws. Thread safe.
+  void give_back(const std::vector<Interpreter*>& interpreters) noexcept;
 
  private:
   InterpreterSet() = default;
