@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   python3.11-dev python3-torch libtorch-dev python3-torchvision
-  swig libcmocka-dev googletest libgtest-dev
+  libdlpack-dev swig libcmocka-dev googletest libgtest-dev
 )
 
 missing=()

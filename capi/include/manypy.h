@@ -23,6 +23,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* DLPack (https://github.com/dmlc/dlpack), the version torch 1.13 speaks:
+ * Debian's libdlpack-dev 0.6. */
+#include <dlpack/dlpack.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -66,8 +70,8 @@ typedef enum manypy_code {
   MANYPY_ERR_INVALID_ARGUMENT = 1,
   /* An index or count outside its allowed range (interpreter index, pool size). */
   MANYPY_ERR_OUT_OF_RANGE = 2,
-  /* Python raised an exception; see manypy_status_python_type() and
-   * manypy_status_traceback(). */
+  /* Python code raised an exception (or a TorchScript method did); see
+   * manypy_status_python_type() and manypy_status_traceback(). */
   MANYPY_ERR_PYTHON = 3,
   /* Python source did not compile (a SyntaxError); traceback attached. */
   MANYPY_ERR_SYNTAX = 4,
@@ -87,7 +91,22 @@ typedef enum manypy_code {
   /* The interpreter is unusable (it failed to start earlier). */
   MANYPY_ERR_INTERPRETER_BROKEN = 10,
   /* A bug in manypy: please report it with the message. */
-  MANYPY_ERR_INTERNAL = 11
+  MANYPY_ERR_INTERNAL = 11,
+  /* A file named by the caller does not exist or cannot be read. */
+  MANYPY_ERR_NOT_FOUND = 12,
+  /* Not a zip archive, or a truncated or corrupt one. */
+  MANYPY_ERR_BAD_ARCHIVE = 13,
+  /* A readable zip archive that is not a torch.package. */
+  MANYPY_ERR_NOT_A_PACKAGE = 14,
+  /* An archive written by a newer (or much older) PyTorch format. */
+  MANYPY_ERR_UNSUPPORTED_VERSION = 15,
+  /* Python code needs a module that is neither in the package nor installed
+   * (typically a module the package marks `extern`). */
+  MANYPY_ERR_MODULE_NOT_FOUND = 16,
+  /* A tensor with a dtype, device, shape or strides manypy cannot accept. */
+  MANYPY_ERR_BAD_TENSOR = 17,
+  /* A name (attribute, method, record, dict key) that does not exist. */
+  MANYPY_ERR_NO_SUCH_NAME = 18
 } manypy_code;
 
 /* Owned by the caller; free with manypy_status_free(). Not thread safe:
@@ -120,7 +139,7 @@ MANYPY_API const char* manypy_status_traceback(const manypy_status* status);
 MANYPY_API void manypy_status_free(manypy_status* status);
 
 /* ------------------------------------------------------------------------ */
-/* Values: what manypy_pool_eval returns                                    */
+/* Values: arguments and results                                            */
 /* ------------------------------------------------------------------------ */
 
 typedef enum manypy_value_kind {
@@ -128,12 +147,43 @@ typedef enum manypy_value_kind {
   MANYPY_VALUE_BOOL = 1,
   MANYPY_VALUE_INT64 = 2,
   MANYPY_VALUE_DOUBLE = 3,
-  MANYPY_VALUE_STRING = 4
+  MANYPY_VALUE_STRING = 4,
+  MANYPY_VALUE_TENSOR = 5,
+  MANYPY_VALUE_BYTES = 6,
+  MANYPY_VALUE_LIST = 7,
+  MANYPY_VALUE_TUPLE = 8,
+  MANYPY_VALUE_DICT = 9 /* string keys, insertion order kept */
 } manypy_value_kind;
 
-/* An immutable value copied out of an interpreter. Owned by the caller; free
- * with manypy_value_free(). Safe to read from several threads at once. */
+/* A value: a scalar, a string, bytes, a tensor, or a list, tuple or
+ * string-keyed dict of values. Owned by whoever holds the pointer; free with
+ * manypy_value_free() (which frees children too). Building a value (append,
+ * dict_set) is for one thread; a value that is only read may be shared by
+ * any number of threads, and may be passed to any number of calls. */
 typedef struct manypy_value manypy_value;
+
+/* Constructors. Each returns NULL only when memory is exhausted. */
+MANYPY_API manypy_value* manypy_value_new_none(void);
+MANYPY_API manypy_value* manypy_value_new_bool(int value);
+MANYPY_API manypy_value* manypy_value_new_int64(int64_t value);
+MANYPY_API manypy_value* manypy_value_new_double(double value);
+MANYPY_API manypy_value* manypy_value_new_list(void);
+MANYPY_API manypy_value* manypy_value_new_tuple(void);
+MANYPY_API manypy_value* manypy_value_new_dict(void);
+/* Copies `length` bytes. */
+MANYPY_API manypy_value* manypy_value_new_bytes(const void* data, size_t length);
+/* Copies `length` bytes, which must be valid UTF-8 (MANYPY_ERR_INVALID_ARGUMENT
+ * otherwise). */
+MANYPY_API manypy_status* manypy_value_new_string(const char* utf8, size_t length,
+                                                  manypy_value** out_value);
+
+/* Appends `item` to a list or tuple. Takes ownership of `item` whether or not
+ * the call succeeds. */
+MANYPY_API manypy_status* manypy_value_append(manypy_value* sequence, manypy_value* item);
+/* Sets `key` (UTF-8, copied) of a dict to `item`, replacing an earlier value.
+ * Takes ownership of `item` whether or not the call succeeds. */
+MANYPY_API manypy_status* manypy_value_dict_set(manypy_value* dict, const char* key,
+                                                manypy_value* item);
 
 /* The value's kind. MANYPY_VALUE_NONE for a NULL value. */
 MANYPY_API manypy_value_kind manypy_value_get_kind(const manypy_value* value);
@@ -152,8 +202,69 @@ MANYPY_API manypy_status* manypy_value_get_string(const manypy_value* value,
                                                   const char** out_utf8,
                                                   size_t* out_length);
 
-/* Frees a value. Accepts NULL. */
+/* The bytes of a bytes value, owned by the value. */
+MANYPY_API manypy_status* manypy_value_get_bytes(const manypy_value* value, const void** out_data,
+                                                 size_t* out_length);
+
+/* Number of items of a list, tuple or dict (MANYPY_ERR_WRONG_KIND for other
+ * kinds). */
+MANYPY_API manypy_status* manypy_value_length(const manypy_value* value, size_t* out_length);
+
+/* Item `index` of a list or tuple, or the value of the `index`-th entry of a
+ * dict. Borrowed: owned by `value`. MANYPY_ERR_OUT_OF_RANGE past the end. */
+MANYPY_API manypy_status* manypy_value_get_item(const manypy_value* value, size_t index,
+                                                const manypy_value** out_item);
+
+/* The key of the `index`-th entry of a dict (insertion order). Owned by
+ * `value`. */
+MANYPY_API manypy_status* manypy_value_dict_key(const manypy_value* value, size_t index,
+                                                const char** out_key);
+
+/* The value under `key` in a dict. Borrowed. MANYPY_ERR_NO_SUCH_NAME if absent. */
+MANYPY_API manypy_status* manypy_value_dict_get(const manypy_value* value, const char* key,
+                                                const manypy_value** out_item);
+
+/* Frees a value and its children. Accepts NULL. Tensor memory it shares with
+ * DLManagedTensors handed out by manypy_value_get_tensor stays valid until
+ * those are released too. */
 MANYPY_API void manypy_value_free(manypy_value* value);
+
+/* ------------------------------------------------------------------------ */
+/* Tensors (DLPack, CPU only)                                               */
+/* ------------------------------------------------------------------------ */
+
+/* Wraps a caller's DLPack tensor without copying. Takes ownership of
+ * `tensor`: manypy calls tensor->deleter(tensor) exactly once, when neither
+ * the value nor any interpreter needs the memory any more (which may be after
+ * manypy_value_free, if a model kept the tensor), or at once if this call
+ * fails. Any thread may run the deleter. The data must stay valid and
+ * unmodified until then. Strided tensors are accepted (strides NULL means
+ * C-contiguous). Fails with MANYPY_ERR_BAD_TENSOR for a device other than
+ * kDLCPU, a dtype torch cannot represent, or a negative dimension. */
+MANYPY_API manypy_status* manypy_value_new_tensor(DLManagedTensor* tensor,
+                                                  manypy_value** out_value);
+
+/* A tensor over a caller's buffer, for callers without a DLManagedTensor.
+ * `shape` has `ndim` entries; `strides` (in elements) is NULL for
+ * C-contiguous. `data_size` is the buffer's size in bytes: every element the
+ * shape and strides address must lie inside it (MANYPY_ERR_BAD_TENSOR
+ * otherwise). shape and strides are copied.
+ * Borrowed (`copy` = 0): the buffer is used in place; `release`, if not NULL,
+ * is called exactly once with `release_ctx` when manypy no longer needs the
+ * buffer, or at once if this call fails.
+ * Copied (`copy` = 1): the bytes are copied now (a contiguous copy); `release`
+ * is called before this function returns. */
+MANYPY_API manypy_status* manypy_value_new_tensor_from_buffer(
+    void* data, size_t data_size, DLDataType dtype, int32_t ndim, const int64_t* shape,
+    const int64_t* strides, int copy, void (*release)(void* release_ctx), void* release_ctx,
+    manypy_value** out_value);
+
+/* A tensor value's data as a new DLManagedTensor, without copying. The
+ * caller owns the result and must call its deleter exactly once; the data
+ * stays valid until then, even after the value is freed. Any thread may call
+ * the deleter. */
+MANYPY_API manypy_status* manypy_value_get_tensor(const manypy_value* value,
+                                                  DLManagedTensor** out_tensor);
 
 /* ------------------------------------------------------------------------ */
 /* Pool options                                                             */
@@ -246,12 +357,136 @@ MANYPY_API manypy_status* manypy_pool_exec(manypy_pool* pool, int32_t interprete
  * define functions or register module source everywhere. */
 MANYPY_API manypy_status* manypy_pool_exec_all(manypy_pool* pool, const char* source);
 
-/* Evaluates one Python expression and copies its result out. Results of type
- * None, bool, int (fitting int64), float and str are supported; others fail
- * with MANYPY_ERR_UNSUPPORTED_TYPE. On success *out_value is owned by the
- * caller. */
+/* Evaluates one Python expression and returns its result as a value: None,
+ * bool, int (fitting int64), float, str, bytes, a torch.Tensor, and lists,
+ * tuples and str-keyed dicts of these; others fail with
+ * MANYPY_ERR_UNSUPPORTED_TYPE. On success *out_value is owned by the caller. */
 MANYPY_API manypy_status* manypy_pool_eval(manypy_pool* pool, int32_t interpreter,
                                           const char* expression, manypy_value** out_value);
+
+/* ------------------------------------------------------------------------ */
+/* torch.package archives                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* A torch.package archive loaded into a pool. Keeps its pool alive: the pool
+ * handle may be destroyed first. Thread safe. */
+typedef struct manypy_package manypy_package;
+
+/* Loads a torch.package archive from a file. The file is mapped, not read:
+ * tensor data is shared with the page cache and with every interpreter.
+ * Checks the archive at once, without running Python: MANYPY_ERR_NOT_FOUND
+ * (no such file), MANYPY_ERR_BAD_ARCHIVE (not a zip, truncated),
+ * MANYPY_ERR_NOT_A_PACKAGE (a zip but no torch.package, e.g. a TorchScript
+ * archive), MANYPY_ERR_UNSUPPORTED_VERSION. Record checksums are checked
+ * when an interpreter first opens the package (manypy_package_load_pickle).
+ * On success *out_package is owned by the caller. */
+MANYPY_API manypy_status* manypy_package_load_file(manypy_pool* pool, const char* path,
+                                                   manypy_package** out_package);
+
+/* The same from `size` bytes in memory, which are copied. */
+MANYPY_API manypy_status* manypy_package_load_bytes(manypy_pool* pool, const void* data,
+                                                    size_t size, manypy_package** out_package);
+
+/* Frees the caller's handle. Objects loaded from the package keep it alive.
+ * Accepts NULL. */
+MANYPY_API void manypy_package_free(manypy_package* package);
+
+/* The names of every record in the archive, as a list of strings (e.g.
+ * "model/model.pkl", ".data/version"), read without running Python. The
+ * caller owns *out_list. */
+MANYPY_API manypy_status* manypy_package_list_files(const manypy_package* package,
+                                                    manypy_value** out_list);
+
+/* One record's bytes (text or binary) as a bytes value, read without running
+ * Python. MANYPY_ERR_NO_SUCH_NAME if the archive has no such record. */
+MANYPY_API manypy_status* manypy_package_read_file(const manypy_package* package,
+                                                   const char* name, manypy_value** out_bytes);
+
+/* ------------------------------------------------------------------------ */
+/* Replicated objects                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* An object (a model) unpickled from a package, replicated lazily into each
+ * interpreter that serves a call on it. Its tensors' storages are the
+ * archive's, shared by every replica: N interpreters of a model with W bytes
+ * of weights hold about W bytes. (So an in-place change to a weight is seen
+ * by every replica.) Keeps its package and pool alive. Thread safe: any
+ * number of threads may call it at once. */
+typedef struct manypy_object manypy_object;
+
+/* Unpickles `package`.`name` (as torch.package's load_pickle(module, name))
+ * in one interpreter now, so that errors surface here (a missing extern
+ * module is MANYPY_ERR_MODULE_NOT_FOUND), and lazily in the others. On
+ * success *out_object is owned by the caller. A record whose checksum fails
+ * (a corrupt pickle or source file) is MANYPY_ERR_BAD_ARCHIVE. */
+MANYPY_API manypy_status* manypy_package_load_pickle(manypy_package* package, const char* module,
+                                                     const char* name,
+                                                     manypy_object** out_object);
+
+/* Unloads: drops the replica in every interpreter and frees the handle.
+ * Waits for calls in flight on it. Accepts NULL. */
+MANYPY_API void manypy_object_free(manypy_object* object);
+
+/* Per-call options. Owned by the caller; read-only during a call, so one
+ * options object may serve many threads at once. */
+typedef struct manypy_call_options manypy_call_options;
+
+/* Defaults: any interpreter. NULL only when memory is exhausted. */
+MANYPY_API manypy_call_options* manypy_call_options_new(void);
+MANYPY_API void manypy_call_options_free(manypy_call_options* options);
+/* Pins calls to interpreter `index` of the pool, or MANYPY_ANY_INTERPRETER. */
+MANYPY_API manypy_status* manypy_call_options_set_interpreter(manypy_call_options* options,
+                                                             int32_t index);
+
+/* Calls the object. `method` NULL calls the object itself (for an nn.Module,
+ * __call__, which runs forward with its hooks); otherwise the named method.
+ * Runs under torch.no_grad(): serving is inference.
+ * `args` is a list or tuple of positional arguments, or NULL for none;
+ * `kwargs` a dict or NULL. Both are borrowed. `options` may be NULL. The
+ * result is owned by the caller. A missing method is MANYPY_ERR_NO_SUCH_NAME;
+ * a wrong number of arguments MANYPY_ERR_PYTHON (TypeError); a result that is
+ * not representable MANYPY_ERR_UNSUPPORTED_TYPE. */
+MANYPY_API manypy_status* manypy_object_call(manypy_object* object, const char* method,
+                                             const manypy_value* args, const manypy_value* kwargs,
+                                             const manypy_call_options* options,
+                                             manypy_value** out_result);
+
+/* The attribute `name` of the object, converted to a value. */
+MANYPY_API manypy_status* manypy_object_getattr(manypy_object* object, const char* name,
+                                                const manypy_call_options* options,
+                                                manypy_value** out_value);
+
+/* Whether the object has the attribute `name`: *out_has is 1 or 0. */
+MANYPY_API manypy_status* manypy_object_hasattr(manypy_object* object, const char* name,
+                                                int* out_has);
+
+/* ------------------------------------------------------------------------ */
+/* TorchScript on the host: no Python, no interpreter                       */
+/* ------------------------------------------------------------------------ */
+
+/* A TorchScript module loaded with libtorch in the host process. Thread safe:
+ * any number of threads may call it at once. */
+typedef struct manypy_script_module manypy_script_module;
+
+/* Loads a TorchScript archive (torch.jit.save). MANYPY_ERR_NOT_FOUND,
+ * MANYPY_ERR_BAD_ARCHIVE, MANYPY_ERR_UNSUPPORTED_VERSION as for packages. */
+MANYPY_API manypy_status* manypy_script_load_file(const char* path,
+                                                  manypy_script_module** out_module);
+MANYPY_API manypy_status* manypy_script_load_bytes(const void* data, size_t size,
+                                                   manypy_script_module** out_module);
+MANYPY_API void manypy_script_free(manypy_script_module* module);
+
+/* Calls `method` (NULL: forward) with the same value conventions as
+ * manypy_object_call. Runs in inference mode. An error raised by the method
+ * is MANYPY_ERR_PYTHON, with TorchScript's message. */
+MANYPY_API manypy_status* manypy_script_call(manypy_script_module* module, const char* method,
+                                             const manypy_value* args, const manypy_value* kwargs,
+                                             manypy_value** out_result);
+
+/* Intra-op threads of the host's libtorch (torch.set_num_threads), used by
+ * TorchScript calls. Applies to threads that have not yet run an operator.
+ * Interpreters have their own setting (manypy_pool_options). */
+MANYPY_API manypy_status* manypy_script_set_intra_op_threads(int threads);
 
 #ifdef __cplusplus
 } /* extern "C" */

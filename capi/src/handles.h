@@ -8,7 +8,10 @@
 
 #include "error.h"
 #include "manypy.h"
+#include "package.h"
 #include "pool.h"
+#include "replicated_object.h"
+#include "script_module.h"
 #include "value.h"
 
 struct manypy_status {
@@ -18,19 +21,44 @@ struct manypy_status {
   std::string traceback;
 };
 
-struct manypy_value {
-  manypy::Value value;
-};
 
 struct manypy_pool_options {
   manypy::PoolOptions options;
 };
 
+// Shared ownership: packages and objects keep their pool alive.
 struct manypy_pool {
-  std::unique_ptr<manypy::Pool> pool;
+  std::shared_ptr<manypy::Pool> pool;
+};
+
+struct manypy_package {
+  std::shared_ptr<manypy::Package> package;
+};
+
+struct manypy_object {
+  std::unique_ptr<manypy::ReplicatedObject> object;
+};
+
+struct manypy_call_options {
+  manypy::CallOptions options;
+};
+
+struct manypy_script_module {
+  std::unique_ptr<manypy::ScriptModule> module;
 };
 
 namespace manypy::capi {
+
+// A manypy_value* is a manypy::Value* (the C type is never defined), so a
+// container's items can be handed out as borrowed handles.
+inline Value& value_of(manypy_value* handle) { return *reinterpret_cast<Value*>(handle); }
+inline const Value& value_of(const manypy_value* handle) {
+  return *reinterpret_cast<const Value*>(handle);
+}
+inline manypy_value* handle_of(Value* value) { return reinterpret_cast<manypy_value*>(value); }
+inline const manypy_value* handle_of(const Value* value) {
+  return reinterpret_cast<const manypy_value*>(value);
+}
 
 // Allocation of a status must not itself fail loudly: a static status stands
 // in when memory is exhausted.
@@ -38,6 +66,9 @@ manypy_status* make_status(manypy_code code, std::string message, std::string py
                            std::string traceback = {}) noexcept;
 
 manypy_status* invalid_argument(const char* function, const char* what) noexcept;
+
+// Wraps a core Value in a new caller-owned handle.
+manypy_value* new_value(manypy::Value value);
 
 // Runs `body(function)`, which returns a manypy_status* (usually nullptr),
 // and turns any exception it throws into a status. Every public entry point

@@ -71,7 +71,7 @@ manypy_status* manypy_pool_create(const manypy_pool_options* options, manypy_poo
     MANYPY_NOT_NULL(out_pool);
     manypy::PoolOptions defaults;
     auto handle = std::make_unique<manypy_pool>();
-    handle->pool = std::make_unique<manypy::Pool>(options ? options->options : defaults);
+    handle->pool = std::make_shared<manypy::Pool>(options ? options->options : defaults);
     *out_pool = handle.release();
     return nullptr;
   });
@@ -112,9 +112,7 @@ manypy_status* manypy_pool_eval(manypy_pool* pool, int32_t interpreter, const ch
     MANYPY_NOT_NULL(pool);
     MANYPY_NOT_NULL(expression);
     MANYPY_NOT_NULL(out_value);
-    auto value = std::make_unique<manypy_value>();
-    value->value = pool->pool->eval(interpreter, expression);
-    *out_value = value.release();
+    *out_value = manypy::capi::new_value(pool->pool->eval(interpreter, expression));
     return nullptr;
   });
 }

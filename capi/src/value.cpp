@@ -1,25 +1,146 @@
-// manypy_value: typed read access to values copied out of interpreters.
+// manypy_value: building arguments and reading results.
+#include <cstring>
+
 #include "handles.h"
 
+using manypy::Value;
 using manypy::ValueKind;
+using manypy::capi::handle_of;
+using manypy::capi::value_of;
 
 namespace {
 
 manypy_status* expect_kind(const char* function, const manypy_value* value, ValueKind kind) {
-  if (value->value.kind == kind) return nullptr;
-  static const char* const kNames[] = {"None", "bool", "int64", "double", "string"};
-  return manypy::capi::make_status(
-      MANYPY_ERR_WRONG_KIND, std::string(function) + ": the value is " +
-                                 kNames[static_cast<int>(value->value.kind)] + ", not " +
-                                 kNames[static_cast<int>(kind)]);
+  if (value_of(value).kind == kind) return nullptr;
+  return manypy::capi::make_status(MANYPY_ERR_WRONG_KIND,
+                                   std::string(function) + ": the value is " +
+                                       manypy::kind_name(value_of(value).kind) + ", not " +
+                                       manypy::kind_name(kind));
+}
+
+manypy_value* make(Value v) noexcept {
+  try {
+    return manypy::capi::new_value(std::move(v));
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+// Structural UTF-8 check (lead and continuation bytes); Python's strict
+// decoder catches the rest when the string reaches an interpreter.
+bool valid_utf8(const char* s, size_t n) {
+  size_t k = 0;
+  while (k < n) {
+    unsigned char c = static_cast<unsigned char>(s[k]);
+    size_t extra;
+    if (c < 0x80) {
+      extra = 0;
+    } else if ((c >> 5) == 0x6) {
+      extra = 1;
+    } else if ((c >> 4) == 0xE) {
+      extra = 2;
+    } else if ((c >> 3) == 0x1E) {
+      extra = 3;
+    } else {
+      return false;
+    }
+    if (extra > n - k - 1) return false;
+    for (size_t j = 1; j <= extra; ++j) {
+      if ((static_cast<unsigned char>(s[k + j]) >> 6) != 0x2) return false;
+    }
+    k += extra + 1;
+  }
+  return true;
 }
 
 }  // namespace
 
+namespace manypy::capi {
+
+manypy_value* new_value(Value value) { return handle_of(new Value(std::move(value))); }
+
+}  // namespace manypy::capi
+
 extern "C" {
 
+manypy_value* manypy_value_new_none(void) { return make(Value::none()); }
+manypy_value* manypy_value_new_bool(int value) { return make(Value::of_bool(value != 0)); }
+manypy_value* manypy_value_new_int64(int64_t value) { return make(Value::of_int(value)); }
+manypy_value* manypy_value_new_double(double value) { return make(Value::of_double(value)); }
+manypy_value* manypy_value_new_list(void) { return make(Value::container(ValueKind::kList)); }
+manypy_value* manypy_value_new_tuple(void) { return make(Value::container(ValueKind::kTuple)); }
+manypy_value* manypy_value_new_dict(void) { return make(Value::container(ValueKind::kDict)); }
+
+manypy_value* manypy_value_new_bytes(const void* data, size_t length) {
+  if (data == nullptr && length > 0) return nullptr;
+  try {
+    return make(Value::of_bytes(std::string(static_cast<const char*>(data), length)));
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+manypy_status* manypy_value_new_string(const char* utf8, size_t length,
+                                       manypy_value** out_value) {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
+    MANYPY_NOT_NULL(out_value);
+    if (utf8 == nullptr && length > 0) {
+      return manypy::capi::invalid_argument(api_function, "utf8 must not be NULL");
+    }
+    if (!valid_utf8(utf8, length)) {
+      return manypy::capi::invalid_argument(api_function, "the string is not valid UTF-8");
+    }
+    *out_value = manypy::capi::new_value(Value::of_string(std::string(utf8 ? utf8 : "", length)));
+    return nullptr;
+  });
+}
+
+manypy_status* manypy_value_append(manypy_value* sequence, manypy_value* item) {
+  if (item != nullptr && item == sequence) {  // freeing it would free the sequence
+    return manypy::capi::invalid_argument(__func__, "a value cannot contain itself");
+  }
+  std::unique_ptr<Value> owned(item ? &value_of(item) : nullptr);  // ours whatever happens
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
+    MANYPY_NOT_NULL(sequence);
+    MANYPY_NOT_NULL(item);
+    if (!value_of(sequence).is_sequence()) {
+      return manypy::capi::make_status(MANYPY_ERR_WRONG_KIND,
+                                       std::string(api_function) + ": the value is " +
+                                           manypy::kind_name(value_of(sequence).kind) +
+                                           ", not a list or tuple");
+    }
+    value_of(sequence).items.push_back(std::move(*owned));
+    return nullptr;
+  });
+}
+
+manypy_status* manypy_value_dict_set(manypy_value* dict, const char* key, manypy_value* item) {
+  if (item != nullptr && item == dict) {
+    return manypy::capi::invalid_argument(__func__, "a value cannot contain itself");
+  }
+  std::unique_ptr<Value> owned(item ? &value_of(item) : nullptr);
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
+    MANYPY_NOT_NULL(dict);
+    MANYPY_NOT_NULL(key);
+    MANYPY_NOT_NULL(item);
+    if (manypy_status* s = expect_kind(api_function, dict, ValueKind::kDict)) return s;
+    if (!valid_utf8(key, std::strlen(key))) {
+      return manypy::capi::invalid_argument(api_function, "the key is not valid UTF-8");
+    }
+    Value& d = value_of(dict);
+    long at = d.find_key(key);
+    if (at >= 0) {
+      d.items[at] = std::move(*owned);
+    } else {
+      d.keys.emplace_back(key);
+      d.items.push_back(std::move(*owned));
+    }
+    return nullptr;
+  });
+}
+
 manypy_value_kind manypy_value_get_kind(const manypy_value* value) {
-  return value ? static_cast<manypy_value_kind>(value->value.kind) : MANYPY_VALUE_NONE;
+  return value ? static_cast<manypy_value_kind>(value_of(value).kind) : MANYPY_VALUE_NONE;
 }
 
 manypy_status* manypy_value_get_bool(const manypy_value* value, int* out) {
@@ -27,7 +148,7 @@ manypy_status* manypy_value_get_bool(const manypy_value* value, int* out) {
     MANYPY_NOT_NULL(value);
     MANYPY_NOT_NULL(out);
     if (manypy_status* s = expect_kind(api_function, value, ValueKind::kBool)) return s;
-    *out = value->value.b ? 1 : 0;
+    *out = value_of(value).b ? 1 : 0;
     return nullptr;
   });
 }
@@ -37,7 +158,7 @@ manypy_status* manypy_value_get_int64(const manypy_value* value, int64_t* out) {
     MANYPY_NOT_NULL(value);
     MANYPY_NOT_NULL(out);
     if (manypy_status* s = expect_kind(api_function, value, ValueKind::kInt64)) return s;
-    *out = value->value.i;
+    *out = value_of(value).i;
     return nullptr;
   });
 }
@@ -47,7 +168,7 @@ manypy_status* manypy_value_get_double(const manypy_value* value, double* out) {
     MANYPY_NOT_NULL(value);
     MANYPY_NOT_NULL(out);
     if (manypy_status* s = expect_kind(api_function, value, ValueKind::kDouble)) return s;
-    *out = value->value.d;
+    *out = value_of(value).d;
     return nullptr;
   });
 }
@@ -58,12 +179,99 @@ manypy_status* manypy_value_get_string(const manypy_value* value, const char** o
     MANYPY_NOT_NULL(value);
     MANYPY_NOT_NULL(out_utf8);
     if (manypy_status* s = expect_kind(api_function, value, ValueKind::kString)) return s;
-    *out_utf8 = value->value.s.c_str();
-    if (out_length != nullptr) *out_length = value->value.s.size();
+    *out_utf8 = value_of(value).s.c_str();
+    if (out_length != nullptr) *out_length = value_of(value).s.size();
     return nullptr;
   });
 }
 
-void manypy_value_free(manypy_value* value) { delete value; }
+manypy_status* manypy_value_get_bytes(const manypy_value* value, const void** out_data,
+                                      size_t* out_length) {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
+    MANYPY_NOT_NULL(value);
+    MANYPY_NOT_NULL(out_data);
+    MANYPY_NOT_NULL(out_length);
+    if (manypy_status* s = expect_kind(api_function, value, ValueKind::kBytes)) return s;
+    *out_data = value_of(value).s.data();
+    *out_length = value_of(value).s.size();
+    return nullptr;
+  });
+}
+
+manypy_status* manypy_value_length(const manypy_value* value, size_t* out_length) {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
+    MANYPY_NOT_NULL(value);
+    MANYPY_NOT_NULL(out_length);
+    if (!value_of(value).is_sequence() && value_of(value).kind != ValueKind::kDict) {
+      return manypy::capi::make_status(MANYPY_ERR_WRONG_KIND,
+                                       std::string(api_function) + ": the value is " +
+                                           manypy::kind_name(value_of(value).kind) +
+                                           ", not a list, tuple or dict");
+    }
+    *out_length = value_of(value).items.size();
+    return nullptr;
+  });
+}
+
+manypy_status* manypy_value_get_item(const manypy_value* value, size_t index,
+                                     const manypy_value** out_item) {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
+    MANYPY_NOT_NULL(value);
+    MANYPY_NOT_NULL(out_item);
+    const Value& v = value_of(value);
+    if (!v.is_sequence() && v.kind != ValueKind::kDict) {
+      return manypy::capi::make_status(MANYPY_ERR_WRONG_KIND,
+                                       std::string(api_function) + ": the value is " +
+                                           manypy::kind_name(v.kind) +
+                                           ", not a list, tuple or dict");
+    }
+    if (index >= v.items.size()) {
+      return manypy::capi::make_status(
+          MANYPY_ERR_OUT_OF_RANGE, std::string(api_function) + ": index " +
+                                       std::to_string(index) + " is out of range (length " +
+                                       std::to_string(v.items.size()) + ")");
+    }
+    *out_item = handle_of(&v.items[index]);
+    return nullptr;
+  });
+}
+
+manypy_status* manypy_value_dict_key(const manypy_value* value, size_t index,
+                                     const char** out_key) {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
+    MANYPY_NOT_NULL(value);
+    MANYPY_NOT_NULL(out_key);
+    if (manypy_status* s = expect_kind(api_function, value, ValueKind::kDict)) return s;
+    if (index >= value_of(value).keys.size()) {
+      return manypy::capi::make_status(
+          MANYPY_ERR_OUT_OF_RANGE, std::string(api_function) + ": index " +
+                                       std::to_string(index) + " is out of range (length " +
+                                       std::to_string(value_of(value).keys.size()) + ")");
+    }
+    *out_key = value_of(value).keys[index].c_str();
+    return nullptr;
+  });
+}
+
+manypy_status* manypy_value_dict_get(const manypy_value* value, const char* key,
+                                     const manypy_value** out_item) {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
+    MANYPY_NOT_NULL(value);
+    MANYPY_NOT_NULL(key);
+    MANYPY_NOT_NULL(out_item);
+    if (manypy_status* s = expect_kind(api_function, value, ValueKind::kDict)) return s;
+    long at = value_of(value).find_key(key);
+    if (at < 0) {
+      return manypy::capi::make_status(MANYPY_ERR_NO_SUCH_NAME, std::string(api_function) +
+                                                                    ": no key '" + key + "'");
+    }
+    *out_item = handle_of(&value_of(value).items[at]);
+    return nullptr;
+  });
+}
+
+void manypy_value_free(manypy_value* value) {
+  if (value != nullptr) delete &value_of(value);
+}
 
 }  // extern "C"

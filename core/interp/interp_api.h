@@ -14,6 +14,7 @@
 #ifndef MANYPY_INTERP_API_H
 #define MANYPY_INTERP_API_H
 
+#include <dlpack/dlpack.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -21,7 +22,7 @@
 extern "C" {
 #endif
 
-#define MANYPY_INTERP_API_VERSION 1u
+#define MANYPY_INTERP_API_VERSION 2u
 
 /* Status codes used across the boundary; they match manypy_code. */
 enum {
@@ -33,7 +34,11 @@ enum {
   MPI_ERR_UNSUPPORTED_TYPE = 5,
   MPI_ERR_STATIC_TLS = 7,
   MPI_ERR_LOADER = 9,
-  MPI_ERR_INTERNAL = 11
+  MPI_ERR_INTERNAL = 11,
+  MPI_ERR_BAD_ARCHIVE = 13,
+  MPI_ERR_MODULE_NOT_FOUND = 16,
+  MPI_ERR_BAD_TENSOR = 17,
+  MPI_ERR_NO_SUCH_NAME = 18
 };
 
 enum {
@@ -41,19 +46,36 @@ enum {
   MPI_VALUE_BOOL = 1,
   MPI_VALUE_INT64 = 2,
   MPI_VALUE_DOUBLE = 3,
-  MPI_VALUE_STRING = 4
+  MPI_VALUE_STRING = 4,
+  MPI_VALUE_TENSOR = 5,
+  MPI_VALUE_BYTES = 6,
+  MPI_VALUE_LIST = 7,
+  MPI_VALUE_TUPLE = 8,
+  MPI_VALUE_DICT = 9
 };
 
+/* A value tree. As an argument (host to interpreter) the whole tree is
+ * host memory, read-only, valid for the call; ownership of every `tensor`
+ * passes to the interpreter, which runs its deleter exactly once. As a
+ * result (sink->value), scalars, strings and bytes are borrowed for the
+ * callback, and ownership of `tensor` passes to the host. */
 typedef struct mpi_value {
   int kind;
   int64_t i; /* BOOL (0/1) and INT64 */
   double d;
-  const char* s; /* STRING: borrowed for the duration of the sink call */
+  const char* s; /* STRING (UTF-8), BYTES */
   size_t len;
+  DLManagedTensor* tensor;       /* TENSOR */
+  const struct mpi_value* items; /* LIST, TUPLE; DICT: the values */
+  size_t count;
+  const char* const* keys; /* DICT: NUL-terminated UTF-8 keys */
 } mpi_value;
 
 /* Host-side receiver of results. Every pointer handed to it is borrowed for
- * the duration of the callback only. */
+ * the duration of the callback only (but for result tensors, see mpi_value).
+ * A container result arrives as begin(kind, count), then its items (each a
+ * value() or a nested begin/end; in a dict each preceded by key()), then
+ * end(). */
 typedef struct mpi_sink {
   void* ctx;
   /* An error: code, Python type name ("" if none), one-line message,
@@ -61,7 +83,19 @@ typedef struct mpi_sink {
   void (*error)(void* ctx, int code, const char* py_type, const char* message,
                 const char* traceback);
   void (*value)(void* ctx, const mpi_value* value);
+  void (*begin)(void* ctx, int kind, size_t count);
+  void (*key)(void* ctx, const char* key, size_t length);
+  void (*end)(void* ctx);
 } mpi_sink;
+
+/* Services the host offers the interpreter side. */
+typedef struct mpi_host_api {
+  /* `nbytes` bytes of a package record, as a uint8 DLPack tensor over the
+   * host's copy of the archive (no copy). On success returns MPI_OK and
+   * *out (owned by the caller); else writes a message to `error`. */
+  int (*package_record)(uint64_t package_id, const char* record, uint64_t nbytes,
+                        DLManagedTensor** out, char* error, size_t error_size);
+} mpi_host_api;
 
 typedef struct mpi_start_options {
   const char* python_home;     /* sys.prefix of the Python to embed */
@@ -69,6 +103,7 @@ typedef struct mpi_start_options {
   /* Takes (1) or drops (0) a lock shared by every interpreter of the
    * process, around work that reads and restores process-wide state. */
   void (*process_lock)(int acquire);
+  const mpi_host_api* host; /* lives as long as the process */
 } mpi_start_options;
 
 typedef struct mpi_lease_options {
@@ -95,8 +130,25 @@ typedef struct manypy_interp_api {
 
   /* Statements into the lease's globals. */
   int (*exec)(const char* source, const mpi_sink* sink);
-  /* One expression; its value goes to sink->value. */
+  /* One expression; its value goes to the sink. */
   int (*eval)(const char* expression, const mpi_sink* sink);
+
+  /* Opens package `package_id` (its archive is `size` bytes of host memory
+   * at `data`, valid until package_close) in this interpreter. */
+  int (*package_open)(uint64_t package_id, const void* data, size_t size, const mpi_sink* sink);
+  void (*package_close)(uint64_t package_id);
+
+  /* Unpickles module/name of an open package as object `object_id`. */
+  int (*object_load)(uint64_t object_id, uint64_t package_id, const char* module,
+                     const char* name, const mpi_sink* sink);
+  void (*object_drop)(uint64_t object_id);
+  /* Calls the object (method NULL) or its method; args is a LIST or TUPLE or
+   * NULL, kwargs a DICT or NULL. The result goes to the sink. */
+  int (*object_call)(uint64_t object_id, const char* method, const mpi_value* args,
+                     const mpi_value* kwargs, const mpi_sink* sink);
+  int (*object_getattr)(uint64_t object_id, const char* name, const mpi_sink* sink);
+  int (*object_hasattr)(uint64_t object_id, const char* name, int* out_has,
+                        const mpi_sink* sink);
 
   /* Called on a host thread that is about to exit, after its last call into
    * this interpreter: deletes its Python thread state. Never called on the

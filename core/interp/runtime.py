@@ -4,6 +4,7 @@
 import builtins
 import gc
 import importlib
+import io
 import os
 import sys
 import traceback
@@ -67,6 +68,8 @@ def lease_end(globals_dict):
     """Give the interpreter back as lease_begin found it."""
     global _lease
     globals_dict.clear()
+    _objects.clear()
+    _packages.clear()
     if _lease is not None:
         saved_path, saved_modules = _lease
         for name in [m for m in sys.modules if m not in saved_modules]:
@@ -89,3 +92,107 @@ def describe_exception(exc):
     message = message.replace("\n", " ")
     tb = "".join(traceback.format_exception(cls, exc, exc.__traceback__))
     return name, message, tb
+
+
+# ---- packages and replicated objects -------------------------------------
+
+
+class HostArchive(io.RawIOBase):
+    """A read-only file over the host's copy of an archive (a memoryview).
+
+    torch's PyTorchFileReader reads through readinto(), so records are copied
+    straight from the host's memory; the archive is never copied whole.
+    """
+
+    def __init__(self, view):
+        super().__init__()
+        self._view = view
+        self._pos = 0
+
+    def readable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def tell(self):
+        return self._pos
+
+    def seek(self, offset, whence=io.SEEK_SET):
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: len(self._view)}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def readinto(self, buffer):
+        n = max(0, min(len(buffer), len(self._view) - self._pos))
+        buffer[:n] = self._view[self._pos : self._pos + n]
+        self._pos += n
+        return n
+
+
+class SharedStorageReader:
+    """The package's zip reader, except that tensor storages come from the host.
+
+    The host hands out one view of each storage record to every interpreter,
+    so N replicas of a model hold its weights once. Everything else (pickles,
+    source files) is read by torch's own reader.
+    """
+
+    def __init__(self, reader, fetch):
+        self._reader = reader
+        self._fetch = fetch
+
+    def get_storage_from_record(self, name, numel, dtype):
+        import torch
+        import torch.utils.dlpack
+
+        nbytes = numel * torch._utils._element_size(dtype)
+        raw = torch.utils.dlpack.from_dlpack(self._fetch(name, nbytes))
+        return raw.view(dtype)
+
+    def __getattr__(self, name):
+        return getattr(self._reader, name)
+
+
+_packages = {}
+_objects = {}
+
+
+def verify_records(view):
+    """Check the CRC of every record but tensor data; raises BadZipFile.
+
+    torch's reader is built without CRC checks, so a corrupt pickle would
+    otherwise surface as a baffling unpickling error. Tensor records are
+    skipped: they can be large, and torch never checks them either.
+    """
+    import zipfile
+
+    with zipfile.ZipFile(HostArchive(view)) as archive:
+        for info in archive.infolist():
+            if not info.filename.endswith(".storage"):
+                with archive.open(info) as record:
+                    while record.read(1 << 20):
+                        pass
+
+
+def package_open(package_id, view, fetch):
+    import torch
+    from torch.package import PackageImporter
+
+    verify_records(view)
+    reader = torch._C.PyTorchFileReader(HostArchive(view))
+    importer = PackageImporter(reader)
+    importer.zip_reader = SharedStorageReader(reader, fetch)
+    _packages[package_id] = importer
+
+
+def package_close(package_id):
+    _packages.pop(package_id, None)
+
+
+def object_load(object_id, package_id, module, name):
+    _objects[object_id] = _packages[package_id].load_pickle(module, name)
+
+
+def object_drop(object_id):
+    _objects.pop(object_id, None)

@@ -21,6 +21,13 @@ enum class Code : int {
   kLoader = 9,
   kInterpreterBroken = 10,
   kInternal = 11,
+  kNotFound = 12,
+  kBadArchive = 13,
+  kNotAPackage = 14,
+  kUnsupportedVersion = 15,
+  kModuleNotFound = 16,
+  kBadTensor = 17,
+  kNoSuchName = 18,
 };
 
 class Error : public std::exception {

@@ -4,37 +4,6 @@
 
 namespace manypy {
 
-// What the interpreter side handed to the sink during one call.
-struct Interpreter::Outcome {
-  std::optional<Error> error;
-  Value value;
-  bool done = false;  // handoff: set by the home thread under mu_
-
-  static void on_error(void* ctx, int code, const char* py_type, const char* message,
-                       const char* traceback) {
-    auto* self = static_cast<Outcome*>(ctx);
-    if (self->error) return;  // keep the first, most specific error
-    std::string text = message ? message : "";
-    if (code == static_cast<int>(Code::kStaticTls)) {
-      text = std::string(kStaticTlsHint) + " (" + text + ")";
-    }
-    self->error.emplace(static_cast<Code>(code), std::move(text), py_type ? py_type : "",
-                        traceback ? traceback : "");
-  }
-
-  static void on_value(void* ctx, const mpi_value* v) {
-    auto* self = static_cast<Outcome*>(ctx);
-    Value& out = self->value;
-    out.kind = static_cast<ValueKind>(v->kind);
-    out.b = v->i != 0;
-    out.i = v->i;
-    out.d = v->d;
-    if (v->kind == MPI_VALUE_STRING) out.s.assign(v->s, v->len);
-  }
-
-  mpi_sink sink() { return mpi_sink{this, &Outcome::on_error, &Outcome::on_value}; }
-};
-
 namespace {
 
 void process_lock(int acquire) {
@@ -61,7 +30,8 @@ void Interpreter::home_main() {
     ns_ = std::make_unique<isolation::Namespace>(interp_library_path(), band_);
     ns_->prepare_thread();
     std::string home = python_home();
-    mpi_start_options options{home.c_str(), /*import_torch=*/1, &process_lock};
+    mpi_start_options options{home.c_str(), /*import_torch=*/1, &process_lock,
+                              interpreter_host_api()};
     Outcome outcome;
     mpi_sink sink = outcome.sink();
     if (ns_->api().start(&options, &sink) != MPI_OK && !outcome.error) {
@@ -121,15 +91,12 @@ void Interpreter::run_on_home(const Call& call, Outcome& outcome) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     tasks_.emplace_back([&] {
-      Outcome local;
       try {
-        run_here(call, local);
+        run_here(call, outcome);
       } catch (const std::exception& e) {
-        local.error.emplace(Code::kInternal, e.what());
+        if (!outcome.error) outcome.error.emplace(Code::kInternal, e.what());
       }
       std::lock_guard<std::mutex> done_lock(done_mu);
-      outcome.error = std::move(local.error);
-      outcome.value = std::move(local.value);
       outcome.done = true;
       done_cv.notify_one();
     });
@@ -151,7 +118,7 @@ Value Interpreter::run(ThreadMode mode, const Call& call) {
     run_here(call, outcome);
   }
   if (outcome.error) throw *outcome.error;
-  return std::move(outcome.value);
+  return outcome.take_value();
 }
 
 void Interpreter::lease_begin(const LeaseSettings& settings) {
@@ -178,6 +145,72 @@ Value Interpreter::eval(ThreadMode mode, const std::string& expression) {
   return run(mode, [&](const manypy_interp_api& api, const mpi_sink& sink) {
     return api.eval(expression.c_str(), &sink);
   });
+}
+
+void Interpreter::package_open(ThreadMode mode, uint64_t package_id, const void* data,
+                               size_t size) {
+  run(mode, [&](const manypy_interp_api& api, const mpi_sink& sink) {
+    return api.package_open(package_id, data, size, &sink);
+  });
+}
+
+void Interpreter::package_close(uint64_t package_id) noexcept {
+  try {
+    run(ThreadMode::kHandoff, [&](const manypy_interp_api& api, const mpi_sink&) {
+      api.package_close(package_id);
+      return MPI_OK;
+    });
+  } catch (...) {
+    // Closing never fails in a way the caller could act on; lease_end drops
+    // whatever is left.
+  }
+}
+
+void Interpreter::object_load(ThreadMode mode, uint64_t object_id, uint64_t package_id,
+                              const std::string& module, const std::string& name) {
+  run(mode, [&](const manypy_interp_api& api, const mpi_sink& sink) {
+    return api.object_load(object_id, package_id, module.c_str(), name.c_str(), &sink);
+  });
+}
+
+void Interpreter::object_drop(uint64_t object_id) noexcept {
+  try {
+    run(ThreadMode::kHandoff, [&](const manypy_interp_api& api, const mpi_sink&) {
+      api.object_drop(object_id);
+      return MPI_OK;
+    });
+  } catch (...) {
+    // As package_close.
+  }
+}
+
+Value Interpreter::object_call(ThreadMode mode, uint64_t object_id, const std::string* method,
+                               const Value* args, const Value* kwargs) {
+  return run(mode, [&](const manypy_interp_api& api, const mpi_sink& sink) {
+    // Fresh DLPack handles for each attempt: the interpreter takes them.
+    std::optional<ArgTree> arg_tree, kwarg_tree;
+    if (args) arg_tree.emplace(*args);
+    if (kwargs) kwarg_tree.emplace(*kwargs);
+    if (arg_tree) arg_tree->handed_over();
+    if (kwarg_tree) kwarg_tree->handed_over();
+    return api.object_call(object_id, method ? method->c_str() : nullptr,
+                           arg_tree ? arg_tree->get() : nullptr,
+                           kwarg_tree ? kwarg_tree->get() : nullptr, &sink);
+  });
+}
+
+Value Interpreter::object_getattr(ThreadMode mode, uint64_t object_id, const std::string& name) {
+  return run(mode, [&](const manypy_interp_api& api, const mpi_sink& sink) {
+    return api.object_getattr(object_id, name.c_str(), &sink);
+  });
+}
+
+bool Interpreter::object_hasattr(ThreadMode mode, uint64_t object_id, const std::string& name) {
+  int has = 0;
+  run(mode, [&](const manypy_interp_api& api, const mpi_sink& sink) {
+    return api.object_hasattr(object_id, name.c_str(), &has, &sink);
+  });
+  return has != 0;
 }
 
 }  // namespace manypy

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "error.h"
+#include "interp_values.h"
 #include "isolation/namespace.h"
 #include "value.h"
 
@@ -46,13 +47,24 @@ class Interpreter {
   void lease_begin(const LeaseSettings& settings);
   void lease_end();
 
-  // Calls into Python. `mode` says which thread runs the call.
+  // Calls into Python. `mode` says which thread runs the call. Each throws
+  // Error on failure.
   void exec(ThreadMode mode, const std::string& source);
   Value eval(ThreadMode mode, const std::string& expression);
 
+  void package_open(ThreadMode mode, uint64_t package_id, const void* data, size_t size);
+  void package_close(uint64_t package_id) noexcept;
+  void object_load(ThreadMode mode, uint64_t object_id, uint64_t package_id,
+                   const std::string& module, const std::string& name);
+  void object_drop(uint64_t object_id) noexcept;
+  // `method` empty: call the object itself. args: a list/tuple or none.
+  Value object_call(ThreadMode mode, uint64_t object_id, const std::string* method,
+                    const Value* args, const Value* kwargs);
+  Value object_getattr(ThreadMode mode, uint64_t object_id, const std::string& name);
+  bool object_hasattr(ThreadMode mode, uint64_t object_id, const std::string& name);
+
  private:
   using Call = std::function<int(const manypy_interp_api&, const mpi_sink&)>;
-  struct Outcome;
 
   // Runs `call` inside the interpreter and turns its sink output into a Value
   // or an Error.
@@ -74,5 +86,9 @@ class Interpreter {
   std::deque<std::function<void()>> tasks_;
   std::thread home_;
 };
+
+// The host services every interpreter may call (package records); set by
+// the package layer before any package is opened.
+const mpi_host_api* interpreter_host_api();
 
 }  // namespace manypy

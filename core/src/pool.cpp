@@ -4,23 +4,13 @@
 
 namespace manypy {
 
-// Holds one unit of load on a slot for the duration of one call.
-class Pool::Lease {
- public:
-  Lease(Pool& pool, Slot& slot) : pool_(pool), slot_(slot) {}
-  ~Lease() {
-    slot_.load.fetch_sub(1, std::memory_order_release);
-    if (pool_.in_flight_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      std::lock_guard<std::mutex> lock(pool_.idle_mu_);
-      pool_.idle_cv_.notify_all();
-    }
+Pool::Lease::~Lease() {
+  slot_.load.fetch_sub(1, std::memory_order_release);
+  if (pool_.in_flight_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    std::lock_guard<std::mutex> lock(pool_.idle_mu_);
+    pool_.idle_cv_.notify_all();
   }
-  Interpreter& interp() { return *slot_.interp; }
-
- private:
-  Pool& pool_;
-  Slot& slot_;
-};
+}
 
 Pool::Pool(const PoolOptions& options) : mode_(options.thread_mode) {
   if (options.lease.intra_op_threads < 1) {
@@ -38,9 +28,7 @@ Pool::~Pool() {
     std::unique_lock<std::mutex> lock(idle_mu_);
     idle_cv_.wait(lock, [this] { return in_flight_.load() == 0; });
   }
-  std::vector<Interpreter*> interps;
-  for (const auto& slot : slots_) interps.push_back(slot->interp);
-  InterpreterSet::instance().give_back(interps);
+  InterpreterSet::instance().give_back(interpreters());
 }
 
 Pool::Slot& Pool::pick(int interpreter) {
@@ -78,18 +66,16 @@ Pool::Slot& Pool::pick(int interpreter) {
   return *least;
 }
 
-template <typename Fn>
-auto Pool::with_interpreter(int interpreter, Fn&& fn) {
-  Slot& slot = pick(interpreter);
-  Lease lease(*this, slot);
-  try {
-    return fn(lease.interp());
-  } catch (const Error& e) {
-    // Name the pool's index, the number the caller knows the interpreter by.
-    size_t index = 0;
-    while (slots_[index].get() != &slot) ++index;
-    throw e.prefixed("interpreter " + std::to_string(index) + ": ");
-  }
+size_t Pool::index_of(const Slot& slot) const {
+  size_t index = 0;
+  while (slots_[index].get() != &slot) ++index;
+  return index;
+}
+
+std::vector<Interpreter*> Pool::interpreters() const {
+  std::vector<Interpreter*> all;
+  for (const auto& slot : slots_) all.push_back(slot->interp);
+  return all;
 }
 
 void Pool::exec(int interpreter, const std::string& source) {

@@ -35,6 +35,25 @@ class Pool {
   void exec_all(const std::string& source);
   Value eval(int interpreter, const std::string& expression);
 
+  ThreadMode mode() const { return mode_; }
+
+  // Runs fn(Interpreter&) on interpreter `interpreter` of the pool (or a free
+  // or least loaded one for kAnyInterpreter), holding a unit of its load. An
+  // Error from fn gets the pool index put before its message.
+  template <typename Fn>
+  auto with_interpreter(int interpreter, Fn&& fn) {
+    Slot& slot = pick(interpreter);
+    Lease lease(*this, slot);
+    try {
+      return fn(*slot.interp);
+    } catch (const Error& e) {
+      throw e.prefixed("interpreter " + std::to_string(index_of(slot)) + ": ");
+    }
+  }
+
+  // Every interpreter of the pool, for work that must reach all of them.
+  std::vector<Interpreter*> interpreters() const;
+
   // Calls in flight on interpreter `index` right now (for tests and stats).
   int load(size_t index) const { return slots_.at(index)->load.load(); }
 
@@ -43,11 +62,19 @@ class Pool {
     Interpreter* interp;
     std::atomic<int> load{0};
   };
-  class Lease;  // RAII: one call's hold on a slot
+  // Holds one unit of load on a slot for the duration of one call.
+  class Lease {
+   public:
+    Lease(Pool& pool, Slot& slot) : pool_(pool), slot_(slot) {}
+    ~Lease();
+
+   private:
+    Pool& pool_;
+    Slot& slot_;
+  };
 
   Slot& pick(int interpreter);
-  template <typename Fn>
-  auto with_interpreter(int interpreter, Fn&& fn);
+  size_t index_of(const Slot& slot) const;
 
   ThreadMode mode_;
   std::vector<std::unique_ptr<Slot>> slots_;

@@ -105,7 +105,7 @@ static void test_leases_come_back_clean(void** state) {
     manypy_status_free(s);
     assert_ptr_equal(value, (manypy_value*)(uintptr_t)0x7a7a7a7a);
     /* Not importable any more: the path entry is gone, not just the module. */
-    s = EXPECT_CODE(manypy_pool_exec(pool, i, "import mp_test_mod"), MANYPY_ERR_PYTHON);
+    s = EXPECT_CODE(manypy_pool_exec(pool, i, "import mp_test_mod"), MANYPY_ERR_MODULE_NOT_FOUND);
     assert_string_equal(manypy_status_python_type(s), "ModuleNotFoundError");
     ASSERT_CONTAINS(manypy_status_message(s), "mp_test_mod");
     manypy_status_free(s);
@@ -261,8 +261,8 @@ static void test_handoff_exec_eval_and_errors(void** state) {
   ASSERT_CONTAINS(manypy_status_traceback(s), "SyntaxError");
   manypy_status_free(s);
   manypy_value* v = (manypy_value*)(uintptr_t)0x7a7a7a7a;
-  s = EXPECT_CODE(manypy_pool_eval(pool, 0, "[1]", &v), MANYPY_ERR_UNSUPPORTED_TYPE);
-  ASSERT_CONTAINS(manypy_status_message(s), "list");
+  s = EXPECT_CODE(manypy_pool_eval(pool, 0, "{1}", &v), MANYPY_ERR_UNSUPPORTED_TYPE);
+  ASSERT_CONTAINS(manypy_status_message(s), "set");
   manypy_status_free(s);
   assert_ptr_equal(v, (manypy_value*)(uintptr_t)0x7a7a7a7a);
   assert_int_equal(EVAL_INT64(pool, 0, "1 + 1"), 2);

@@ -1,0 +1,66 @@
+// manypy_package: torch.package archives.
+#include "archive.h"
+#include "handles.h"
+
+namespace {
+
+manypy_status* make_package(manypy_pool* pool, std::shared_ptr<manypy::Archive> archive,
+                            manypy_package** out_package) {
+  auto handle = std::make_unique<manypy_package>();
+  handle->package = std::make_shared<manypy::Package>(pool->pool, std::move(archive));
+  *out_package = handle.release();
+  return nullptr;
+}
+
+}  // namespace
+
+extern "C" {
+
+manypy_status* manypy_package_load_file(manypy_pool* pool, const char* path,
+                                        manypy_package** out_package) {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
+    MANYPY_NOT_NULL(pool);
+    MANYPY_NOT_NULL(path);
+    MANYPY_NOT_NULL(out_package);
+    return make_package(pool, manypy::Archive::open_file(path), out_package);
+  });
+}
+
+manypy_status* manypy_package_load_bytes(manypy_pool* pool, const void* data, size_t size,
+                                         manypy_package** out_package) {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
+    MANYPY_NOT_NULL(pool);
+    MANYPY_NOT_NULL(data);
+    MANYPY_NOT_NULL(out_package);
+    return make_package(pool, manypy::Archive::from_bytes(data, size), out_package);
+  });
+}
+
+void manypy_package_free(manypy_package* package) { delete package; }
+
+manypy_status* manypy_package_list_files(const manypy_package* package, manypy_value** out_list) {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
+    MANYPY_NOT_NULL(package);
+    MANYPY_NOT_NULL(out_list);
+    manypy::Value list = manypy::Value::container(manypy::ValueKind::kList);
+    for (std::string& name : package->package->archive().records()) {
+      list.items.push_back(manypy::Value::of_string(std::move(name)));
+    }
+    *out_list = manypy::capi::new_value(std::move(list));
+    return nullptr;
+  });
+}
+
+manypy_status* manypy_package_read_file(const manypy_package* package, const char* name,
+                                        manypy_value** out_bytes) {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
+    MANYPY_NOT_NULL(package);
+    MANYPY_NOT_NULL(name);
+    MANYPY_NOT_NULL(out_bytes);
+    *out_bytes = manypy::capi::new_value(
+        manypy::Value::of_bytes(package->package->archive().read(name)));
+    return nullptr;
+  });
+}
+
+}  // extern "C"

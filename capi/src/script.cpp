@@ -1,0 +1,59 @@
+// manypy_script_module: TorchScript with libtorch in the host.
+#include "handles.h"
+
+extern "C" {
+
+manypy_status* manypy_script_load_file(const char* path, manypy_script_module** out_module) {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
+    MANYPY_NOT_NULL(path);
+    MANYPY_NOT_NULL(out_module);
+    auto handle = std::make_unique<manypy_script_module>();
+    handle->module = manypy::ScriptModule::load_file(path);
+    *out_module = handle.release();
+    return nullptr;
+  });
+}
+
+manypy_status* manypy_script_load_bytes(const void* data, size_t size,
+                                        manypy_script_module** out_module) {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
+    MANYPY_NOT_NULL(data);
+    MANYPY_NOT_NULL(out_module);
+    auto handle = std::make_unique<manypy_script_module>();
+    handle->module = manypy::ScriptModule::load_bytes(data, size);
+    *out_module = handle.release();
+    return nullptr;
+  });
+}
+
+void manypy_script_free(manypy_script_module* module) { delete module; }
+
+manypy_status* manypy_script_call(manypy_script_module* module, const char* method,
+                                  const manypy_value* args, const manypy_value* kwargs,
+                                  manypy_value** out_result) {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
+    MANYPY_NOT_NULL(module);
+    MANYPY_NOT_NULL(out_result);
+    std::string method_name = method ? method : "";
+    manypy::Value result =
+        module->module->call(method ? &method_name : nullptr,
+                             args ? &manypy::capi::value_of(args) : nullptr,
+                             kwargs ? &manypy::capi::value_of(kwargs) : nullptr);
+    *out_result = manypy::capi::new_value(std::move(result));
+    return nullptr;
+  });
+}
+
+manypy_status* manypy_script_set_intra_op_threads(int threads) {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
+    if (threads < 1) {
+      return manypy::capi::make_status(MANYPY_ERR_OUT_OF_RANGE,
+                                       std::string(api_function) + ": threads must be >= 1, not " +
+                                           std::to_string(threads));
+    }
+    manypy::set_host_intra_op_threads(threads);
+    return nullptr;
+  });
+}
+
+}  // extern "C"

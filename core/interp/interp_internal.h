@@ -1,0 +1,42 @@
+/* What the files of libmanypy_interp.so share. Nothing here is exported:
+ * the library's only exported symbol is manypy_interp_get_api. */
+#ifndef MANYPY_INTERP_INTERNAL_H
+#define MANYPY_INTERP_INTERNAL_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "interp_api.h"
+
+/* The module _manypy_runtime (runtime.py), once started. */
+extern PyObject* mpi_runtime;
+/* The host's services (mpi_start_options.host). */
+extern const mpi_host_api* mpi_host;
+
+/* Takes this interpreter's GIL on the calling thread / gives it back. */
+void mpi_enter(void);
+void mpi_leave(void);
+
+/* Sends an error to the sink. */
+void mpi_report(const mpi_sink* sink, int code, const char* type, const char* message,
+                const char* traceback);
+/* Turns the pending Python exception into a sink error; returns its code. */
+int mpi_report_python_error(const mpi_sink* sink);
+/* The same with the code chosen by the caller. */
+int mpi_report_python_error_as(const mpi_sink* sink, int code);
+
+/* Builds a Python object from an argument tree; NULL with a Python exception
+ * set on failure. Either way every tensor in `value` has been taken care of
+ * (consumed, or its deleter run). */
+PyObject* mpi_to_python(const mpi_value* value);
+/* Runs the deleters of every tensor in `value` (an argument that will not be
+ * converted). */
+void mpi_release_tensors(const mpi_value* value);
+/* Streams a Python result into the sink. Returns MPI_OK or an error code
+ * (reported to the sink). */
+int mpi_deliver(PyObject* result, const mpi_sink* sink);
+
+/* Looks up torch's DLPack functions once torch is imported. */
+int mpi_init_tensors(void);
+
+#endif

@@ -1,0 +1,56 @@
+// A PyTorch zip archive in host memory, read with libtorch's own reader
+// (caffe2::serialize::PyTorchStreamReader): no zip code of ours.
+#pragma once
+
+#include <dlpack/dlpack.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace caffe2::serialize {
+class PyTorchStreamReader;
+}
+
+namespace manypy {
+
+class Archive : public std::enable_shared_from_this<Archive> {
+ public:
+  // Maps the file (private, copy-on-write), so record data is shared with the
+  // page cache. Throws Error: kNotFound, kBadArchive, kUnsupportedVersion,
+  // kNotAPackage (a zip that is no PyTorch archive).
+  static std::shared_ptr<Archive> open_file(const std::string& path);
+  // Copies `size` bytes. Same errors.
+  static std::shared_ptr<Archive> from_bytes(const void* data, size_t size);
+  ~Archive();
+  Archive(const Archive&) = delete;
+  Archive& operator=(const Archive&) = delete;
+
+  const void* data() const { return data_; }
+  size_t size() const { return size_; }
+  // "identity.pt" or "<bytes>", for messages.
+  const std::string& origin() const { return origin_; }
+
+  std::vector<std::string> records() const;
+  bool has_record(const std::string& name) const;
+  // A record's bytes (copied). Throws Error(kNoSuchName) if absent.
+  std::string read(const std::string& name) const;
+
+  // `nbytes` bytes of record `name` as a uint8 DLPack tensor over this
+  // archive's memory (no copy); keeps the archive alive until its deleter
+  // runs. Throws Error if the record is absent or shorter than `nbytes`.
+  DLManagedTensor* record_view(const std::string& name, size_t nbytes);
+
+ private:
+  Archive(std::string origin, void* data, size_t size, bool mapped);
+  void open_reader();
+
+  std::string origin_;
+  void* data_;
+  size_t size_;
+  bool mapped_;
+  std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader_;
+};
+
+}  // namespace manypy

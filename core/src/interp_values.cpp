@@ -1,0 +1,129 @@
+#include "interp_values.h"
+
+namespace manypy {
+
+ArgTree::ArgTree(const Value& value) { build(value, root_); }
+
+ArgTree::~ArgTree() {
+  if (handed_over_) return;
+  std::vector<const mpi_value*> pending{&root_};
+  while (!pending.empty()) {
+    const mpi_value* v = pending.back();
+    pending.pop_back();
+    if (v->kind == MPI_VALUE_TENSOR && v->tensor) v->tensor->deleter(v->tensor);
+    for (size_t k = 0; k < v->count; ++k) pending.push_back(&v->items[k]);
+  }
+}
+
+void ArgTree::build(const Value& value, mpi_value& out) {
+  out = mpi_value{};
+  out.kind = static_cast<int>(value.kind);
+  switch (value.kind) {
+    case ValueKind::kNone: break;
+    case ValueKind::kBool: out.i = value.b; break;
+    case ValueKind::kInt64: out.i = value.i; break;
+    case ValueKind::kDouble: out.d = value.d; break;
+    case ValueKind::kString:
+    case ValueKind::kBytes:
+      out.s = value.s.data();
+      out.len = value.s.size();
+      break;
+    case ValueKind::kTensor: out.tensor = Tensor::share(value.tensor); break;
+    case ValueKind::kList:
+    case ValueKind::kTuple:
+    case ValueKind::kDict: {
+      std::vector<mpi_value>& items = item_arrays_.emplace_back(value.items.size());
+      for (size_t k = 0; k < value.items.size(); ++k) build(value.items[k], items[k]);
+      out.items = items.data();
+      out.count = items.size();
+      if (value.kind == ValueKind::kDict) {
+        std::vector<const char*>& keys = key_arrays_.emplace_back();
+        for (const std::string& key : value.keys) keys.push_back(key.c_str());
+        out.keys = keys.data();
+      }
+      break;
+    }
+  }
+}
+
+Value& Outcome::slot() {
+  if (open_.empty()) return root_;
+  Value& container = *open_.back();
+  return container.items.emplace_back();
+}
+
+void Outcome::on_error(void* ctx, int code, const char* py_type, const char* message,
+                       const char* traceback) {
+  auto* self = static_cast<Outcome*>(ctx);
+  if (self->error) return;  // keep the first, most specific error
+  std::string text = message ? message : "";
+  if (code == static_cast<int>(Code::kStaticTls)) {
+    text = std::string(kStaticTlsHint) + " (" + text + ")";
+  }
+  self->error.emplace(static_cast<Code>(code), std::move(text), py_type ? py_type : "",
+                      traceback ? traceback : "");
+}
+
+// The callbacks below are called from C in an interpreter's namespace: no
+// exception may leave them.
+void Outcome::on_value(void* ctx, const mpi_value* v) {
+  auto* self = static_cast<Outcome*>(ctx);
+  try {
+    self->store(v);
+  } catch (const Error& e) {
+    if (!self->error) self->error = e;
+  } catch (const std::exception& e) {
+    if (v->kind == MPI_VALUE_TENSOR) v->tensor->deleter(v->tensor);
+    if (!self->error) self->error.emplace(Code::kResourceExhausted, e.what());
+  }
+}
+
+void Outcome::store(const mpi_value* v) {
+  if (error) {  // a result that will be thrown away; still release its tensor
+    if (v->kind == MPI_VALUE_TENSOR) v->tensor->deleter(v->tensor);
+    return;
+  }
+  Value& out = slot();
+  out.kind = static_cast<ValueKind>(v->kind);
+  switch (out.kind) {
+    case ValueKind::kBool: out.b = v->i != 0; break;
+    case ValueKind::kInt64: out.i = v->i; break;
+    case ValueKind::kDouble: out.d = v->d; break;
+    case ValueKind::kString:
+    case ValueKind::kBytes: out.s.assign(v->s, v->len); break;
+    case ValueKind::kTensor:
+      // Adopt even if something fails later, so the deleter always runs.
+      out.tensor = Tensor::adopt(v->tensor);
+      break;
+    default: break;
+  }
+}
+
+void Outcome::on_begin(void* ctx, int kind, size_t count) {
+  auto* self = static_cast<Outcome*>(ctx);
+  try {
+    Value& out = self->slot();
+    out.kind = static_cast<ValueKind>(kind);
+    // Reserved in full, so pointers to nested containers stay valid.
+    out.items.reserve(count);
+    self->open_.push_back(&out);
+  } catch (const std::exception& e) {
+    if (!self->error) self->error.emplace(Code::kResourceExhausted, e.what());
+  }
+}
+
+void Outcome::on_key(void* ctx, const char* key, size_t length) {
+  auto* self = static_cast<Outcome*>(ctx);
+  try {
+    if (!self->open_.empty()) self->open_.back()->keys.emplace_back(key, length);
+  } catch (const std::exception& e) {
+    if (!self->error) self->error.emplace(Code::kResourceExhausted, e.what());
+  }
+}
+
+void Outcome::on_end(void* ctx) {
+  auto* self = static_cast<Outcome*>(ctx);
+  if (!self->open_.empty()) self->open_.pop_back();
+}
+
+}  // namespace manypy

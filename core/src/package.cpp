@@ -1,0 +1,86 @@
+#include "package.h"
+
+#include <atomic>
+#include <cstring>
+#include <map>
+
+#include "error.h"
+
+namespace manypy {
+
+namespace {
+
+std::atomic<uint64_t> g_next_id{1};
+
+// Open packages by id, for interpreters asking for tensor records.
+std::mutex g_registry_mu;
+std::map<uint64_t, std::weak_ptr<Archive>>& registry() {
+  static auto* packages = new std::map<uint64_t, std::weak_ptr<Archive>>();
+  return *packages;
+}
+
+void copy_message(const std::string& text, char* out, size_t size) {
+  if (size == 0) return;
+  size_t n = std::min(text.size(), size - 1);
+  std::memcpy(out, text.data(), n);
+  out[n] = '\0';
+}
+
+// mpi_host_api.package_record: called by interpreters, from C, with their
+// GIL held. No exception may leave it.
+int package_record(uint64_t package_id, const char* record, uint64_t nbytes,
+                   DLManagedTensor** out, char* error, size_t error_size) {
+  try {
+    std::shared_ptr<Archive> archive;
+    {
+      std::lock_guard<std::mutex> lock(g_registry_mu);
+      auto it = registry().find(package_id);
+      if (it != registry().end()) archive = it->second.lock();
+    }
+    if (!archive) {
+      copy_message("package " + std::to_string(package_id) + " is closed", error, error_size);
+      return MPI_ERR_INTERNAL;
+    }
+    *out = archive->record_view(record, nbytes);
+    return MPI_OK;
+  } catch (const std::exception& e) {
+    copy_message(e.what(), error, error_size);
+    return MPI_ERR_INTERNAL;
+  }
+}
+
+const mpi_host_api kHostApi = {package_record};
+
+}  // namespace
+
+const mpi_host_api* interpreter_host_api() { return &kHostApi; }
+
+Package::Package(std::shared_ptr<Pool> pool, std::shared_ptr<Archive> archive)
+    : id_(g_next_id.fetch_add(1)), pool_(std::move(pool)), archive_(std::move(archive)) {
+  if (!archive_->has_record(".data/extern_modules")) {
+    throw Error(Code::kNotAPackage,
+                archive_->origin() +
+                    " is a PyTorch archive but not a torch.package (it has no "
+                    ".data/extern_modules record); a TorchScript archive loads with "
+                    "manypy_script_load_file");
+  }
+  std::lock_guard<std::mutex> lock(g_registry_mu);
+  registry()[id_] = archive_;
+}
+
+Package::~Package() {
+  for (Interpreter* interp : opened_) interp->package_close(id_);
+  std::lock_guard<std::mutex> lock(g_registry_mu);
+  registry().erase(id_);
+}
+
+void Package::ensure_open(Interpreter& interp) {
+  // Opening imports nothing heavy but reads and checks the archive's code
+  // records; one thread does it per interpreter, others wait.
+  std::lock_guard<std::mutex> lock(mu_);
+  if (opened_.count(&interp)) return;
+  interp.package_open(pool_->mode(), id_, archive_->data(), archive_->size());
+  opened_.insert(&interp);
+}
+
+}  // namespace manypy

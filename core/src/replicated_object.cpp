@@ -1,0 +1,93 @@
+#include "replicated_object.h"
+
+#include <atomic>
+
+namespace manypy {
+
+namespace {
+std::atomic<uint64_t> g_next_object_id{1};
+}  // namespace
+
+ReplicatedObject::ReplicatedObject(std::shared_ptr<Package> package, std::string module,
+                                   std::string name)
+    : id_(g_next_object_id.fetch_add(1)),
+      package_(std::move(package)),
+      module_(std::move(module)),
+      name_(std::move(name)) {
+  package_->pool().with_interpreter(Pool::kAnyInterpreter,
+                                    [&](Interpreter& interp) { ensure_loaded(interp); });
+}
+
+ReplicatedObject::~ReplicatedObject() {
+  {
+    std::unique_lock<std::mutex> lock(calls_mu_);
+    calls_cv_.wait(lock, [this] { return calls_ == 0; });
+  }
+  for (auto& [interp, replica] : replicas_) {
+    if (replica->loaded) interp->object_drop(id_);
+  }
+}
+
+void ReplicatedObject::ensure_loaded(Interpreter& interp) {
+  Replica* replica;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& slot = replicas_[&interp];
+    if (!slot) slot = std::make_unique<Replica>();
+    replica = slot.get();
+  }
+  std::lock_guard<std::mutex> lock(replica->mu);
+  if (replica->loaded) return;
+  package_->ensure_open(interp);
+  interp.object_load(package_->pool().mode(), id_, package_->id(), module_, name_);
+  replica->loaded = true;
+}
+
+template <typename Fn>
+auto ReplicatedObject::on_replica(int interpreter, Fn&& fn) {
+  {
+    std::lock_guard<std::mutex> lock(calls_mu_);
+    ++calls_;
+  }
+  struct Done {
+    ReplicatedObject* self;
+    ~Done() {
+      std::lock_guard<std::mutex> lock(self->calls_mu_);
+      if (--self->calls_ == 0) self->calls_cv_.notify_all();
+    }
+  } done{this};
+  return package_->pool().with_interpreter(interpreter, [&](Interpreter& interp) {
+    ensure_loaded(interp);
+    return fn(interp);
+  });
+}
+
+Value ReplicatedObject::call(const CallOptions& options, const std::string* method,
+                             const Value* args, const Value* kwargs) {
+  if (args != nullptr && !args->is_sequence()) {
+    throw Error(Code::kInvalidArgument, std::string("args must be a list or tuple, not ") +
+                                            kind_name(args->kind));
+  }
+  if (kwargs != nullptr && kwargs->kind != ValueKind::kDict) {
+    throw Error(Code::kInvalidArgument,
+                std::string("kwargs must be a dict, not ") + kind_name(kwargs->kind));
+  }
+  ThreadMode mode = package_->pool().mode();
+  return on_replica(options.interpreter, [&](Interpreter& interp) {
+    return interp.object_call(mode, id_, method, args, kwargs);
+  });
+}
+
+Value ReplicatedObject::getattr(const CallOptions& options, const std::string& name) {
+  ThreadMode mode = package_->pool().mode();
+  return on_replica(options.interpreter,
+                    [&](Interpreter& interp) { return interp.object_getattr(mode, id_, name); });
+}
+
+bool ReplicatedObject::hasattr(const std::string& name) {
+  ThreadMode mode = package_->pool().mode();
+  return on_replica(Pool::kAnyInterpreter,
+                    [&](Interpreter& interp) { return interp.object_hasattr(mode, id_, name); });
+}
+
+}  // namespace manypy

@@ -1,0 +1,59 @@
+// An object unpickled from a package and replicated lazily into whichever
+// interpreter of the pool serves a call.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "package.h"
+
+namespace manypy {
+
+struct CallOptions {
+  int interpreter = Pool::kAnyInterpreter;
+};
+
+class ReplicatedObject {
+ public:
+  // Unpickles module/name in one interpreter now, so errors surface here.
+  ReplicatedObject(std::shared_ptr<Package> package, std::string module, std::string name);
+  // Waits for calls in flight, then drops every replica.
+  ~ReplicatedObject();
+  ReplicatedObject(const ReplicatedObject&) = delete;
+  ReplicatedObject& operator=(const ReplicatedObject&) = delete;
+
+  // method nullptr: call the object itself.
+  Value call(const CallOptions& options, const std::string* method, const Value* args,
+             const Value* kwargs);
+  Value getattr(const CallOptions& options, const std::string& name);
+  bool hasattr(const std::string& name);
+
+ private:
+  struct Replica {
+    std::mutex mu;
+    bool loaded = false;
+  };
+  // Runs fn(interp) on an interpreter picked per `interpreter`, with the
+  // replica there loaded first.
+  template <typename Fn>
+  auto on_replica(int interpreter, Fn&& fn);
+  void ensure_loaded(Interpreter& interp);
+
+  const uint64_t id_;
+  std::shared_ptr<Package> package_;
+  const std::string module_;
+  const std::string name_;
+
+  std::mutex mu_;  // guards replicas_ (the map, not the replicas)
+  std::map<Interpreter*, std::unique_ptr<Replica>> replicas_;
+
+  std::mutex calls_mu_;
+  std::condition_variable calls_cv_;
+  int calls_ = 0;
+};
+
+}  // namespace manypy

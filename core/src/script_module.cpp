@@ -1,0 +1,106 @@
+#include "script_module.h"
+
+#include <ATen/Parallel.h>
+#include <c10/core/InferenceMode.h>
+#include <caffe2/serialize/in_memory_adapter.h>
+#include <sys/stat.h>
+#include <torch/script.h>
+
+#include "error.h"
+#include "ivalue_convert.h"
+
+namespace manypy {
+
+struct ScriptModule::Impl {
+  torch::jit::Module module;
+};
+
+namespace {
+
+Error load_error(const std::string& origin, const c10::Error& e) {
+  std::string why = e.what_without_backtrace();
+  why = why.substr(0, why.find('\n'));
+  if (why.find("central directory") != std::string::npos) {
+    return Error(Code::kBadArchive, origin + " is not a zip archive, or is truncated (" + why + ")");
+  }
+  if (why.find("supported version") != std::string::npos) {
+    return Error(Code::kUnsupportedVersion,
+                 origin + " has an archive format this libtorch cannot read: " + why);
+  }
+  if (why.find("constants.pkl") != std::string::npos || why.find("data.pkl") != std::string::npos) {
+    return Error(Code::kBadArchive,
+                 origin + " is not a TorchScript archive (" + why +
+                     "); torch.package archives load with manypy_package_load_file");
+  }
+  return Error(Code::kBadArchive, origin + " cannot be loaded as TorchScript: " + why);
+}
+
+}  // namespace
+
+ScriptModule::ScriptModule(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ScriptModule::~ScriptModule() = default;
+
+std::unique_ptr<ScriptModule> ScriptModule::load_file(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) throw Error(Code::kNotFound, "cannot open " + path + ": no such file");
+  auto impl = std::make_unique<Impl>();
+  try {
+    impl->module = torch::jit::load(path);
+  } catch (const c10::Error& e) {
+    throw load_error(path, e);
+  }
+  impl->module.eval();
+  return std::unique_ptr<ScriptModule>(new ScriptModule(std::move(impl)));
+}
+
+std::unique_ptr<ScriptModule> ScriptModule::load_bytes(const void* data, size_t size) {
+  auto impl = std::make_unique<Impl>();
+  try {
+    impl->module = torch::jit::load(
+        std::make_shared<caffe2::serialize::MemoryReadAdapter>(data, static_cast<off_t>(size)));
+  } catch (const c10::Error& e) {
+    throw load_error("<bytes>", e);
+  }
+  impl->module.eval();
+  return std::unique_ptr<ScriptModule>(new ScriptModule(std::move(impl)));
+}
+
+Value ScriptModule::call(const std::string* method, const Value* args, const Value* kwargs) {
+  const std::string name = method ? *method : "forward";
+  auto found = impl_->module.find_method(name);
+  if (!found) {
+    throw Error(Code::kNoSuchName, "the TorchScript module has no method '" + name + "'");
+  }
+  if (args != nullptr && !args->is_sequence()) {
+    throw Error(Code::kInvalidArgument,
+                std::string("args must be a list or tuple, not ") + kind_name(args->kind));
+  }
+  if (kwargs != nullptr && kwargs->kind != ValueKind::kDict) {
+    throw Error(Code::kInvalidArgument,
+                std::string("kwargs must be a dict, not ") + kind_name(kwargs->kind));
+  }
+  c10::InferenceMode inference;
+  std::vector<c10::IValue> stack;
+  if (args) {
+    for (const Value& v : args->items) stack.push_back(to_ivalue(v));
+  }
+  torch::jit::Kwargs named;
+  if (kwargs) {
+    for (size_t k = 0; k < kwargs->items.size(); ++k) {
+      named[kwargs->keys[k]] = to_ivalue(kwargs->items[k]);
+    }
+  }
+  c10::IValue result;
+  try {
+    result = (*found)(std::move(stack), named);
+  } catch (const c10::Error& e) {
+    std::string why = e.what_without_backtrace();
+    throw Error(Code::kPython, "TorchScript " + name + ": " + why.substr(0, why.find('\n')), "",
+                why);
+  }
+  return from_ivalue(result);
+}
+
+void set_host_intra_op_threads(int threads) { at::set_num_threads(threads); }
+
+}  // namespace manypy

@@ -1,0 +1,32 @@
+// A TorchScript module run by libtorch in the host: no Python, no
+// interpreter.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "value.h"
+
+namespace manypy {
+
+class ScriptModule {
+ public:
+  // Throws Error: kNotFound, kBadArchive, kUnsupportedVersion.
+  static std::unique_ptr<ScriptModule> load_file(const std::string& path);
+  static std::unique_ptr<ScriptModule> load_bytes(const void* data, size_t size);
+  ~ScriptModule();
+
+  // method nullptr: forward. Thread safe.
+  Value call(const std::string* method, const Value* args, const Value* kwargs);
+
+ private:
+  struct Impl;
+  explicit ScriptModule(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// torch.set_num_threads for the host's own libtorch (intra-op threads of
+// TorchScript calls).
+void set_host_intra_op_threads(int threads);
+
+}  // namespace manypy

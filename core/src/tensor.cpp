@@ -1,0 +1,232 @@
+#include "tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "error.h"
+
+namespace manypy {
+
+namespace {
+
+constexpr int32_t kMaxDims = 64;
+
+// The DLManagedTensor manypy makes for a buffer: owns copies of shape and
+// strides, and either the data (copied) or the caller's release callback.
+struct BufferContext {
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides;
+  void* owned_data = nullptr;  // copied: ours to free
+  void (*release)(void*) = nullptr;
+  void* release_ctx = nullptr;
+  DLManagedTensor managed{};
+};
+
+void delete_buffer_tensor(DLManagedTensor* managed) {
+  auto* ctx = static_cast<BufferContext*>(managed->manager_ctx);
+  if (ctx->release) ctx->release(ctx->release_ctx);
+  std::free(ctx->owned_data);
+  delete ctx;
+}
+
+// The DLManagedTensor handed to each consumer by Tensor::share.
+struct ShareContext {
+  std::shared_ptr<Tensor> tensor;
+  DLManagedTensor managed{};
+};
+
+void delete_share(DLManagedTensor* managed) {
+  delete static_cast<ShareContext*>(managed->manager_ctx);
+}
+
+const char* code_name(uint8_t code) {
+  switch (code) {
+    case kDLInt: return "int";
+    case kDLUInt: return "uint";
+    case kDLFloat: return "float";
+    case kDLBfloat: return "bfloat";
+    case kDLComplex: return "complex";
+    default: return "code";
+  }
+}
+
+// Byte offsets (relative to data) of the lowest and highest element the
+// layout addresses; false if the tensor has no elements. Throws on overflow.
+bool extent(int32_t ndim, const int64_t* shape, const int64_t* strides, int64_t itemsize,
+            int64_t* lowest, int64_t* highest) {
+  __int128 lo = 0, hi = 0, contiguous = 1;
+  for (int32_t k = ndim - 1; k >= 0; --k) {
+    if (shape[k] == 0) return false;
+    __int128 stride = strides ? strides[k] : contiguous;
+    __int128 span = (__int128)(shape[k] - 1) * stride;
+    if (span < 0) lo += span; else hi += span;
+    contiguous *= shape[k];
+  }
+  lo *= itemsize;
+  hi = (hi + 1) * itemsize;
+  if (lo < std::numeric_limits<int64_t>::min() || hi > std::numeric_limits<int64_t>::max()) {
+    throw Error(Code::kBadTensor, "tensor is too large to address");
+  }
+  *lowest = (int64_t)lo;
+  *highest = (int64_t)hi;
+  return true;
+}
+
+void check_layout(const DLTensor& t) {
+  if (t.device.device_type != kDLCPU) {
+    throw Error(Code::kBadTensor, "tensor is on device type " +
+                                      std::to_string(t.device.device_type) +
+                                      "; manypy accepts CPU tensors (kDLCPU = 1) only");
+  }
+  if (std::string why = unsupported_dtype_reason(t.dtype); !why.empty()) {
+    throw Error(Code::kBadTensor, why);
+  }
+  if (t.ndim < 0 || t.ndim > kMaxDims) {
+    throw Error(Code::kBadTensor, "tensor has " + std::to_string(t.ndim) +
+                                      " dimensions; 0 to 64 are supported");
+  }
+  if (t.ndim > 0 && t.shape == nullptr) throw Error(Code::kBadTensor, "tensor shape is NULL");
+  for (int32_t k = 0; k < t.ndim; ++k) {
+    if (t.shape[k] < 0) {
+      throw Error(Code::kBadTensor, "dimension " + std::to_string(k) + " has negative size " +
+                                        std::to_string(t.shape[k]));
+    }
+  }
+}
+
+// Copies a strided tensor into `out` in C order.
+void copy_to_contiguous(const char* src, int32_t ndim, const int64_t* shape,
+                        const int64_t* strides, size_t itemsize, char* out) {
+  std::vector<int64_t> index(ndim, 0);
+  int64_t numel = 1;
+  for (int32_t k = 0; k < ndim; ++k) numel *= shape[k];
+  for (int64_t n = 0; n < numel; ++n) {
+    int64_t offset = 0;
+    for (int32_t k = 0; k < ndim; ++k) offset += index[k] * strides[k];
+    std::memcpy(out + n * itemsize, src + offset * (int64_t)itemsize, itemsize);
+    for (int32_t k = ndim - 1; k >= 0; --k) {
+      if (++index[k] < shape[k]) break;
+      index[k] = 0;
+    }
+  }
+}
+
+}  // namespace
+
+std::string unsupported_dtype_reason(DLDataType dtype) {
+  bool ok = false;
+  if (dtype.lanes == 1) {
+    switch (dtype.code) {
+      case kDLInt: ok = dtype.bits == 8 || dtype.bits == 16 || dtype.bits == 32 || dtype.bits == 64; break;
+      case kDLUInt: ok = dtype.bits == 8; break;
+      case kDLFloat: ok = dtype.bits == 16 || dtype.bits == 32 || dtype.bits == 64; break;
+      case kDLBfloat: ok = dtype.bits == 16; break;
+      case kDLComplex: ok = dtype.bits == 64 || dtype.bits == 128; break;
+      default: break;
+    }
+  }
+  if (ok) return {};
+  return std::string("dtype ") + code_name(dtype.code) + "(code " + std::to_string(dtype.code) +
+         ") with " + std::to_string(dtype.bits) + " bits x " + std::to_string(dtype.lanes) +
+         " lanes has no torch equivalent (supported: int8/16/32/64, uint8, float16/32/64, "
+         "bfloat16, complex64/128, one lane)";
+}
+
+std::shared_ptr<Tensor> Tensor::adopt(DLManagedTensor* managed) {
+  if (managed == nullptr) throw Error(Code::kInvalidArgument, "tensor must not be NULL");
+  try {
+    check_layout(managed->dl_tensor);
+  } catch (...) {
+    if (managed->deleter) managed->deleter(managed);
+    throw;
+  }
+  return std::shared_ptr<Tensor>(new Tensor(managed));
+}
+
+std::shared_ptr<Tensor> Tensor::from_buffer(void* data, size_t data_size, DLDataType dtype,
+                                            int32_t ndim, const int64_t* shape,
+                                            const int64_t* strides, bool copy,
+                                            void (*release)(void*), void* release_ctx) {
+  auto ctx = std::make_unique<BufferContext>();
+  try {
+    if (ndim < 0 || ndim > kMaxDims) {
+      throw Error(Code::kBadTensor,
+                  "ndim is " + std::to_string(ndim) + "; 0 to 64 dimensions are supported");
+    }
+    if (ndim > 0 && shape == nullptr) throw Error(Code::kInvalidArgument, "shape must not be NULL");
+    ctx->shape.assign(shape, shape + ndim);
+    DLTensor probe{data, {kDLCPU, 0}, ndim, dtype, ctx->shape.data(), nullptr, 0};
+    check_layout(probe);
+    const int64_t itemsize = dtype.bits / 8;
+    int64_t lowest = 0, highest = 0;
+    bool any = extent(ndim, shape, strides, itemsize, &lowest, &highest);
+    if (any && data == nullptr) throw Error(Code::kInvalidArgument, "data must not be NULL");
+    if (any && (lowest < 0 || (uint64_t)highest > data_size)) {
+      throw Error(Code::kBadTensor,
+                  "shape and strides address bytes [" + std::to_string(lowest) + ", " +
+                      std::to_string(highest) + ") but the buffer holds " +
+                      std::to_string(data_size) + " bytes");
+    }
+    if (strides) ctx->strides.assign(strides, strides + ndim);
+    if (copy) {
+      int64_t numel = 1;
+      for (int32_t k = 0; k < ndim; ++k) numel *= shape[k];
+      size_t bytes = (size_t)numel * (size_t)itemsize;
+      ctx->owned_data = std::aligned_alloc(64, ((bytes + 63) / 64) * 64 + 64);
+      if (ctx->owned_data == nullptr) throw std::bad_alloc();
+      if (numel > 0) {
+        if (strides == nullptr) {
+          std::memcpy(ctx->owned_data, data, bytes);
+        } else {
+          copy_to_contiguous(static_cast<const char*>(data), ndim, shape, strides,
+                             (size_t)itemsize, static_cast<char*>(ctx->owned_data));
+        }
+      }
+      ctx->strides.clear();  // the copy is C-contiguous
+      if (release) release(release_ctx);
+      release = nullptr;
+    } else {
+      ctx->release = release;
+      ctx->release_ctx = release_ctx;
+    }
+  } catch (...) {
+    if (release) release(release_ctx);
+    throw;
+  }
+  DLManagedTensor& m = ctx->managed;
+  m.dl_tensor.data = ctx->owned_data ? ctx->owned_data : data;
+  m.dl_tensor.device = {kDLCPU, 0};
+  m.dl_tensor.ndim = ndim;
+  m.dl_tensor.dtype = dtype;
+  m.dl_tensor.shape = ctx->shape.data();
+  m.dl_tensor.strides = ctx->strides.empty() ? nullptr : ctx->strides.data();
+  m.dl_tensor.byte_offset = 0;
+  m.manager_ctx = ctx.get();
+  m.deleter = delete_buffer_tensor;
+  ctx.release();
+  return std::shared_ptr<Tensor>(new Tensor(&m));
+}
+
+Tensor::~Tensor() {
+  if (managed_->deleter) managed_->deleter(managed_);
+}
+
+DLManagedTensor* Tensor::share(const std::shared_ptr<Tensor>& tensor) {
+  auto* ctx = new ShareContext();
+  ctx->tensor = tensor;
+  ctx->managed.dl_tensor = tensor->dl();  // shape/strides stay owned by `tensor`
+  ctx->managed.manager_ctx = ctx;
+  ctx->managed.deleter = delete_share;
+  return &ctx->managed;
+}
+
+std::string Tensor::describe() const {
+  const DLTensor& t = dl();
+  std::string text = std::string(code_name(t.dtype.code)) + std::to_string(t.dtype.bits) + "[";
+  for (int32_t k = 0; k < t.ndim; ++k) text += (k ? ", " : "") + std::to_string(t.shape[k]);
+  return text + "]";
+}
+
+}  // namespace manypy

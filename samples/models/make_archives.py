@@ -1,0 +1,346 @@
+#!/usr/bin/python3
+"""Build the sample model archives used by manypy's tests, demo and benchmarks.
+
+Usage:  /usr/bin/python3 samples/models/make_archives.py OUT_DIR [--big-mb N]
+
+Run it with Debian's Python (/usr/bin/python3), which has torch and
+torchvision.  Everything is built from seeded random weights (no network).
+Every archive is loaded back and checked here; the script exits non-zero on
+any verification failure.  See README.md next to this file for what each
+archive is for.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import struct
+import sys
+import tempfile
+import time
+import zipfile
+
+import torch
+from torch.package import PackageExporter, PackageImporter
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)  # for python_heavy, identity, big_weights
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+
+from big_weights import BigWeights  # noqa: E402
+from identity import Identity  # noqa: E402
+from python_heavy import PythonHeavy  # noqa: E402
+
+# Keyword arguments used for python_heavy's expected outputs.  They are not
+# the defaults (steps=8, normalize=True) on purpose: a host that drops the
+# kwargs gets different outputs and fails the test.
+PYTHON_HEAVY_KWARGS = {"steps": 5, "normalize": False}
+
+OUT = ""  # set in main()
+MANIFEST = []  # [{"file", "bytes", "purpose"}], written to manifest.json
+
+
+def fail(msg):
+    print(f"FAIL: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def check(ok, msg):
+    if not ok:
+        fail(msg)
+
+
+def path(name):
+    return os.path.join(OUT, name)
+
+
+def record(name, purpose):
+    """Note a written file in the manifest and print one line for it."""
+    size = os.path.getsize(path(name))
+    MANIFEST.append({"file": name, "bytes": size, "purpose": purpose})
+    print(f"{name:34s} {size:>11d} bytes  {purpose}")
+
+
+def write_bytes(name, data, purpose):
+    with open(path(name), "wb") as f:
+        f.write(data)
+    record(name, purpose)
+
+
+def tensor_bytes(t):
+    """Raw little-endian, C-contiguous bytes of a float32 tensor."""
+    check(t.dtype == torch.float32, f"expected float32, got {t.dtype}")
+    return t.detach().contiguous().numpy().astype("<f4").tobytes()
+
+
+def export_package(name, obj, intern=(), extern=()):
+    """torch.package `obj` as NAME.pt, pickled at model/model.pkl.
+
+    torch itself and the standard library are implicitly extern: the loader
+    provides them.  Anything else the pickle needs must be interned (its
+    source goes into the archive) or externed (the loader must have it).
+    """
+    with PackageExporter(path(name)) as e:
+        for pattern in intern:
+            e.intern(pattern)
+        for pattern in extern:
+            e.extern(pattern)
+        e.save_pickle("model", "model.pkl", obj)
+
+
+def load_package(name):
+    return PackageImporter(path(name)).load_pickle("model", "model.pkl")
+
+
+def outputs_as_dict(out):
+    """Split a model output into ({key: tensor}, {key: int scalar})."""
+    if isinstance(out, torch.Tensor):
+        return {"out": out}, {}
+    tensors = {k: v for k, v in out.items() if isinstance(v, torch.Tensor)}
+    scalars = {k: v for k, v in out.items() if not isinstance(v, torch.Tensor)}
+    return tensors, scalars
+
+
+def same_outputs(a, b, exact, what):
+    ta, sa = outputs_as_dict(a)
+    tb, sb = outputs_as_dict(b)
+    check(ta.keys() == tb.keys() and sa == sb, f"{what}: output keys/scalars differ")
+    for k in ta:
+        if exact:
+            ok = torch.equal(ta[k], tb[k])
+        else:
+            ok = ta[k].shape == tb[k].shape and torch.allclose(ta[k], tb[k], atol=1e-5)
+        check(ok, f"{what}: output {k!r} differs")
+
+
+def make_input(shape):
+    g = torch.Generator().manual_seed(1)
+    return torch.randn(shape, generator=g, dtype=torch.float32)
+
+
+def write_case(name, model, x, kwargs):
+    """Package `model` as NAME.pt, verify, and write NAME.input.bin,
+    NAME.expected.<key>.bin and NAME.json.  Returns the expected output."""
+    with torch.no_grad():
+        before = model(x, **kwargs)
+    loaded = load_package(f"{name}.pt")
+    check(not loaded.training, f"{name}: loaded model is not in eval mode")
+    # Expected outputs come from plain eager Python on the loaded-back package.
+    with torch.no_grad():
+        expected = loaded(x, **kwargs)
+    same_outputs(before, expected, exact=True, what=f"{name}.pt load-back")
+
+    write_bytes(f"{name}.input.bin", tensor_bytes(x), f"{name}: input tensor (float32 LE)")
+    tensors, scalars = outputs_as_dict(expected)
+    for k, t in tensors.items():
+        write_bytes(f"{name}.expected.{k}.bin", tensor_bytes(t),
+                    f"{name}: expected output {k!r} (float32 LE)")
+    desc = {
+        "input": {"shape": list(x.shape), "dtype": "float32",
+                  "file": f"{name}.input.bin"},
+        "kwargs": kwargs,
+        "outputs": {k: {"shape": list(t.shape), "dtype": "float32",
+                        "file": f"{name}.expected.{k}.bin"}
+                    for k, t in tensors.items()},
+        "scalars": scalars,
+    }
+    with open(path(f"{name}.json"), "w") as f:
+        json.dump(desc, f, indent=2)
+        f.write("\n")
+    record(f"{name}.json", f"{name}: shapes, dtypes, kwargs and scalar outputs")
+    return expected
+
+
+def write_script(name, scripted, x, kwargs, expected, purpose):
+    """torch.jit.save `scripted` as NAME, reload it and compare to eager."""
+    torch.jit.save(scripted, path(name))
+    reloaded = torch.jit.load(path(name))
+    with torch.no_grad():
+        same_outputs(scripted(x, **kwargs), expected, exact=False, what=name)
+        same_outputs(reloaded(x, **kwargs), expected, exact=False, what=f"{name} reloaded")
+    record(name, purpose)
+
+
+# --- malformed archives -------------------------------------------------
+
+def local_data_offset(zip_path, info):
+    """Offset of a record's data: its local header offset plus the local
+    header's own length.  The local header's extra field can differ from
+    the central directory's (torch pads it to align data to 64 bytes), so
+    read the lengths from the local header itself."""
+    with open(zip_path, "rb") as f:
+        f.seek(info.header_offset)
+        header = f.read(30)
+    check(header[:4] == b"PK\x03\x04", "bad local header signature")
+    name_len, extra_len = struct.unpack("<HH", header[26:30])
+    return info.header_offset + 30 + name_len + extra_len
+
+
+def load_error(name):
+    """Try to load a malformed archive; return the exception (None if it loaded)."""
+    try:
+        load_package(name)
+    except BaseException as ex:  # noqa: B902 - we want to see anything
+        return ex
+    return None
+
+
+def make_malformed(identity_name):
+    os.makedirs(path("malformed"), exist_ok=True)
+    src = path(identity_name)
+    with open(src, "rb") as f:
+        good = f.read()
+
+    name = "malformed/not_a_zip.pt"
+    write_bytes(name, b"this is not a zip archive, just some text\n" * 4,
+                "malformed: plain text, not a zip at all")
+    check(not zipfile.is_zipfile(path(name)), f"{name} is a zip")
+    check(load_error(name) is not None, f"{name} loaded")
+
+    name = "malformed/plain.zip"
+    with zipfile.ZipFile(path(name), "w") as z:
+        # Fixed timestamp so the file is the same on every run.
+        z.writestr(zipfile.ZipInfo("hello.txt", (1980, 1, 1, 0, 0, 0)),
+                   "a valid zip, but not a torch.package\n")
+    record(name, "malformed: valid zip with one text file, not a torch.package")
+    check(load_error(name) is not None, f"{name} loaded")
+
+    name = "malformed/truncated.pt"
+    write_bytes(name, good[: len(good) * 60 // 100],
+                "malformed: first 60% of identity.pt (no central directory)")
+    check(load_error(name) is not None, f"{name} loaded")
+
+    # corrupt.pt: flip bytes inside model.pkl's data.  The zip structure is
+    # intact (same names and offsets) but that record's CRC-32 no longer
+    # matches.  The first bytes are flipped so that, even for a reader that
+    # skips CRC checks, the pickle starts with an invalid opcode (0x80 PROTO
+    # becomes 0x7f) and unpickling fails.
+    name = "malformed/corrupt.pt"
+    with zipfile.ZipFile(src) as z:
+        pkl = next(i for i in z.infolist() if i.filename.endswith("/model/model.pkl"))
+    check(pkl.compress_type == zipfile.ZIP_STORED, "model.pkl is compressed")
+    start = local_data_offset(src, pkl)
+    data = bytearray(good)
+    check(data[start] == 0x80, "model.pkl does not start with a pickle PROTO opcode")
+    for i in range(start, start + 4):
+        data[i] ^= 0xFF
+    write_bytes(name, bytes(data), f"malformed: identity.pt with bytes flipped in {pkl.filename}")
+    with zipfile.ZipFile(path(name)) as z:
+        check(z.testzip() == pkl.filename, f"{name}: CRC of {pkl.filename} still matches")
+    check(load_error(name) is not None, f"{name} loaded")
+
+    # missing_extern.pt: the pickled object's class lives in a module that
+    # exists only while packaging, and is extern (not copied in the archive).
+    name = "malformed/missing_extern.pt"
+    mod = "manypy_missing_dep"
+    tmp = tempfile.mkdtemp(prefix="manypy-missing-")
+    try:
+        with open(os.path.join(tmp, mod + ".py"), "w") as f:
+            f.write("class Dep:\n    def __init__(self):\n        self.value = 42\n")
+        sys.path.insert(0, tmp)
+        dep = __import__(mod).Dep()
+        with PackageExporter(path(name)) as e:
+            e.extern(mod)
+            e.save_pickle("model", "model.pkl", dep)
+    finally:
+        sys.path.remove(tmp)
+        sys.modules.pop(mod, None)
+        shutil.rmtree(tmp)
+    record(name, f"malformed: needs extern module {mod!r}, which does not exist")
+    ex = load_error(name)
+    check(isinstance(ex, ModuleNotFoundError),
+          f"{name}: expected ModuleNotFoundError, got {ex!r}")
+
+    # future_version.pt: identity.pt with .data/version = 99.  Rewritten with
+    # zipfile (ZIP_STORED), every other record copied unchanged under the
+    # same name.  zipfile does not reproduce torch's 64-byte data alignment;
+    # identity.pt has no tensor storages, so that does not matter here.
+    name = "malformed/future_version.pt"
+    with zipfile.ZipFile(src) as zin, \
+            zipfile.ZipFile(path(name), "w", zipfile.ZIP_STORED) as zout:
+        versions = [n for n in zin.namelist() if n.endswith("/.data/version")]
+        check(len(versions) == 1 and zin.read(versions[0]) == b"6\n",
+              f"{identity_name}: unexpected .data/version record")
+        for info in zin.infolist():
+            data = b"99\n" if info.filename == versions[0] else zin.read(info)
+            zout.writestr(zipfile.ZipInfo(info.filename, info.date_time), data)
+    record(name, "malformed: identity.pt with .data/version 99 (unsupported)")
+    with zipfile.ZipFile(path(name)) as z:
+        check(z.read(versions[0]) == b"99\n", f"{name}: version not rewritten")
+    check(load_error(name) is not None, f"{name} loaded")
+
+
+def main():
+    global OUT
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out_dir")
+    ap.add_argument("--big-mb", type=int, default=256,
+                    help="size of big_weights.pt's parameters in MB (default 256)")
+    args = ap.parse_args()
+    OUT = args.out_dir
+    os.makedirs(OUT, exist_ok=True)
+    t0 = time.monotonic()
+
+    # resnet18 ------------------------------------------------------------
+    import torchvision
+
+    torch.manual_seed(0)
+    resnet = torchvision.models.resnet18(weights=None).eval()
+    # torchvision and numpy are extern: the loader must have them installed.
+    export_package("resnet18.pt", resnet, extern=["torchvision.**", "numpy.**"])
+    record("resnet18.pt", "torch.package of torchvision resnet18 (random weights, seed 0)")
+    x = make_input([1, 3, 224, 224])
+    expected = write_case("resnet18", resnet, x, {})
+    write_script("resnet18_script.pt", torch.jit.script(resnet), x, {}, expected,
+                 "TorchScript (torch.jit.script) of the same resnet18")
+
+    # python_heavy --------------------------------------------------------
+    torch.manual_seed(0)
+    heavy = PythonHeavy().eval()
+    # Interned: the module's source goes into the archive, so the loader
+    # needs nothing from samples/models.
+    export_package("python_heavy.pt", heavy, intern=["python_heavy"])
+    record("python_heavy.pt", "torch.package of PythonHeavy (interned source, seed 0)")
+    x = make_input([4, 64])
+    expected = write_case("python_heavy", heavy, x, PYTHON_HEAVY_KWARGS)
+    with torch.no_grad():
+        defaults = heavy(x)
+    check(not torch.allclose(defaults["logits"], expected["logits"]),
+          "python_heavy: kwargs do not change the output")
+    write_script("python_heavy_script.pt", torch.jit.script(heavy), x,
+                 PYTHON_HEAVY_KWARGS, expected,
+                 "TorchScript (torch.jit.script) of the same PythonHeavy")
+
+    # identity ------------------------------------------------------------
+    torch.manual_seed(0)
+    export_package("identity.pt", Identity().eval(), intern=["identity"])
+    record("identity.pt", "torch.package of Identity (interned source)")
+    x = make_input([2, 3])
+    write_case("identity", Identity().eval(), x, {})
+
+    # big_weights ---------------------------------------------------------
+    torch.manual_seed(0)
+    big = BigWeights(args.big_mb).eval()
+    export_package("big_weights.pt", big, intern=["big_weights"])
+    record("big_weights.pt", f"torch.package of BigWeights ({args.big_mb} MB of float32)")
+    xb = make_input([2, big.k])
+    loaded = load_package("big_weights.pt")
+    with torch.no_grad():
+        check(torch.equal(big(xb), loaded(xb)), "big_weights.pt load-back differs")
+    del big, loaded
+
+    # malformed -----------------------------------------------------------
+    make_malformed("identity.pt")
+
+    MANIFEST.append({"file": "manifest.json", "bytes": None,
+                     "purpose": "this list of files and their purposes"})
+    with open(path("manifest.json"), "w") as f:
+        json.dump({"files": MANIFEST}, f, indent=2)
+        f.write("\n")
+    print(f"{'manifest.json':34s} {os.path.getsize(path('manifest.json')):>11d} bytes  "
+          "list of files and their purposes")
+    print(f"done in {time.monotonic() - t0:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
