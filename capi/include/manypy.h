@@ -125,13 +125,18 @@ MANYPY_API const char* manypy_code_name(manypy_code code);
  * "" for a NULL status. */
 MANYPY_API const char* manypy_status_message(const manypy_status* status);
 
-/* For MANYPY_ERR_PYTHON and MANYPY_ERR_SYNTAX: the Python exception's
- * qualified type name, e.g. "ZeroDivisionError". "" otherwise. Owned by the
- * status. */
+/* When a Python exception caused the error: its qualified type name, e.g.
+ * "ZeroDivisionError". That is always so for MANYPY_ERR_PYTHON and
+ * MANYPY_ERR_SYNTAX, and may be for the more specific codes a Python
+ * exception maps to (MANYPY_ERR_MODULE_NOT_FOUND: "ModuleNotFoundError",
+ * MANYPY_ERR_NO_SUCH_NAME: "AttributeError", MANYPY_ERR_BAD_ARCHIVE:
+ * "zipfile.BadZipFile", MANYPY_ERR_BAD_TENSOR). "" when no exception was involved.
+ * Owned by the status. */
 MANYPY_API const char* manypy_status_python_type(const manypy_status* status);
 
-/* For MANYPY_ERR_PYTHON and MANYPY_ERR_SYNTAX: the formatted Python
- * traceback, as Python's traceback.format_exception() prints it. "" otherwise.
+/* The formatted Python traceback (as traceback.format_exception prints it)
+ * whenever manypy_status_python_type() is not "", or TorchScript's own
+ * traceback for an error raised by a TorchScript method; "" otherwise.
  * Owned by the status. */
 MANYPY_API const char* manypy_status_traceback(const manypy_status* status);
 
@@ -170,7 +175,7 @@ MANYPY_API manypy_value* manypy_value_new_double(double value);
 MANYPY_API manypy_value* manypy_value_new_list(void);
 MANYPY_API manypy_value* manypy_value_new_tuple(void);
 MANYPY_API manypy_value* manypy_value_new_dict(void);
-/* Copies `length` bytes. */
+/* Copies `length` bytes. NULL also when `data` is NULL and `length` > 0. */
 MANYPY_API manypy_value* manypy_value_new_bytes(const void* data, size_t length);
 /* Copies `length` bytes, which must be valid UTF-8 (MANYPY_ERR_INVALID_ARGUMENT
  * otherwise). */
@@ -239,8 +244,10 @@ MANYPY_API void manypy_value_free(manypy_value* value);
  * manypy_value_free, if a model kept the tensor), or at once if this call
  * fails. Any thread may run the deleter. The data must stay valid and
  * unmodified until then. Strided tensors are accepted (strides NULL means
- * C-contiguous). Fails with MANYPY_ERR_BAD_TENSOR for a device other than
- * kDLCPU, a dtype torch cannot represent, or a negative dimension. */
+ * C-contiguous; byte_offset is honoured). Fails with MANYPY_ERR_BAD_TENSOR
+ * for a device other than kDLCPU, a dtype torch cannot represent (bool has
+ * no DLPack 0.6 code), a negative size or stride, or a layout too large to
+ * address. */
 MANYPY_API manypy_status* manypy_value_new_tensor(DLManagedTensor* tensor,
                                                   manypy_value** out_value);
 

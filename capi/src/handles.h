@@ -79,7 +79,11 @@ manypy_status* fence(const char* function, Body&& body) noexcept {
   try {
     return body(function);
   } catch (const Error& e) {
-    return make_status(static_cast<manypy_code>(e.code()), e.message(), e.python_type(),
+    // The core's argument checks do not know which entry point called them.
+    std::string message = e.code() == Code::kInvalidArgument
+                              ? std::string(function) + ": " + e.message()
+                              : e.message();
+    return make_status(static_cast<manypy_code>(e.code()), std::move(message), e.python_type(),
                        e.traceback());
   } catch (const std::bad_alloc&) {
     return make_status(MANYPY_ERR_RESOURCE_EXHAUSTED, "out of memory");

@@ -26,27 +26,34 @@ manypy_value* make(Value v) noexcept {
   }
 }
 
-// Structural UTF-8 check (lead and continuation bytes); Python's strict
-// decoder catches the rest when the string reaches an interpreter.
+// Well-formed UTF-8 (RFC 3629): no overlong forms, no surrogates, nothing
+// above U+10FFFF.
 bool valid_utf8(const char* s, size_t n) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s);
   size_t k = 0;
   while (k < n) {
-    unsigned char c = static_cast<unsigned char>(s[k]);
+    unsigned char c = p[k];
     size_t extra;
+    unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
     if (c < 0x80) {
       extra = 0;
-    } else if ((c >> 5) == 0x6) {
+    } else if (c >= 0xC2 && c <= 0xDF) {
       extra = 1;
-    } else if ((c >> 4) == 0xE) {
+    } else if (c >= 0xE0 && c <= 0xEF) {
       extra = 2;
-    } else if ((c >> 3) == 0x1E) {
+      if (c == 0xE0) lo = 0xA0;  // overlong
+      if (c == 0xED) hi = 0x9F;  // surrogates
+    } else if (c >= 0xF0 && c <= 0xF4) {
       extra = 3;
+      if (c == 0xF0) lo = 0x90;  // overlong
+      if (c == 0xF4) hi = 0x8F;  // above U+10FFFF
     } else {
       return false;
     }
     if (extra > n - k - 1) return false;
     for (size_t j = 1; j <= extra; ++j) {
-      if ((static_cast<unsigned char>(s[k + j]) >> 6) != 0x2) return false;
+      unsigned char b = p[k + j];
+      if (j == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF)) return false;
     }
     k += extra + 1;
   }

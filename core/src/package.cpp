@@ -79,7 +79,11 @@ void Package::ensure_open(Interpreter& interp) {
   // records; one thread does it per interpreter, others wait.
   std::lock_guard<std::mutex> lock(mu_);
   if (opened_.count(&interp)) return;
-  interp.package_open(pool_->mode(), id_, archive_->data(), archive_->size());
+  try {
+    interp.package_open(pool_->mode(), id_, archive_->data(), archive_->size());
+  } catch (const Error& e) {
+    throw e.prefixed(archive_->origin() + ": ");
+  }
   opened_.insert(&interp);
 }
 

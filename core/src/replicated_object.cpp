@@ -14,6 +14,16 @@ ReplicatedObject::ReplicatedObject(std::shared_ptr<Package> package, std::string
       package_(std::move(package)),
       module_(std::move(module)),
       name_(std::move(name)) {
+  // torch.package's layout: module "a.b", name "x.pkl" -> record "a/b/x.pkl".
+  std::string record = module_ + "/" + name_;
+  for (size_t k = 0; k < module_.size(); ++k) {
+    if (record[k] == '.') record[k] = '/';
+  }
+  if (!package_->archive().has_record(record)) {
+    throw Error(Code::kNoSuchName, package_->archive().origin() + " has no pickle '" + name_ +
+                                       "' in module '" + module_ + "' (no record '" + record +
+                                       "')");
+  }
   package_->pool().with_interpreter(Pool::kAnyInterpreter,
                                     [&](Interpreter& interp) { ensure_loaded(interp); });
 }

@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 #include <torch/script.h>
 
+#include <cctype>
+
 #include "error.h"
 #include "ivalue_convert.h"
 
@@ -33,6 +35,27 @@ Error load_error(const std::string& origin, const c10::Error& e) {
                      "); torch.package archives load with manypy_package_load_file");
   }
   return Error(Code::kBadArchive, origin + " cannot be loaded as TorchScript: " + why);
+}
+
+// An error raised while a method ran: the message is the last line of
+// TorchScript's text (usually "RuntimeError: ..."), the whole text is the
+// traceback, and the exception's name, when the line has one, is the type.
+Error script_error(const std::string& method, const std::string& text) {
+  std::string line;
+  size_t end = text.find_last_not_of(" \n");
+  if (end != std::string::npos) {
+    size_t start = text.rfind('\n', end);
+    line = text.substr(start == std::string::npos ? 0 : start + 1, end + 1 - (start == std::string::npos ? 0 : start + 1));
+  }
+  size_t first = line.find_first_not_of(' ');
+  line = first == std::string::npos ? std::string() : line.substr(first);
+  std::string type;
+  size_t colon = line.find(':');
+  if (colon != std::string::npos && colon > 0 &&
+      line.find_first_of(" .") > colon && std::isupper(static_cast<unsigned char>(line[0]))) {
+    type = line.substr(0, colon);
+  }
+  return Error(Code::kPython, "TorchScript " + method + ": " + line, type, text);
 }
 
 }  // namespace
@@ -94,9 +117,11 @@ Value ScriptModule::call(const std::string* method, const Value* args, const Val
   try {
     result = (*found)(std::move(stack), named);
   } catch (const c10::Error& e) {
-    std::string why = e.what_without_backtrace();
-    throw Error(Code::kPython, "TorchScript " + name + ": " + why.substr(0, why.find('\n')), "",
-                why);
+    throw script_error(name, e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    // The TorchScript interpreter rethrows an operator's failure as a plain
+    // std::runtime_error carrying its own traceback.
+    throw script_error(name, e.what());
   }
   return from_ivalue(result);
 }

@@ -93,7 +93,17 @@ void check_layout(const DLTensor& t) {
       throw Error(Code::kBadTensor, "dimension " + std::to_string(k) + " has negative size " +
                                         std::to_string(t.shape[k]));
     }
+    // torch 1.13 cannot take negative strides over DLPack (it aborts).
+    if (t.strides != nullptr && t.strides[k] < 0) {
+      throw Error(Code::kBadTensor, "dimension " + std::to_string(k) + " has negative stride " +
+                                        std::to_string(t.strides[k]) +
+                                        "; torch does not accept negative strides");
+    }
   }
+  // Checked here rather than left to torch, which would fail after it had
+  // already taken the tensor's deleter.
+  int64_t lowest = 0, highest = 0;
+  extent(t.ndim, t.shape, t.strides, t.dtype.bits / 8, &lowest, &highest);
 }
 
 // Copies a strided tensor into `out` in C order.
@@ -157,7 +167,8 @@ std::shared_ptr<Tensor> Tensor::from_buffer(void* data, size_t data_size, DLData
     }
     if (ndim > 0 && shape == nullptr) throw Error(Code::kInvalidArgument, "shape must not be NULL");
     ctx->shape.assign(shape, shape + ndim);
-    DLTensor probe{data, {kDLCPU, 0}, ndim, dtype, ctx->shape.data(), nullptr, 0};
+    DLTensor probe{data, {kDLCPU, 0}, ndim, dtype, ctx->shape.data(),
+                   const_cast<int64_t*>(strides), 0};
     check_layout(probe);
     const int64_t itemsize = dtype.bits / 8;
     int64_t lowest = 0, highest = 0;
@@ -217,6 +228,14 @@ DLManagedTensor* Tensor::share(const std::shared_ptr<Tensor>& tensor) {
   auto* ctx = new ShareContext();
   ctx->tensor = tensor;
   ctx->managed.dl_tensor = tensor->dl();  // shape/strides stay owned by `tensor`
+  DLTensor& t = ctx->managed.dl_tensor;
+  // torch 1.13 ignores byte_offset: fold it into the pointer.
+  if (t.data != nullptr) t.data = static_cast<char*>(t.data) + t.byte_offset;
+  t.byte_offset = 0;
+  // An empty tensor may have no data, but torch never runs the deleter of a
+  // NULL data pointer: give it an address it will never read.
+  alignas(64) static char no_elements[64];
+  if (t.data == nullptr) t.data = no_elements;
   ctx->managed.manager_ctx = ctx;
   ctx->managed.deleter = delete_share;
   return &ctx->managed;

@@ -16,25 +16,8 @@
 #define SENTINEL_VALUE ((manypy_value*)(uintptr_t)0x7a7a7a7a)
 #define SENTINEL_STR ((const char*)(uintptr_t)0x3c3c3c3c)
 
-/* Checks a MANYPY_ERR_INVALID_ARGUMENT status whose message names the
- * function and the argument, then frees it. */
-static void check_invalid_argument(manypy_status* status, const char* expr, const char* function,
-                                   const char* argument, const char* file, int line) {
-  status = capi_expect_code(status, MANYPY_ERR_INVALID_ARGUMENT, expr, file, line);
-  const char* message = manypy_status_message(status);
-  capi_assert_contains(message, function, "status message", file, line);
-  capi_assert_contains(message, argument, "status message", file, line);
-  /* No Python involved: no Python type or traceback. */
-  if (strcmp(manypy_status_python_type(status), "") != 0 ||
-      strcmp(manypy_status_traceback(status), "") != 0) {
-    capi_print_status(expr, status, file, line);
-    manypy_status_free(status);
-    fail_msg("%s:%d: invalid-argument status carries a Python type or traceback", file, line);
-  }
-  manypy_status_free(status);
-}
-#define ASSERT_INVALID_ARG(expr, function, argument) \
-  check_invalid_argument((expr), #expr, (function), (argument), __FILE__, __LINE__)
+/* ASSERT_INVALID_ARG (capi_test_support.h) checks a MANYPY_ERR_INVALID_ARGUMENT
+ * status whose message names the function and the argument. */
 
 /* ---- 1. version and code names ------------------------------------------ */
 

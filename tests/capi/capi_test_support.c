@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <math.h>
 
 void capi_print_status(const char* what, const manypy_status* status, const char* file,
                        int line) {
@@ -177,3 +178,387 @@ double capi_now(void) {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
+
+void capi_check_invalid_argument(manypy_status* status, const char* expr, const char* function,
+                                 const char* argument, const char* file, int line) {
+  status = capi_expect_code(status, MANYPY_ERR_INVALID_ARGUMENT, expr, file, line);
+  const char* message = manypy_status_message(status);
+  char copy[1024];
+  snprintf(copy, sizeof copy, "%s", message);
+  if (strstr(copy, function) == NULL || strstr(copy, argument) == NULL) {
+    manypy_status_free(status);
+    fail_msg("%s:%d: %s: message does not name \"%s\" and \"%s\": %s", file, line, expr,
+             function, argument, copy);
+  }
+  /* No Python involved: no Python type or traceback. */
+  if (strcmp(manypy_status_python_type(status), "") != 0 ||
+      strcmp(manypy_status_traceback(status), "") != 0) {
+    capi_print_status(expr, status, file, line);
+    manypy_status_free(status);
+    fail_msg("%s:%d: invalid-argument status carries a Python type or traceback", file, line);
+  }
+  manypy_status_free(status);
+}
+
+/* ---- sample archives -------------------------------------------------------- */
+
+#ifndef MANYPY_ARCHIVES_DIR
+#error "MANYPY_ARCHIVES_DIR must be defined (tests/capi/CMakeLists.txt)"
+#endif
+
+const char* capi_archives_dir(void) {
+  const char* env = getenv("MANYPY_ARCHIVES");
+  return env != NULL && env[0] != '\0' ? env : MANYPY_ARCHIVES_DIR;
+}
+
+const char* capi_archive(const char* name) {
+  static char buffers[8][4096];
+  static unsigned next;
+  char* out = buffers[next++ % 8];
+  snprintf(out, sizeof buffers[0], "%s/%s", capi_archives_dir(), name);
+  return out;
+}
+
+void* capi_read_whole_file(const char* path, size_t* out_size, const char* file, int line) {
+  FILE* f = fopen(path, "rb");
+  if (f == NULL) fail_msg("%s:%d: cannot open %s (build target manypy_archives?)", file, line, path);
+  fseek(f, 0, SEEK_END);
+  long size = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char* data = malloc((size_t)size + 1);
+  if (data == NULL || size < 0 || fread(data, 1, (size_t)size, f) != (size_t)size) {
+    fclose(f);
+    free(data);
+    fail_msg("%s:%d: cannot read %s", file, line, path);
+  }
+  fclose(f);
+  data[size] = '\0';
+  *out_size = (size_t)size;
+  return data;
+}
+
+float* capi_read_f32_file(const char* name, size_t count, const char* file, int line) {
+  size_t size = 0;
+  unsigned char* bytes = capi_read_whole_file(capi_archive(name), &size, file, line);
+  if (size != count * 4) {
+    free(bytes);
+    fail_msg("%s:%d: %s has %zu bytes, expected %zu float32", file, line, name, size, count);
+  }
+  float* out = malloc(count * sizeof(float));
+  assert_non_null(out);
+  for (size_t k = 0; k < count; ++k) {
+    uint32_t bits = (uint32_t)bytes[4 * k] | (uint32_t)bytes[4 * k + 1] << 8 |
+                    (uint32_t)bytes[4 * k + 2] << 16 | (uint32_t)bytes[4 * k + 3] << 24;
+    memcpy(&out[k], &bits, 4);
+  }
+  free(bytes);
+  return out;
+}
+
+manypy_package* capi_load_package(manypy_pool* pool, const char* name, const char* file,
+                                  int line) {
+  manypy_package* package = NULL;
+  char what[512];
+  snprintf(what, sizeof what, "manypy_package_load_file(%s)", name);
+  capi_assert_ok(manypy_package_load_file(pool, capi_archive(name), &package), what, file, line);
+  if (package == NULL) fail_msg("%s:%d: %s gave NULL", file, line, what);
+  return package;
+}
+
+manypy_object* capi_load_model(manypy_package* package, const char* file, int line) {
+  manypy_object* object = NULL;
+  capi_assert_ok(manypy_package_load_pickle(package, "model", "model.pkl", &object),
+                 "manypy_package_load_pickle(package, \"model\", \"model.pkl\")", file, line);
+  if (object == NULL) fail_msg("%s:%d: manypy_package_load_pickle gave NULL", file, line);
+  return object;
+}
+
+/* ---- values ------------------------------------------------------------------- */
+
+manypy_value* capi_string(const char* utf8, const char* file, int line) {
+  manypy_value* v = NULL;
+  capi_assert_ok(manypy_value_new_string(utf8, strlen(utf8), &v), "manypy_value_new_string",
+                 file, line);
+  if (v == NULL) fail_msg("%s:%d: manypy_value_new_string gave NULL", file, line);
+  return v;
+}
+
+manypy_value* capi_list_of(int tuple, size_t count, manypy_value** items, const char* file,
+                           int line) {
+  manypy_value* list = tuple ? manypy_value_new_tuple() : manypy_value_new_list();
+  if (list == NULL) fail_msg("%s:%d: out of memory", file, line);
+  for (size_t k = 0; k < count; ++k) {
+    capi_assert_ok(manypy_value_append(list, items[k]), "manypy_value_append", file, line);
+  }
+  return list;
+}
+
+manypy_value* capi_f32_tensor(const float* data, int32_t ndim, const int64_t* shape,
+                              const char* file, int line) {
+  int64_t numel = 1;
+  for (int32_t k = 0; k < ndim; ++k) numel *= shape[k];
+  DLDataType f32 = {kDLFloat, 32, 1};
+  manypy_value* v = NULL;
+  capi_assert_ok(manypy_value_new_tensor_from_buffer((void*)data, (size_t)numel * 4, f32, ndim,
+                                                     shape, NULL, 1, NULL, NULL, &v),
+                 "manypy_value_new_tensor_from_buffer (copy)", file, line);
+  return v;
+}
+
+int64_t capi_numel(const DLTensor* t) {
+  int64_t n = 1;
+  for (int32_t k = 0; k < t->ndim; ++k) n *= t->shape[k];
+  return n;
+}
+
+const void* capi_element(const DLTensor* t, int64_t flat) {
+  int64_t offset = 0, contiguous = 1;
+  for (int32_t k = t->ndim - 1; k >= 0; --k) {
+    int64_t index = flat % t->shape[k];
+    flat /= t->shape[k];
+    offset += index * (t->strides ? t->strides[k] : contiguous);
+    contiguous *= t->shape[k];
+  }
+  return (const char*)t->data + t->byte_offset + offset * (t->dtype.bits / 8) * t->dtype.lanes;
+}
+
+static void release_dl(DLManagedTensor* t) {
+  if (t != NULL && t->deleter != NULL) t->deleter(t);
+}
+
+double capi_assert_f32_tensor(const manypy_value* value, int32_t ndim, const int64_t* shape,
+                              const float* expected, double rtol, const char* what,
+                              const char* file, int line) {
+  if (manypy_value_get_kind(value) != MANYPY_VALUE_TENSOR) {
+    fail_msg("%s:%d: %s is of kind %d, not a tensor", file, line, what,
+             (int)manypy_value_get_kind(value));
+  }
+  DLManagedTensor* m = NULL;
+  capi_assert_ok(manypy_value_get_tensor(value, &m), "manypy_value_get_tensor", file, line);
+  const DLTensor* t = &m->dl_tensor;
+  char problem[512] = "";
+  if (t->device.device_type != kDLCPU) {
+    snprintf(problem, sizeof problem, "device type %d", (int)t->device.device_type);
+  } else if (t->dtype.code != kDLFloat || t->dtype.bits != 32 || t->dtype.lanes != 1) {
+    snprintf(problem, sizeof problem, "dtype code %d bits %d lanes %d, not float32",
+             t->dtype.code, t->dtype.bits, t->dtype.lanes);
+  } else if (t->ndim != ndim) {
+    snprintf(problem, sizeof problem, "ndim %d, expected %d", t->ndim, ndim);
+  } else {
+    for (int32_t k = 0; k < ndim; ++k) {
+      if (t->shape[k] != shape[k]) {
+        snprintf(problem, sizeof problem, "dimension %d is %lld, expected %lld", k,
+                 (long long)t->shape[k], (long long)shape[k]);
+        break;
+      }
+    }
+  }
+  double worst = 0;
+  if (problem[0] == '\0') {
+    int64_t n = capi_numel(t);
+    double scale = 0;
+    for (int64_t k = 0; k < n; ++k) scale = fmax(scale, fabs(expected[k]));
+    for (int64_t k = 0; k < n; ++k) {
+      float got;
+      memcpy(&got, capi_element(t, k), 4);
+      double diff = fabs((double)got - (double)expected[k]);
+      if (!(diff <= rtol * (fabs(expected[k]) + scale))) {
+        snprintf(problem, sizeof problem, "element %lld is %.9g, expected %.9g (rtol %g)",
+                 (long long)k, (double)got, (double)expected[k], rtol);
+        break;
+      }
+      worst = fmax(worst, diff);
+    }
+  }
+  release_dl(m);
+  if (problem[0] != '\0') fail_msg("%s:%d: %s: %s", file, line, what, problem);
+  return worst;
+}
+
+static int differ(char* why, size_t size, const char* path, const char* format, ...) {
+  char text[384];
+  va_list va;
+  va_start(va, format);
+  vsnprintf(text, sizeof text, format, va);
+  va_end(va);
+  snprintf(why, size, "at %s: %s", path[0] ? path : "<root>", text);
+  return 0;
+}
+
+static int tensors_equal(const manypy_value* a, const manypy_value* b, char* why, size_t size,
+                         const char* path) {
+  DLManagedTensor *ma = NULL, *mb = NULL;
+  manypy_status* s = manypy_value_get_tensor(a, &ma);
+  if (s == NULL) s = manypy_value_get_tensor(b, &mb);
+  if (s != NULL) {
+    differ(why, size, path, "manypy_value_get_tensor failed: %s", manypy_status_message(s));
+    manypy_status_free(s);
+    release_dl(ma);
+    return 0;
+  }
+  const DLTensor* ta = &ma->dl_tensor;
+  const DLTensor* tb = &mb->dl_tensor;
+  int ok = 1;
+  if (ta->dtype.code != tb->dtype.code || ta->dtype.bits != tb->dtype.bits ||
+      ta->dtype.lanes != tb->dtype.lanes) {
+    ok = differ(why, size, path, "dtype (%d, %d, %d) vs (%d, %d, %d)", ta->dtype.code,
+                ta->dtype.bits, ta->dtype.lanes, tb->dtype.code, tb->dtype.bits, tb->dtype.lanes);
+  } else if (ta->ndim != tb->ndim) {
+    ok = differ(why, size, path, "ndim %d vs %d", ta->ndim, tb->ndim);
+  } else {
+    for (int32_t k = 0; ok && k < ta->ndim; ++k) {
+      if (ta->shape[k] != tb->shape[k]) {
+        ok = differ(why, size, path, "dimension %d: %lld vs %lld", k, (long long)ta->shape[k],
+                    (long long)tb->shape[k]);
+      }
+    }
+    size_t itemsize = (size_t)(ta->dtype.bits / 8) * ta->dtype.lanes;
+    int64_t n = ok ? capi_numel(ta) : 0;
+    for (int64_t k = 0; ok && k < n; ++k) {
+      if (memcmp(capi_element(ta, k), capi_element(tb, k), itemsize) != 0) {
+        ok = differ(why, size, path, "tensor element %lld differs", (long long)k);
+      }
+    }
+  }
+  release_dl(ma);
+  release_dl(mb);
+  return ok;
+}
+
+static int equal_at(const manypy_value* a, const manypy_value* b, char* why, size_t size,
+                    const char* path) {
+  manypy_value_kind ka = manypy_value_get_kind(a), kb = manypy_value_get_kind(b);
+  if (ka != kb) return differ(why, size, path, "kind %d vs %d", (int)ka, (int)kb);
+  int ok = 1;
+  manypy_status* s = NULL;
+  switch (ka) {
+    case MANYPY_VALUE_NONE: return 1;
+    case MANYPY_VALUE_BOOL: {
+      int x = -1, y = -2;
+      s = manypy_value_get_bool(a, &x);
+      if (s == NULL) s = manypy_value_get_bool(b, &y);
+      if (s == NULL && x != y) ok = differ(why, size, path, "bool %d vs %d", x, y);
+      break;
+    }
+    case MANYPY_VALUE_INT64: {
+      int64_t x = 0, y = 0;
+      s = manypy_value_get_int64(a, &x);
+      if (s == NULL) s = manypy_value_get_int64(b, &y);
+      if (s == NULL && x != y) {
+        ok = differ(why, size, path, "int64 %lld vs %lld", (long long)x, (long long)y);
+      }
+      break;
+    }
+    case MANYPY_VALUE_DOUBLE: {
+      double x = 0, y = 0;
+      s = manypy_value_get_double(a, &x);
+      if (s == NULL) s = manypy_value_get_double(b, &y);
+      if (s == NULL && memcmp(&x, &y, sizeof x) != 0) {
+        ok = differ(why, size, path, "double %.17g vs %.17g", x, y);
+      }
+      break;
+    }
+    case MANYPY_VALUE_STRING:
+    case MANYPY_VALUE_BYTES: {
+      const void *x = NULL, *y = NULL;
+      size_t nx = 0, ny = 0;
+      if (ka == MANYPY_VALUE_STRING) {
+        s = manypy_value_get_string(a, (const char**)&x, &nx);
+        if (s == NULL) s = manypy_value_get_string(b, (const char**)&y, &ny);
+      } else {
+        s = manypy_value_get_bytes(a, &x, &nx);
+        if (s == NULL) s = manypy_value_get_bytes(b, &y, &ny);
+      }
+      if (s == NULL && (nx != ny || memcmp(x, y, nx) != 0)) {
+        ok = differ(why, size, path, "%s of %zu vs %zu bytes differ",
+                    ka == MANYPY_VALUE_STRING ? "strings" : "bytes", nx, ny);
+      }
+      break;
+    }
+    case MANYPY_VALUE_TENSOR: return tensors_equal(a, b, why, size, path);
+    case MANYPY_VALUE_LIST:
+    case MANYPY_VALUE_TUPLE:
+    case MANYPY_VALUE_DICT: {
+      size_t na = 0, nb = 0;
+      s = manypy_value_length(a, &na);
+      if (s == NULL) s = manypy_value_length(b, &nb);
+      if (s != NULL) break;
+      if (na != nb) return differ(why, size, path, "length %zu vs %zu", na, nb);
+      for (size_t k = 0; ok && k < na; ++k) {
+        char sub[256];
+        if (ka == MANYPY_VALUE_DICT) {
+          const char *key_a = NULL, *key_b = NULL;
+          s = manypy_value_dict_key(a, k, &key_a);
+          if (s == NULL) s = manypy_value_dict_key(b, k, &key_b);
+          if (s != NULL) break;
+          if (strcmp(key_a, key_b) != 0) {
+            return differ(why, size, path, "key %zu: '%s' vs '%s'", k, key_a, key_b);
+          }
+          snprintf(sub, sizeof sub, "%s['%s']", path, key_a);
+        } else {
+          snprintf(sub, sizeof sub, "%s[%zu]", path, k);
+        }
+        const manypy_value *ia = NULL, *ib = NULL;
+        s = manypy_value_get_item(a, k, &ia);
+        if (s == NULL) s = manypy_value_get_item(b, k, &ib);
+        if (s != NULL) break;
+        ok = equal_at(ia, ib, why, size, sub);
+      }
+      break;
+    }
+    default: return differ(why, size, path, "unknown kind %d", (int)ka);
+  }
+  if (s != NULL) {
+    ok = differ(why, size, path, "accessor failed: %s", manypy_status_message(s));
+    manypy_status_free(s);
+  }
+  return ok;
+}
+
+int capi_values_equal(const manypy_value* a, const manypy_value* b, char* why, size_t why_size) {
+  if (why_size > 0) why[0] = '\0';
+  return equal_at(a, b, why, why_size, "");
+}
+
+/* ---- counted DLPack tensors -------------------------------------------------- */
+
+typedef struct counted_tensor {
+  DLManagedTensor managed;
+  int64_t* shape;
+  int64_t* strides;
+  atomic_int* deleted;
+} counted_tensor;
+
+static void counted_deleter(DLManagedTensor* m) {
+  counted_tensor* c = m->manager_ctx;
+  atomic_fetch_add(c->deleted, 1);
+  free(c->shape);
+  free(c->strides);
+  free(c);
+}
+
+DLManagedTensor* capi_counted_tensor(void* data, DLDataType dtype, int32_t ndim,
+                                     const int64_t* shape, const int64_t* strides,
+                                     atomic_int* deleted) {
+  counted_tensor* c = calloc(1, sizeof *c);
+  if (c == NULL) return NULL;
+  size_t dims = ndim > 0 ? (size_t)ndim : 1;
+  c->shape = calloc(dims, sizeof(int64_t));
+  c->strides = strides ? calloc(dims, sizeof(int64_t)) : NULL;
+  if (shape != NULL && ndim > 0) memcpy(c->shape, shape, (size_t)ndim * sizeof(int64_t));
+  if (strides != NULL && ndim > 0) memcpy(c->strides, strides, (size_t)ndim * sizeof(int64_t));
+  c->deleted = deleted;
+  c->managed.dl_tensor.data = data;
+  c->managed.dl_tensor.device.device_type = kDLCPU;
+  c->managed.dl_tensor.device.device_id = 0;
+  c->managed.dl_tensor.ndim = ndim;
+  c->managed.dl_tensor.dtype = dtype;
+  c->managed.dl_tensor.shape = c->shape;
+  c->managed.dl_tensor.strides = c->strides;
+  c->managed.dl_tensor.byte_offset = 0;
+  c->managed.manager_ctx = c;
+  c->managed.deleter = counted_deleter;
+  return &c->managed;
+}
+
+void capi_count_release(void* ctx) { atomic_fetch_add((atomic_int*)ctx, 1); }

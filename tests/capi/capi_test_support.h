@@ -11,6 +11,7 @@
 
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -59,6 +60,86 @@ int capi_eval_int64_nofail(manypy_pool* pool, int32_t interp, const char* expr, 
 /* Seconds since an arbitrary epoch (CLOCK_MONOTONIC). */
 double capi_now(void);
 
+/* Checks a MANYPY_ERR_INVALID_ARGUMENT status whose message names the
+ * function and the argument, and that carries no Python type or traceback;
+ * then frees it. */
+void capi_check_invalid_argument(manypy_status* status, const char* expr, const char* function,
+                                 const char* argument, const char* file, int line);
+
+/* ---- sample archives (samples/models, built by target manypy_archives) ---- */
+
+/* The archives directory: the compile definition MANYPY_ARCHIVES_DIR, unless
+ * the environment variable MANYPY_ARCHIVES overrides it. */
+const char* capi_archives_dir(void);
+
+/* "<archives dir>/<name>". The result lives in one of 8 rotating static
+ * buffers: use it before calling capi_archive 8 more times. Test thread
+ * only. */
+const char* capi_archive(const char* name);
+
+/* Reads a whole file into a malloc'd buffer (with one extra NUL byte); fails
+ * the test when it cannot. */
+void* capi_read_whole_file(const char* path, size_t* out_size, const char* file, int line);
+
+/* Reads archives/<name> as little-endian float32 and checks that it holds
+ * exactly `count` of them. malloc'd. */
+float* capi_read_f32_file(const char* name, size_t count, const char* file, int line);
+
+/* manypy_package_load_file of archives/<name>; fails the test on error. */
+manypy_package* capi_load_package(manypy_pool* pool, const char* name, const char* file,
+                                  int line);
+
+/* manypy_package_load_pickle(package, "model", "model.pkl"); fails the test
+ * on error. */
+manypy_object* capi_load_model(manypy_package* package, const char* file, int line);
+
+/* ---- values --------------------------------------------------------------- */
+
+/* A string value from a NUL-terminated literal; fails the test on error. */
+manypy_value* capi_string(const char* utf8, const char* file, int line);
+
+/* A list (or tuple) made of `count` items, which it takes ownership of. */
+manypy_value* capi_list_of(int tuple, size_t count, manypy_value** items, const char* file,
+                           int line);
+
+/* A C-contiguous float32 tensor value holding a copy of `data`. */
+manypy_value* capi_f32_tensor(const float* data, int32_t ndim, const int64_t* shape,
+                              const char* file, int line);
+
+/* Number of elements of a DLTensor. */
+int64_t capi_numel(const DLTensor* t);
+
+/* The address of the element at C-order flat index `flat`, honouring
+ * strides (NULL: C-contiguous) and byte_offset. */
+const void* capi_element(const DLTensor* t, int64_t flat);
+
+/* Checks that `value` is a float32 tensor of the given shape whose elements
+ * are within rtol of `expected`: |got - want| <= rtol * (|want| + max|want|).
+ * Returns the largest absolute difference. */
+double capi_assert_f32_tensor(const manypy_value* value, int32_t ndim, const int64_t* shape,
+                              const float* expected, double rtol, const char* what,
+                              const char* file, int line);
+
+/* Thread-safe, non-asserting deep comparison: kinds, scalars, strings,
+ * bytes, container items and dict keys (in order), and tensors by dtype,
+ * shape and element bytes (read through strides). Returns 1 if equal;
+ * otherwise 0 with a description of the first difference in `why`. */
+int capi_values_equal(const manypy_value* a, const manypy_value* b, char* why, size_t why_size);
+
+/* ---- caller-owned DLPack tensors that count their deleter calls ----------- */
+
+/* A DLManagedTensor over `data` (not copied, not freed) with its own copies
+ * of shape and strides (strides NULL: C-contiguous, left NULL). Its deleter
+ * increments *deleted (atomically: any thread may run it) and frees the
+ * struct. Returns NULL only if out of memory. */
+DLManagedTensor* capi_counted_tensor(void* data, DLDataType dtype, int32_t ndim,
+                                     const int64_t* shape, const int64_t* strides,
+                                     atomic_int* deleted);
+
+/* A release callback for manypy_value_new_tensor_from_buffer: increments the
+ * atomic_int that `ctx` points to. */
+void capi_count_release(void* ctx);
+
 #define ASSERT_OK(expr) capi_assert_ok((expr), #expr, __FILE__, __LINE__)
 #define EXPECT_CODE(expr, code) capi_expect_code((expr), (code), #expr, __FILE__, __LINE__)
 #define ASSERT_CONTAINS(haystack, needle) \
@@ -74,5 +155,28 @@ double capi_now(void);
 
 /* Checks a failing call: code, then frees the status. */
 #define ASSERT_CODE(expr, code) manypy_status_free(EXPECT_CODE(expr, code))
+
+#define ASSERT_INVALID_ARG(expr, function, argument) \
+  capi_check_invalid_argument((expr), #expr, (function), (argument), __FILE__, __LINE__)
+#define ARCHIVE(name) capi_archive(name)
+#define READ_WHOLE_FILE(path, size) capi_read_whole_file((path), (size), __FILE__, __LINE__)
+#define READ_F32(name, count) capi_read_f32_file((name), (count), __FILE__, __LINE__)
+#define LOAD_PACKAGE(pool, name) capi_load_package((pool), (name), __FILE__, __LINE__)
+#define LOAD_MODEL(package) capi_load_model((package), __FILE__, __LINE__)
+#define STRING(utf8) capi_string((utf8), __FILE__, __LINE__)
+#define LIST_OF(count, items) capi_list_of(0, (count), (items), __FILE__, __LINE__)
+#define TUPLE_OF(count, items) capi_list_of(1, (count), (items), __FILE__, __LINE__)
+#define F32_TENSOR(data, ndim, shape) capi_f32_tensor((data), (ndim), (shape), __FILE__, __LINE__)
+#define ASSERT_F32_TENSOR(value, ndim, shape, expected, rtol, what)                          \
+  capi_assert_f32_tensor((value), (ndim), (shape), (expected), (rtol), (what), __FILE__, \
+                         __LINE__)
+/* Fails the test unless the two values are deeply equal. */
+#define ASSERT_VALUES_EQUAL(a, b)                                                    \
+  do {                                                                               \
+    char why_[512];                                                                  \
+    if (!capi_values_equal((a), (b), why_, sizeof why_)) {                           \
+      fail_msg("%s:%d: %s and %s differ: %s", __FILE__, __LINE__, #a, #b, why_);     \
+    }                                                                                \
+  } while (0)
 
 #endif /* MANYPY_CAPI_TEST_SUPPORT_H */
