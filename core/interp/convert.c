@@ -136,10 +136,16 @@ static int unsupported(const mpi_sink* sink, const char* what, PyObject* obj) {
 }
 
 static int deliver_tensor(PyObject* obj, const mpi_sink* sink) {
-  /* DLPack cannot carry autograd state: hand over a detached view. */
-  PyObject* detached = PyObject_CallMethod(obj, "detach", NULL);
-  PyObject* capsule = detached ? PyObject_CallOneArg(g_to_dlpack, detached) : NULL;
-  Py_XDECREF(detached);
+  /* Calls run under no_grad, so results rarely need detaching; only a
+   * tensor that requires grad (a parameter, say) is refused by DLPack, and
+   * then gets a detached view. Trying first saves a method call per tensor. */
+  PyObject* capsule = PyObject_CallOneArg(g_to_dlpack, obj);
+  if (capsule == NULL) {
+    PyErr_Clear();
+    PyObject* detached = PyObject_CallMethod(obj, "detach", NULL);
+    capsule = detached ? PyObject_CallOneArg(g_to_dlpack, detached) : NULL;
+    Py_XDECREF(detached);
+  }
   if (capsule == NULL) return mpi_report_python_error_as(sink, MPI_ERR_BAD_TENSOR);
   DLManagedTensor* tensor = (DLManagedTensor*)PyCapsule_GetPointer(capsule, "dltensor");
   PyCapsule_SetName(capsule, "used_dltensor"); /* the host owns it now */

@@ -1,0 +1,1323 @@
+/*
+ * manypy_bench_serving: what serving models through manypy costs and gains,
+ * measured side by side in one run.
+ *
+ *   A. A Python-heavy model (python_heavy.pt) called with
+ *      MANYPY_ANY_INTERPRETER: 1 interpreter x 1 thread, 1 x 2 and 2 x 2.
+ *   B. Call overhead of identity.pt (forward(x) -> x) at two tensor sizes:
+ *      (i) manypy_object_call from C, (ii) the same model called in a Python
+ *      loop inside an interpreter, (iii) the tensor's bytes sent to a worker
+ *      process and back over pipes (the multi-process serving design, minus
+ *      its serialization). For information, also an int argument: the fixed
+ *      cost of a call with no tensor crossing.
+ *   C. ResNet-18 at batch 1 from 2 threads: manypy with 2 interpreters vs
+ *      the same model scripted and run by TorchScript (libtorch) on the host.
+ *
+ * Every timed row reports how disturbed it was: the CPU that other processes
+ * used meanwhile (/proc/stat), and for A and C where the calling threads'
+ * time went (on a CPU, waiting for one, blocked) and their CPU time per call.
+ *
+ * A benchmark, not a test: it prints tables and ratios against the project's
+ * targets ("meets"/"misses") and never fails on timing. It exits non-zero
+ * only when a manypy call fails or a model's output is wrong (every model is
+ * checked once per interpreter against NAME.expected.*.bin before timing).
+ *
+ * Uses only the public C API (manypy.h), pthreads, pipes and /proc.
+ *
+ * Usage: manypy_bench_serving [--quick] [--seconds S] [--calls N] [--archives DIR]
+ *   --quick         S = 0.5 in one round, 2,000/200 calls (smoke test)
+ *   --seconds S     measured seconds per configuration in A, 2 S in C (whose
+ *                   calls are slow), in 2 rounds each (default 5, or the
+ *                   environment variable MANYPY_BENCH_SECONDS)
+ *   --calls N       calls per path in B for the small tensor (default 20,000;
+ *                   the large tensor gets N / 10)
+ *   --archives DIR  the sample archives (default: the build's, target
+ *                   manypy_archives)
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "manypy.h"
+
+#ifndef MANYPY_BENCH_ARCHIVES
+#define MANYPY_BENCH_ARCHIVES "archives"
+#endif
+
+#define PROG "manypy_bench_serving"
+
+/* python_heavy's expected files use these kwargs (python_heavy.json). */
+#define HEAVY_STEPS 5
+#define TOLERANCE 1e-4
+
+/* ------------------------------------------------------------------------ */
+/* Helpers                                                                  */
+/* ------------------------------------------------------------------------ */
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static double now_s(void) { return (double)now_ns() * 1e-9; }
+
+static void sleep_s(double seconds) {
+  struct timespec ts;
+  ts.tv_sec = (time_t)seconds;
+  ts.tv_nsec = (long)((seconds - (double)ts.tv_sec) * 1e9);
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+static void progress(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+static void progress(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("[bench] ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+static void die(const char* fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char* fmt, ...) {
+  va_list ap;
+  fflush(stdout);
+  va_start(ap, fmt);
+  fputs(PROG ": ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  exit(1);
+}
+
+/* Prints a failed status and exits 1. */
+static void die_status(const char* what, manypy_status* st) __attribute__((noreturn));
+static void die_status(const char* what, manypy_status* st) {
+  fflush(stdout);
+  fprintf(stderr, PROG ": %s failed: %s: %s\n", what, manypy_code_name(manypy_status_code(st)),
+          manypy_status_message(st));
+  const char* tb = manypy_status_traceback(st);
+  if (tb && *tb) fprintf(stderr, "%s", tb);
+  manypy_status_free(st);
+  exit(1);
+}
+
+#define CHECK(call, what)                   \
+  do {                                      \
+    manypy_status* st_ = (call);            \
+    if (st_ != NULL) die_status(what, st_); \
+  } while (0)
+
+static void* xmalloc(size_t n) {
+  void* p = malloc(n ? n : 1);
+  if (!p) die("out of memory (%zu bytes)", n);
+  return p;
+}
+
+static const char* verdict(int ok) { return ok ? "meets" : "misses"; }
+
+static int cmp_i64(const void* a, const void* b) {
+  int64_t x = *(const int64_t*)a, y = *(const int64_t*)b;
+  return (x > y) - (x < y);
+}
+
+/* Latency samples in nanoseconds. */
+typedef struct samples {
+  int64_t* v;
+  size_t n, cap;
+} samples;
+
+static void samples_push(samples* s, int64_t x) {
+  if (s->n == s->cap) {
+    s->cap = s->cap ? s->cap * 2 : 1024;
+    s->v = realloc(s->v, s->cap * sizeof *s->v);
+    if (!s->v) die("out of memory");
+  }
+  s->v[s->n++] = x;
+}
+
+static void samples_append(samples* s, const samples* from) {
+  for (size_t k = 0; k < from->n; ++k) samples_push(s, from->v[k]);
+}
+
+/* The q-quantile (nearest rank on sorted samples), in ns. Sorts. The
+ * Python timing loop of section B uses the same rule. */
+static double quantile(samples* s, double q) {
+  if (s->n == 0) return NAN;
+  qsort(s->v, s->n, sizeof *s->v, cmp_i64);
+  return (double)s->v[(size_t)(q * (double)(s->n - 1) + 0.5)];
+}
+
+/* Reads a whole file of the archives directory. */
+static void* read_archive_file(const char* dir, const char* name, size_t* size) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE* f = fopen(path, "rb");
+  if (!f) {
+    die("cannot open %s: %s (build the target manypy_archives, or pass --archives DIR)", path,
+        strerror(errno));
+  }
+  struct stat st;
+  if (fstat(fileno(f), &st) != 0) die("cannot stat %s: %s", path, strerror(errno));
+  /* 64-byte aligned, like a tensor allocator's. */
+  size_t n = (size_t)st.st_size;
+  void* data = NULL;
+  if (posix_memalign(&data, 64, n ? n : 64) != 0) die("out of memory");
+  if (n && fread(data, 1, n, f) != n) die("cannot read %s", path);
+  fclose(f);
+  *size = n;
+  return data;
+}
+
+static void archive_path(char* out, size_t len, const char* dir, const char* name) {
+  snprintf(out, len, "%s/%s", dir, name);
+}
+
+/* ------------------------------------------------------------------------ */
+/* CPU disturbance                                                          */
+/* ------------------------------------------------------------------------ */
+
+/* The pipe-echo children of section B: their CPU is ours, not "other". */
+static pid_t g_children[2];
+static int g_child_count;
+
+/* utime + stime (+ waited-for children's) of /proc/<pid>/stat, in ticks. */
+static unsigned long long proc_ticks(pid_t pid) {
+  char path[64];
+  if (pid == 0) {
+    snprintf(path, sizeof path, "/proc/self/stat");
+  } else {
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  }
+  FILE* f = fopen(path, "r");
+  if (!f) return 0;
+  char buf[2048];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+  const char* p = strrchr(buf, ')'); /* the command name may hold spaces */
+  unsigned long long ut = 0, stt = 0;
+  long long cut = 0, cst = 0;
+  if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %lld %lld", &ut,
+                  &stt, &cut, &cst) == 4) {
+    return ut + stt + (unsigned long long)cut + (unsigned long long)cst;
+  }
+  return 0;
+}
+
+typedef struct cpu_sample {
+  unsigned long long ours;    /* this process and its pipe-echo children */
+  unsigned long long machine; /* non-idle time of the whole machine */
+  double t;
+} cpu_sample;
+
+static cpu_sample cpu_now(void) {
+  cpu_sample s = {0, 0, now_s()};
+  s.ours = proc_ticks(0);
+  for (int k = 0; k < g_child_count; ++k) s.ours += proc_ticks(g_children[k]);
+  FILE* f = fopen("/proc/stat", "r");
+  if (f) {
+    unsigned long long v[8] = {0};
+    if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+               &v[4], &v[5], &v[6], &v[7]) == 8) {
+      s.machine = v[0] + v[1] + v[2] + v[5] + v[6] + v[7]; /* all but idle, iowait */
+    }
+    fclose(f);
+  }
+  return s;
+}
+
+/* Cores kept busy between two samples: by us, by everything else. */
+typedef struct cpu_use {
+  double ours_s, other_s, wall_s; /* accumulated CPU seconds and wall seconds */
+} cpu_use;
+
+/* /proc counts CPU time in ticks (1/100 s), so a window much shorter than
+ * this says nothing about load. */
+static const double kMinCpuWindow = 0.1;
+
+static double g_other_max = 0.0;
+static double g_other_sum = 0.0;
+static int g_other_runs = 0;
+
+static void cpu_add(cpu_use* u, cpu_sample a, cpu_sample b) {
+  const double hz = (double)sysconf(_SC_CLK_TCK);
+  double ours = (double)(b.ours - a.ours) / hz;
+  double other = ((double)(b.machine - a.machine) - (double)(b.ours - a.ours)) / hz;
+  if (other < 0) other = 0;
+  u->ours_s += ours;
+  u->other_s += other;
+  u->wall_s += b.t - a.t;
+  if (b.t - a.t >= kMinCpuWindow) {
+    const double cores = other / (b.t - a.t);
+    if (cores > g_other_max) g_other_max = cores;
+    g_other_sum += cores;
+    ++g_other_runs;
+  }
+}
+
+static double cores_ours(const cpu_use* u) { return u->wall_s > 0 ? u->ours_s / u->wall_s : 0; }
+static double cores_other(const cpu_use* u) { return u->wall_s > 0 ? u->other_s / u->wall_s : 0; }
+
+/* "cpu other" for a table: "-" when the window was too short to tell. */
+static const char* other_cell(const cpu_use* u, char* buf, size_t len) {
+  if (u->wall_s < kMinCpuWindow) {
+    snprintf(buf, len, "-");
+  } else {
+    snprintf(buf, len, "%.2f", cores_other(u));
+  }
+  return buf;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Values and output checks                                                 */
+/* ------------------------------------------------------------------------ */
+
+static const DLDataType kFloat32 = {kDLFloat, 32, 1};
+
+/* A float32 tensor over `data` (borrowed, not copied). */
+static manypy_value* tensor_over(void* data, size_t bytes, int32_t ndim, const int64_t* shape) {
+  manypy_value* v = NULL;
+  CHECK(manypy_value_new_tensor_from_buffer(data, bytes, kFloat32, ndim, shape, NULL, 0, NULL,
+                                            NULL, &v),
+        "manypy_value_new_tensor_from_buffer");
+  return v;
+}
+
+/* (item,) */
+static manypy_value* tuple1(manypy_value* item) {
+  manypy_value* t = manypy_value_new_tuple();
+  if (!t) die("manypy_value_new_tuple returned NULL");
+  CHECK(manypy_value_append(t, item), "manypy_value_append");
+  return t;
+}
+
+/* An expected float32 output: NAME.expected.KEY.bin and its shape. */
+typedef struct expected {
+  const char* key;
+  int32_t ndim;
+  int64_t shape[4];
+  float* data;
+  size_t count;
+} expected;
+
+static void load_expected(const char* dir, const char* model, expected* e) {
+  char name[256];
+  snprintf(name, sizeof name, "%s.expected.%s.bin", model, e->key);
+  size_t size = 0;
+  e->data = read_archive_file(dir, name, &size);
+  e->count = 1;
+  for (int k = 0; k < e->ndim; ++k) e->count *= (size_t)e->shape[k];
+  if (size != e->count * sizeof(float)) {
+    die("%s has %zu bytes, expected %zu (shape of %zu float32)", name, size,
+        e->count * sizeof(float), e->count);
+  }
+}
+
+/* Compares a tensor value with an expected output; returns the largest
+ * absolute difference, or dies naming what is wrong. */
+static double check_tensor(const char* what, const manypy_value* v, const expected* e) {
+  if (manypy_value_get_kind(v) != MANYPY_VALUE_TENSOR) {
+    die("%s: output '%s' is not a tensor (kind %d)", what, e->key, (int)manypy_value_get_kind(v));
+  }
+  DLManagedTensor* t = NULL;
+  CHECK(manypy_value_get_tensor(v, &t), "manypy_value_get_tensor");
+  const DLTensor* d = &t->dl_tensor;
+  char why[256] = "";
+  if (d->device.device_type != kDLCPU) snprintf(why, sizeof why, "not a CPU tensor");
+  if (!why[0] && (d->dtype.code != kDLFloat || d->dtype.bits != 32 || d->dtype.lanes != 1)) {
+    snprintf(why, sizeof why, "dtype is not float32");
+  }
+  if (!why[0] && d->ndim != e->ndim) {
+    snprintf(why, sizeof why, "has %d dimensions, expected %d", d->ndim, e->ndim);
+  }
+  int64_t contiguous = 1;
+  for (int k = e->ndim - 1; !why[0] && k >= 0; --k) {
+    if (d->shape[k] != e->shape[k]) {
+      snprintf(why, sizeof why, "dimension %d is %" PRId64 ", expected %" PRId64, k, d->shape[k],
+               e->shape[k]);
+    } else if (d->strides && d->shape[k] > 1 && d->strides[k] != contiguous) {
+      snprintf(why, sizeof why, "is not C-contiguous");
+    }
+    contiguous *= e->shape[k];
+  }
+  double worst = 0.0;
+  if (!why[0]) {
+    const float* got = (const float*)((const char*)d->data + d->byte_offset);
+    for (size_t k = 0; k < e->count; ++k) {
+      double diff = fabs((double)got[k] - (double)e->data[k]);
+      if (!(diff <= TOLERANCE)) { /* also catches NaN */
+        snprintf(why, sizeof why, "element %zu is %.7g, expected %.7g (tolerance %g)", k,
+                 (double)got[k], (double)e->data[k], TOLERANCE);
+        break;
+      }
+      if (diff > worst) worst = diff;
+    }
+  }
+  if (t->deleter) t->deleter(t);
+  if (why[0]) die("%s: wrong output '%s': %s", what, e->key, why);
+  return worst;
+}
+
+/* Checks a result: a single tensor (one expected output named "out") or a
+ * dict of tensors (plus "steps" when steps >= 0). Prints one line. */
+static void check_output(const char* what, const manypy_value* result, expected* outs, int nouts,
+                         int64_t steps) {
+  char line[512];
+  int len = snprintf(line, sizeof line, "%-44s ok:", what);
+  if (nouts == 1 && strcmp(outs[0].key, "out") == 0 && steps < 0) {
+    double worst = check_tensor(what, result, &outs[0]);
+    len += snprintf(line + len, sizeof line - (size_t)len, " out max|diff| %.2g", worst);
+  } else {
+    if (manypy_value_get_kind(result) != MANYPY_VALUE_DICT) die("%s: the output is not a dict", what);
+    for (int k = 0; k < nouts; ++k) {
+      const manypy_value* item = NULL;
+      manypy_status* st = manypy_value_dict_get(result, outs[k].key, &item);
+      if (st) {
+        manypy_status_free(st);
+        die("%s: the output has no key '%s'", what, outs[k].key);
+      }
+      double worst = check_tensor(what, item, &outs[k]);
+      len += snprintf(line + len, sizeof line - (size_t)len, " %s max|diff| %.2g", outs[k].key,
+                      worst);
+    }
+    if (steps >= 0) {
+      const manypy_value* item = NULL;
+      int64_t got = -1;
+      manypy_status* st = manypy_value_dict_get(result, "steps", &item);
+      if (!st) st = manypy_value_get_int64(item, &got);
+      if (st) {
+        manypy_status_free(st);
+        die("%s: the output has no int 'steps'", what);
+      }
+      if (got != steps) die("%s: wrong output 'steps': %" PRId64 ", expected %" PRId64, what, got, steps);
+      len += snprintf(line + len, sizeof line - (size_t)len, " steps %" PRId64, got);
+    }
+  }
+  printf("%s\n", line);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Call targets                                                             */
+/* ------------------------------------------------------------------------ */
+
+/* One thing to call: a replicated object (manypy) or a TorchScript module
+ * (host). */
+typedef struct target {
+  manypy_object* object;
+  const manypy_call_options* options; /* NULL: MANYPY_ANY_INTERPRETER */
+  manypy_script_module* script;
+  const manypy_value* args;
+  const manypy_value* kwargs;
+  manypy_pool* pool; /* for torch.get_num_threads(); NULL for script */
+} target;
+
+static manypy_status* target_call(const target* t, manypy_value** out) {
+  if (t->script) return manypy_script_call(t->script, NULL, t->args, t->kwargs, out);
+  return manypy_object_call(t->object, NULL, t->args, t->kwargs, t->options, out);
+}
+
+static manypy_call_options* pinned(int32_t index) {
+  manypy_call_options* o = manypy_call_options_new();
+  if (!o) die("manypy_call_options_new returned NULL");
+  CHECK(manypy_call_options_set_interpreter(o, index), "manypy_call_options_set_interpreter");
+  return o;
+}
+
+/* Calls `object` once in each interpreter of `pool` and checks the output. */
+static void check_each_interpreter(const char* model, manypy_pool* pool, const char* pool_name,
+                                   manypy_object* object, const manypy_value* args,
+                                   const manypy_value* kwargs, expected* outs, int nouts,
+                                   int64_t steps) {
+  for (size_t i = 0; i < manypy_pool_size(pool); ++i) {
+    manypy_call_options* o = pinned((int32_t)i);
+    manypy_value* r = NULL;
+    char what[160];
+    snprintf(what, sizeof what, "%s, %s interpreter %zu", model, pool_name, i);
+    manypy_status* st = manypy_object_call(object, NULL, args, kwargs, o, &r);
+    if (st) die_status(what, st);
+    check_output(what, r, outs, nouts, steps);
+    manypy_value_free(r);
+    manypy_call_options_free(o);
+  }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Throughput runs (sections A and C)                                       */
+/* ------------------------------------------------------------------------ */
+
+typedef struct run_control {
+  atomic_int warm_stop;
+  atomic_int stop;
+  pthread_barrier_t measure; /* workers + main: start of the measured phase */
+} run_control;
+
+/* The calling thread's time on a CPU and waiting for one (runnable but not
+ * running), in seconds, from /proc/thread-self/schedstat. 0 if unavailable. */
+static int thread_schedstat(double* on_cpu, double* runqueue) {
+  FILE* f = fopen("/proc/thread-self/schedstat", "r");
+  unsigned long long run = 0, wait = 0;
+  int ok = f && fscanf(f, "%llu %llu", &run, &wait) == 2;
+  if (f) fclose(f);
+  *on_cpu = ok ? (double)run * 1e-9 : 0;
+  *runqueue = ok ? (double)wait * 1e-9 : 0;
+  return ok;
+}
+
+/* Where the worker threads' wall time went while measuring, summed over
+ * threads: on a CPU, waiting for a CPU, blocked (e.g. on a GIL). */
+typedef struct thread_time {
+  double wall, on_cpu, runqueue;
+  int ok;
+} thread_time;
+
+typedef struct worker {
+  run_control* ctl;
+  const target* tgt;
+  int torch_min, torch_max; /* torch.get_num_threads() in each interpreter */
+  samples lat;
+  long calls;   /* completed in the measured phase */
+  double t_end; /* when its last measured call completed */
+  thread_time time;
+  char error[512];
+} worker;
+
+static int worker_fail(worker* w, const char* what, manypy_status* st) {
+  snprintf(w->error, sizeof w->error, "%s: %s: %s", what, manypy_code_name(manypy_status_code(st)),
+           manypy_status_message(st));
+  manypy_status_free(st);
+  return 0;
+}
+
+static int worker_call(worker* w, int record) {
+  manypy_value* r = NULL;
+  const int64_t t0 = now_ns();
+  manypy_status* st = target_call(w->tgt, &r);
+  const int64_t t1 = now_ns();
+  if (st) return worker_fail(w, w->tgt->script ? "manypy_script_call" : "manypy_object_call", st);
+  manypy_value_free(r);
+  if (record) samples_push(&w->lat, t1 - t0);
+  return 1;
+}
+
+/* torch.get_num_threads() as this thread sees it in each interpreter. */
+static int worker_torch_threads(worker* w) {
+  w->torch_min = INT32_MAX;
+  w->torch_max = 0;
+  if (!w->tgt->pool) return 1;
+  for (size_t i = 0; i < manypy_pool_size(w->tgt->pool); ++i) {
+    manypy_value* v = NULL;
+    int64_t n = 0;
+    manypy_status* st = manypy_pool_eval(w->tgt->pool, (int32_t)i, "torch.get_num_threads()", &v);
+    if (!st) st = manypy_value_get_int64(v, &n);
+    manypy_value_free(v);
+    if (st) return worker_fail(w, "manypy_pool_eval(\"torch.get_num_threads()\")", st);
+    if (n < w->torch_min) w->torch_min = (int)n;
+    if (n > w->torch_max) w->torch_max = (int)n;
+  }
+  return 1;
+}
+
+static void* worker_main(void* arg) {
+  worker* w = arg;
+  run_control* ctl = w->ctl;
+  /* Warm-up: at least one call, until the main thread says stop. */
+  int ok = worker_torch_threads(w) && worker_call(w, 0);
+  while (ok && !atomic_load(&ctl->warm_stop)) ok = worker_call(w, 0);
+  pthread_barrier_wait(&ctl->measure);
+  if (!ok) return NULL;
+  double cpu0, rq0, cpu1, rq1;
+  const double t0 = now_s();
+  w->time.ok = thread_schedstat(&cpu0, &rq0);
+  long calls = 0;
+  while (!atomic_load(&ctl->stop)) {
+    if (!worker_call(w, 1)) return NULL;
+    ++calls;
+  }
+  w->calls = calls;
+  w->t_end = now_s();
+  w->time.ok = thread_schedstat(&cpu1, &rq1) && w->time.ok;
+  w->time.wall = w->t_end - t0;
+  w->time.on_cpu = cpu1 - cpu0;
+  w->time.runqueue = rq1 - rq0;
+  return NULL;
+}
+
+/* A configuration's results, summed over its rounds. */
+typedef struct tput_result {
+  long calls;
+  double elapsed; /* s: start of measuring to the last call's completion */
+  samples lat;
+  int torch_min, torch_max;
+  cpu_use cpu;
+  thread_time time;
+} tput_result;
+
+static void tput_init(tput_result* r) {
+  memset(r, 0, sizeof *r);
+  r->torch_min = INT32_MAX;
+  r->time.ok = 1;
+}
+
+static double tput_rate(const tput_result* r) {
+  return r->elapsed > 0 ? (double)r->calls / r->elapsed : 0.0;
+}
+
+/* One round: `threads` threads call `tgt` for `seconds` after `warmup`. */
+static void run_round(const target* tgt, int threads, double warmup, double seconds,
+                      tput_result* acc) {
+  run_control ctl;
+  atomic_init(&ctl.warm_stop, 0);
+  atomic_init(&ctl.stop, 0);
+  if (pthread_barrier_init(&ctl.measure, NULL, (unsigned)threads + 1) != 0) {
+    die("pthread_barrier_init failed");
+  }
+  worker* ws = calloc((size_t)threads, sizeof *ws);
+  pthread_t* tids = calloc((size_t)threads, sizeof *tids);
+  if (!ws || !tids) die("out of memory");
+  for (int k = 0; k < threads; ++k) {
+    ws[k].ctl = &ctl;
+    ws[k].tgt = tgt;
+    int rc = pthread_create(&tids[k], NULL, worker_main, &ws[k]);
+    if (rc != 0) die("pthread_create: %s", strerror(rc));
+  }
+  sleep_s(warmup);
+  atomic_store(&ctl.warm_stop, 1);
+  pthread_barrier_wait(&ctl.measure); /* every warm-up call has completed */
+  const cpu_sample c0 = cpu_now();
+  const double t0 = c0.t;
+  sleep_s(seconds);
+  atomic_store(&ctl.stop, 1);
+  for (int k = 0; k < threads; ++k) pthread_join(tids[k], NULL);
+  const cpu_sample c1 = cpu_now();
+  double t_end = t0;
+  for (int k = 0; k < threads; ++k) {
+    if (ws[k].error[0]) die("%s", ws[k].error);
+    acc->calls += ws[k].calls;
+    if (ws[k].t_end > t_end) t_end = ws[k].t_end;
+    if (ws[k].torch_min < acc->torch_min) acc->torch_min = ws[k].torch_min;
+    if (ws[k].torch_max > acc->torch_max) acc->torch_max = ws[k].torch_max;
+    samples_append(&acc->lat, &ws[k].lat);
+    acc->time.wall += ws[k].time.wall;
+    acc->time.on_cpu += ws[k].time.on_cpu;
+    acc->time.runqueue += ws[k].time.runqueue;
+    acc->time.ok = acc->time.ok && ws[k].time.ok;
+    free(ws[k].lat.v);
+  }
+  acc->elapsed += t_end - t0;
+  cpu_add(&acc->cpu, c0, c1);
+  pthread_barrier_destroy(&ctl.measure);
+  free(ws);
+  free(tids);
+}
+
+/* A configuration of a throughput section. */
+typedef struct config {
+  const char* name;
+  const target* tgt;
+  int threads;
+  tput_result res;
+} config;
+
+/* Runs every configuration for `seconds` in total, split into `rounds`
+ * rounds; the order is reversed every other round so that a change of load
+ * on a shared machine falls on all configurations alike. */
+static void run_configs(const char* section, config* cs, int n, int rounds, double warmup,
+                        double seconds) {
+  for (int c = 0; c < n; ++c) tput_init(&cs[c].res);
+  for (int r = 0; r < rounds; ++r) {
+    for (int j = 0; j < n; ++j) {
+      const int c = r % 2 == 0 ? j : n - 1 - j;
+      progress("%s: %s, round %d/%d", section, cs[c].name, r + 1, rounds);
+      run_round(cs[c].tgt, cs[c].threads, warmup, seconds / rounds, &cs[c].res);
+    }
+  }
+}
+
+static void print_config_header(void) {
+  printf("%-34s %10s %8s %9s %9s %7s %9s %8s %8s %8s %11s %9s %9s\n", "configuration",
+         "calls/s", "vs base", "p50 ms", "p99 ms", "calls", "torch thr", "on cpu", "run q",
+         "blocked", "cpu ms/call", "cpu ours", "cpu other");
+}
+
+static void print_thread_time_note(void) {
+  printf("(on cpu / run q / blocked: shares of the worker threads' wall time spent running, "
+         "runnable but waiting for a core, and blocked (e.g. on a GIL), from "
+         "/proc/thread-self/schedstat; run q above a few %% means the cores were busy with "
+         "something else; cpu ms/call: the callers' on-cpu time per call, which other processes "
+         "change less than calls/s, though a busy VM host still slows every core)\n");
+}
+
+static void print_config_row(config* c, double base) {
+  char thr[32];
+  if (c->tgt->pool == NULL) {
+    snprintf(thr, sizeof thr, "host 1");
+  } else if (c->res.torch_min == c->res.torch_max) {
+    snprintf(thr, sizeof thr, "%d", c->res.torch_min);
+  } else {
+    snprintf(thr, sizeof thr, "%d-%d", c->res.torch_min, c->res.torch_max);
+  }
+  const double rate = tput_rate(&c->res);
+  char oncpu[16] = "-", rq[16] = "-", blocked[16] = "-", per_call[16] = "-";
+  const thread_time* tt = &c->res.time;
+  if (tt->ok && tt->wall > 0) {
+    double b = tt->wall - tt->on_cpu - tt->runqueue;
+    if (b < 0) b = 0;
+    snprintf(oncpu, sizeof oncpu, "%.0f%%", 100.0 * tt->on_cpu / tt->wall);
+    snprintf(rq, sizeof rq, "%.0f%%", 100.0 * tt->runqueue / tt->wall);
+    snprintf(blocked, sizeof blocked, "%.0f%%", 100.0 * b / tt->wall);
+    if (c->res.calls > 0) {
+      snprintf(per_call, sizeof per_call, "%.3f", 1e3 * tt->on_cpu / (double)c->res.calls);
+    }
+  }
+  printf("%-34s %10.1f %7.2fx %9.3f %9.3f %7ld %9s %8s %8s %8s %11s %9.2f %9.2f\n", c->name,
+         rate, base > 0 ? rate / base : 0.0, quantile(&c->res.lat, 0.50) * 1e-6,
+         quantile(&c->res.lat, 0.99) * 1e-6, c->res.calls, thr, oncpu, rq, blocked, per_call,
+         cores_ours(&c->res.cpu), cores_other(&c->res.cpu));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Section B: call overhead                                                 */
+/* ------------------------------------------------------------------------ */
+
+typedef struct lat_result {
+  double p50_ns, p99_ns;
+  long calls;
+  cpu_use cpu;
+} lat_result;
+
+/* (i): manypy_object_call on one thread, args built once, each result freed. */
+static lat_result time_c_api(manypy_object* object, const manypy_value* args, long calls,
+                             long warm) {
+  samples s = {0};
+  lat_result r = {0};
+  for (long k = 0; k < warm; ++k) {
+    manypy_value* out = NULL;
+    CHECK(manypy_object_call(object, NULL, args, NULL, NULL, &out), "manypy_object_call");
+    manypy_value_free(out);
+  }
+  const cpu_sample c0 = cpu_now();
+  for (long k = 0; k < calls; ++k) {
+    manypy_value* out = NULL;
+    const int64_t t0 = now_ns();
+    manypy_status* st = manypy_object_call(object, NULL, args, NULL, NULL, &out);
+    manypy_value_free(out);
+    const int64_t t1 = now_ns();
+    if (st) die_status("manypy_object_call", st);
+    samples_push(&s, t1 - t0);
+  }
+  cpu_add(&r.cpu, c0, cpu_now());
+  r.p50_ns = quantile(&s, 0.50);
+  r.p99_ns = quantile(&s, 0.99);
+  r.calls = calls;
+  free(s.v);
+  return r;
+}
+
+/* Defines, in an interpreter, the same model loaded by Python itself with
+ * torch.package, and a timing loop of model(x) (under torch.no_grad(), as
+ * manypy's calls run) that returns [p50 ns, p99 ns]. x is a tensor of the
+ * given shape, or the int 1 when the shape is None. */
+static const char kPythonTimingLoop[] =
+    "import time\n"
+    "import torch\n"
+    "from torch.package import PackageImporter\n"
+    "_bench_model = PackageImporter(_bench_path).load_pickle('model', 'model.pkl')\n"
+    "def _bench_identity(shape, n, warm):\n"
+    "    m = _bench_model\n"
+    "    x = 1 if shape is None else torch.rand(shape)\n"
+    "    pc = time.perf_counter_ns\n"
+    "    with torch.no_grad():\n"
+    "        if m(x) is not x:\n"
+    "            raise AssertionError('identity did not return its input')\n"
+    "        for _ in range(warm):\n"
+    "            m(x)\n"
+    "        ts = [0] * n\n"
+    "        for i in range(n):\n"
+    "            t0 = pc()\n"
+    "            m(x)\n"
+    "            ts[i] = pc() - t0\n"
+    "    ts.sort()\n"
+    "    q = lambda p: ts[int(p * (n - 1) + 0.5)]\n"
+    "    return [q(0.50), q(0.99)]\n";
+
+/* A Python string literal for `s` (escapes quotes and backslashes). */
+static void python_literal(char* out, size_t len, const char* s) {
+  size_t o = 0;
+  if (o + 1 < len) out[o++] = '\'';
+  for (; *s && o + 3 < len; ++s) {
+    if (*s == '\'' || *s == '\\') out[o++] = '\\';
+    out[o++] = *s;
+  }
+  if (o + 1 < len) out[o++] = '\'';
+  out[o] = '\0';
+}
+
+static void setup_python_loop(manypy_pool* pool, const char* identity_path) {
+  char lit[4200], src[4400];
+  python_literal(lit, sizeof lit, identity_path);
+  snprintf(src, sizeof src, "_bench_path = %s\n", lit);
+  CHECK(manypy_pool_exec(pool, 0, src), "manypy_pool_exec(_bench_path)");
+  CHECK(manypy_pool_exec(pool, 0, kPythonTimingLoop), "manypy_pool_exec(timing loop)");
+}
+
+/* (ii): model(x) timed inside the interpreter; ndim < 0: x is the int 1. */
+static lat_result time_python(manypy_pool* pool, int ndim, const int64_t* shape, long calls,
+                              long warm) {
+  char shape_s[128] = "None";
+  if (ndim >= 0) {
+    int len = snprintf(shape_s, sizeof shape_s, "(");
+    for (int k = 0; k < ndim; ++k) {
+      len += snprintf(shape_s + len, sizeof shape_s - (size_t)len, "%" PRId64 ",", shape[k]);
+    }
+    snprintf(shape_s + len, sizeof shape_s - (size_t)len, ")");
+  }
+  char expr[256];
+  snprintf(expr, sizeof expr, "_bench_identity(%s, %ld, %ld)", shape_s, calls, warm);
+  lat_result r = {0};
+  manypy_value* v = NULL;
+  const cpu_sample c0 = cpu_now();
+  CHECK(manypy_pool_eval(pool, 0, expr, &v), "manypy_pool_eval(_bench_identity)");
+  cpu_add(&r.cpu, c0, cpu_now());
+  const manypy_value *p50 = NULL, *p99 = NULL;
+  int64_t a = 0, b = 0;
+  CHECK(manypy_value_get_item(v, 0, &p50), "manypy_value_get_item");
+  CHECK(manypy_value_get_item(v, 1, &p99), "manypy_value_get_item");
+  CHECK(manypy_value_get_int64(p50, &a), "manypy_value_get_int64");
+  CHECK(manypy_value_get_int64(p99, &b), "manypy_value_get_int64");
+  manypy_value_free(v);
+  r.p50_ns = (double)a;
+  r.p99_ns = (double)b;
+  r.calls = calls;
+  return r;
+}
+
+/* (iii): a worker process that echoes N bytes: reads exactly N bytes from
+ * one pipe, writes them back on another. */
+typedef struct echo_child {
+  pid_t pid;
+  int to_child, from_child;
+  size_t bytes;
+  int pipe_capacity;
+} echo_child;
+
+static int read_full(int fd, void* buf, size_t n) {
+  char* p = buf;
+  while (n > 0) {
+    ssize_t got = read(fd, p, n);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return -1;
+    p += got;
+    n -= (size_t)got;
+  }
+  return 0;
+}
+
+static int write_full(int fd, const void* buf, size_t n) {
+  const char* p = buf;
+  while (n > 0) {
+    ssize_t put = write(fd, p, n);
+    if (put < 0 && errno == EINTR) continue;
+    if (put <= 0) return -1;
+    p += put;
+    n -= (size_t)put;
+  }
+  return 0;
+}
+
+/* The parent's ends of every worker's pipes. */
+static int g_parent_fds[4];
+static int g_parent_fd_count;
+
+/* Forked before any manypy call or thread exists. The pipes get 1 MiB of
+ * capacity where the system allows it, so a round trip of the large tensor
+ * is one write each way: the fastest plain pipe, the strictest baseline. */
+static echo_child start_echo_child(size_t bytes) {
+  int down[2], up[2];
+  if (pipe(down) != 0 || pipe(up) != 0) die("pipe: %s", strerror(errno));
+  int cap = -1;
+  for (int k = 0; k < 2; ++k) {
+    int fd = k == 0 ? down[1] : up[1];
+    (void)fcntl(fd, F_SETPIPE_SZ, 1 << 20);
+    int c = fcntl(fd, F_GETPIPE_SZ);
+    if (cap < 0 || c < cap) cap = c;
+  }
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) die("fork: %s", strerror(errno));
+  if (pid == 0) {
+    close(down[1]);
+    close(up[0]);
+    /* Our copies of earlier workers' pipe ends would keep them from
+     * seeing the parent close theirs. */
+    for (int k = 0; k < g_parent_fd_count; ++k) close(g_parent_fds[k]);
+    char* buf = malloc(bytes);
+    if (!buf) _exit(3);
+    for (;;) {
+      if (read_full(down[0], buf, bytes) != 0) _exit(0); /* parent closed: done */
+      if (write_full(up[1], buf, bytes) != 0) _exit(4);
+    }
+  }
+  close(down[0]);
+  close(up[1]);
+  echo_child c = {pid, down[1], up[0], bytes, cap};
+  g_parent_fds[g_parent_fd_count++] = down[1];
+  g_parent_fds[g_parent_fd_count++] = up[0];
+  g_children[g_child_count++] = pid;
+  return c;
+}
+
+static void stop_echo_child(echo_child* c) {
+  close(c->to_child);
+  close(c->from_child);
+  int status;
+  while (waitpid(c->pid, &status, 0) < 0) {
+    if (errno != EINTR) die("waitpid: %s", strerror(errno));
+  }
+  for (int k = 0; k < g_child_count; ++k) {
+    if (g_children[k] == c->pid) g_children[k] = g_children[--g_child_count];
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    die("the pipe-echo worker process failed (status 0x%x)", status);
+  }
+}
+
+static lat_result time_pipe(echo_child* c, const void* data, long calls, long warm) {
+  samples s = {0};
+  lat_result r = {0};
+  char* back = xmalloc(c->bytes);
+  const cpu_sample c0 = cpu_now();
+  for (long k = 0; k < warm + calls; ++k) {
+    const int64_t t0 = now_ns();
+    if (write_full(c->to_child, data, c->bytes) != 0) die("write to the echo worker: %s", strerror(errno));
+    if (read_full(c->from_child, back, c->bytes) != 0) die("read from the echo worker failed");
+    const int64_t t1 = now_ns();
+    if (k >= warm) samples_push(&s, t1 - t0);
+  }
+  cpu_add(&r.cpu, c0, cpu_now());
+  if (memcmp(back, data, c->bytes) != 0) die("the echo worker sent back different bytes");
+  free(back);
+  r.p50_ns = quantile(&s, 0.50);
+  r.p99_ns = quantile(&s, 0.99);
+  r.calls = calls;
+  free(s.v);
+  return r;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Pools                                                                    */
+/* ------------------------------------------------------------------------ */
+
+static manypy_pool* make_pool(size_t interpreters) {
+  manypy_pool_options* opts = manypy_pool_options_new();
+  if (!opts) die("manypy_pool_options_new returned NULL");
+  CHECK(manypy_pool_options_set_interpreters(opts, interpreters),
+        "manypy_pool_options_set_interpreters");
+  manypy_pool* pool = NULL;
+  manypy_status* st = manypy_pool_create(opts, &pool);
+  manypy_pool_options_free(opts);
+  if (st) die_status("manypy_pool_create", st);
+  if (manypy_pool_size(pool) != interpreters) {
+    die("manypy_pool_size is %zu, expected %zu", manypy_pool_size(pool), interpreters);
+  }
+  CHECK(manypy_pool_exec_all(pool, "import torch"), "manypy_pool_exec_all(\"import torch\")");
+  return pool;
+}
+
+static manypy_object* load_model(manypy_pool* pool, const char* dir, const char* file,
+                                 manypy_package** out_package) {
+  char path[4096];
+  archive_path(path, sizeof path, dir, file);
+  char what[4200];
+  snprintf(what, sizeof what, "manypy_package_load_file(%s)", path);
+  CHECK(manypy_package_load_file(pool, path, out_package), what);
+  manypy_object* object = NULL;
+  snprintf(what, sizeof what, "manypy_package_load_pickle(%s, model, model.pkl)", file);
+  CHECK(manypy_package_load_pickle(*out_package, "model", "model.pkl", &object), what);
+  return object;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Main                                                                     */
+/* ------------------------------------------------------------------------ */
+
+static void usage(FILE* to) {
+  fprintf(to,
+          "usage: " PROG " [--quick] [--seconds S] [--calls N] [--archives DIR]\n"
+          "  --quick         S = 0.5 in one round, 2000/200 calls (smoke test)\n"
+          "  --seconds S     measured seconds per configuration in A, 2 S in C, in 2\n"
+          "                  rounds each (default 5, or $MANYPY_BENCH_SECONDS)\n"
+          "  --calls N       calls per path in B, small tensor (default 20000; the\n"
+          "                  large tensor gets N/10)\n"
+          "  --archives DIR  sample archives (default %s)\n",
+          MANYPY_BENCH_ARCHIVES);
+}
+
+static double parse_seconds(const char* s, const char* from) {
+  char* end = NULL;
+  double v = strtod(s, &end);
+  if (!end || end == s || *end != '\0' || !(v > 0) || v > 3600) {
+    die("bad seconds value '%s' (from %s): want a number in (0, 3600]", s, from);
+  }
+  return v;
+}
+
+int main(int argc, char** argv) {
+  double seconds = 5.0;
+  long small_calls = 20000;
+  int quick = 0;
+  const char* dir = MANYPY_BENCH_ARCHIVES;
+  const char* env = getenv("MANYPY_BENCH_SECONDS");
+  if (env && *env) seconds = parse_seconds(env, "MANYPY_BENCH_SECONDS");
+  for (int i = 1; i < argc; ++i) {
+    const char* a = argv[i];
+    if (strcmp(a, "--quick") == 0) {
+      quick = 1;
+      seconds = 0.5;
+      small_calls = 2000;
+    } else if (strcmp(a, "--seconds") == 0 && i + 1 < argc) {
+      seconds = parse_seconds(argv[++i], "--seconds");
+    } else if (strncmp(a, "--seconds=", 10) == 0) {
+      seconds = parse_seconds(a + 10, "--seconds");
+    } else if (strcmp(a, "--calls") == 0 && i + 1 < argc) {
+      small_calls = atol(argv[++i]);
+      if (small_calls < 100) die("--calls wants a number >= 100");
+    } else if (strcmp(a, "--archives") == 0 && i + 1 < argc) {
+      dir = argv[++i];
+    } else if (strncmp(a, "--archives=", 11) == 0) {
+      dir = a + 11;
+    } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      usage(stdout);
+      return 0;
+    } else {
+      usage(stderr);
+      return 2;
+    }
+  }
+  const long large_calls = small_calls / 10;
+  const int rounds = quick ? 1 : 2;
+  const double warmup = quick ? 0.1 : 0.3;
+
+  /* ---- inputs, expected outputs, and the pipe workers (before threads) -- */
+  size_t n;
+  float* identity_in = read_archive_file(dir, "identity.input.bin", &n);
+  if (n != 6 * sizeof(float)) die("identity.input.bin: %zu bytes, expected 24", n);
+  float* heavy_in = read_archive_file(dir, "python_heavy.input.bin", &n);
+  if (n != 4 * 64 * sizeof(float)) die("python_heavy.input.bin: %zu bytes, expected 1024", n);
+  float* resnet_in = read_archive_file(dir, "resnet18.input.bin", &n);
+  const size_t large_bytes = (size_t)3 * 224 * 224 * sizeof(float);
+  if (n != large_bytes) die("resnet18.input.bin: %zu bytes, expected %zu", n, large_bytes);
+  expected identity_out[] = {{"out", 2, {2, 3}, NULL, 0}};
+  expected heavy_out[] = {{"logits", 2, {4, 10}, NULL, 0}, {"norm", 1, {4}, NULL, 0}};
+  expected resnet_out[] = {{"out", 2, {1, 1000}, NULL, 0}};
+  load_expected(dir, "identity", &identity_out[0]);
+  load_expected(dir, "python_heavy", &heavy_out[0]);
+  load_expected(dir, "python_heavy", &heavy_out[1]);
+  load_expected(dir, "resnet18", &resnet_out[0]);
+
+  /* Section B's tensors: [1, 16] (random) and [1, 3, 224, 224] (ResNet's input). */
+  const int64_t small_shape[] = {1, 16};
+  const int64_t large_shape[] = {1, 3, 224, 224};
+  const size_t small_bytes = 16 * sizeof(float);
+  float* small_data = NULL;
+  if (posix_memalign((void**)&small_data, 64, small_bytes) != 0) die("out of memory");
+  for (int k = 0; k < 16; ++k) small_data[k] = (float)k / 16.0f - 0.5f;
+
+  echo_child echo_small = start_echo_child(small_bytes);
+  echo_child echo_large = start_echo_child(large_bytes);
+
+  const double bench_t0 = now_s();
+  printf("manypy serving benchmark (library %s, %ld online cores; measured s per configuration: "
+         "%.2f in A, %.2f in C, in %d round%s after %.2f s warm-up each; %ld/%ld calls per path "
+         "in B)\n",
+         manypy_version_string(), sysconf(_SC_NPROCESSORS_ONLN), seconds, 2 * seconds, rounds,
+         rounds > 1 ? "s" : "", warmup, small_calls, large_calls);
+  printf("archives: %s\n", dir);
+  if (manypy_max_interpreters() < 3) {
+    die("manypy_max_interpreters() is %zu; this benchmark needs 3", manypy_max_interpreters());
+  }
+  fflush(stdout);
+
+  /* ---- pools, models, checks ------------------------------------------ */
+  /* Host TorchScript: 1 intra-op thread per calling thread, as the pool's
+   * default gives each interpreter. Set before any host thread runs an op. */
+  CHECK(manypy_script_set_intra_op_threads(1), "manypy_script_set_intra_op_threads(1)");
+
+  progress("starting a pool of 1 interpreter and a pool of 2");
+  double t = now_s();
+  manypy_pool* pool1 = make_pool(1);
+  manypy_pool* pool2 = make_pool(2);
+  const double start_s = now_s() - t;
+
+  progress("loading identity.pt, python_heavy.pt, resnet18.pt, resnet18_script.pt");
+  t = now_s();
+  manypy_package *pkg_identity, *pkg_heavy1, *pkg_heavy2, *pkg_resnet;
+  manypy_object* identity = load_model(pool1, dir, "identity.pt", &pkg_identity);
+  manypy_object* heavy1 = load_model(pool1, dir, "python_heavy.pt", &pkg_heavy1);
+  manypy_object* heavy2 = load_model(pool2, dir, "python_heavy.pt", &pkg_heavy2);
+  manypy_object* resnet = load_model(pool2, dir, "resnet18.pt", &pkg_resnet);
+  char script_path[4096];
+  archive_path(script_path, sizeof script_path, dir, "resnet18_script.pt");
+  manypy_script_module* resnet_script = NULL;
+  CHECK(manypy_script_load_file(script_path, &resnet_script),
+        "manypy_script_load_file(resnet18_script.pt)");
+  const double load_s = now_s() - t;
+
+  /* Arguments: built once, shared read-only by every call and thread. */
+  const int64_t identity_shape[] = {2, 3};
+  const int64_t heavy_shape[] = {4, 64};
+  manypy_value* identity_args =
+      tuple1(tensor_over(identity_in, 6 * sizeof(float), 2, identity_shape));
+  manypy_value* heavy_args = tuple1(tensor_over(heavy_in, 4 * 64 * sizeof(float), 2, heavy_shape));
+  manypy_value* heavy_kwargs = manypy_value_new_dict();
+  if (!heavy_kwargs) die("manypy_value_new_dict returned NULL");
+  CHECK(manypy_value_dict_set(heavy_kwargs, "steps", manypy_value_new_int64(HEAVY_STEPS)),
+        "manypy_value_dict_set(steps)");
+  CHECK(manypy_value_dict_set(heavy_kwargs, "normalize", manypy_value_new_bool(0)),
+        "manypy_value_dict_set(normalize)");
+  manypy_value* resnet_args = tuple1(tensor_over(resnet_in, large_bytes, 4, large_shape));
+  manypy_value* small_args = tuple1(tensor_over(small_data, small_bytes, 2, small_shape));
+  manypy_value* large_args = tuple1(tensor_over(resnet_in, large_bytes, 4, large_shape));
+
+  progress("checking every model's output in every interpreter");
+  printf("\n== Output checks (against NAME.expected.*.bin, tolerance %g) ==\n", TOLERANCE);
+  t = now_s();
+  check_each_interpreter("identity.pt", pool1, "pool of 1,", identity, identity_args, NULL,
+                         identity_out, 1, -1);
+  check_each_interpreter("python_heavy.pt", pool1, "pool of 1,", heavy1,
+                         heavy_args, heavy_kwargs, heavy_out, 2, HEAVY_STEPS);
+  check_each_interpreter("python_heavy.pt", pool2, "pool of 2,", heavy2,
+                         heavy_args, heavy_kwargs, heavy_out, 2, HEAVY_STEPS);
+  check_each_interpreter("resnet18.pt", pool2, "pool of 2,", resnet, resnet_args, NULL,
+                         resnet_out, 1, -1);
+  {
+    manypy_value* r = NULL;
+    CHECK(manypy_script_call(resnet_script, NULL, resnet_args, NULL, &r),
+          "manypy_script_call(resnet18_script.pt)");
+    check_output("resnet18_script.pt, TorchScript on the host", r, resnet_out, 1, -1);
+    manypy_value_free(r);
+  }
+  /* Zero copy: does identity hand back the caller's own buffer? */
+  int shares_buffer = 0;
+  {
+    manypy_value* r = NULL;
+    CHECK(manypy_object_call(identity, NULL, large_args, NULL, NULL, &r), "manypy_object_call");
+    DLManagedTensor* tr = NULL;
+    CHECK(manypy_value_get_tensor(r, &tr), "manypy_value_get_tensor");
+    shares_buffer = (const char*)tr->dl_tensor.data + tr->dl_tensor.byte_offset ==
+                    (const char*)resnet_in;
+    if (tr->deleter) tr->deleter(tr);
+    manypy_value_free(r);
+  }
+  const double check_s = now_s() - t;
+  printf("identity.pt on [1, 3, 224, 224]: the result %s the caller's buffer (zero copy both "
+         "ways: %s)\n",
+         shares_buffer ? "points into" : "does NOT point into", shares_buffer ? "yes" : "no");
+  printf("set-up: pools of 1 and 2 started in %.2f s, models loaded in %.2f s, first calls "
+         "(replicas, checks) in %.2f s\n",
+         start_s, load_s, check_s);
+  fflush(stdout);
+
+  /* ---------------------------------------------------------------- A --- */
+  const target heavy_t1 = {heavy1, NULL, NULL, heavy_args, heavy_kwargs, pool1};
+  const target heavy_t2 = {heavy2, NULL, NULL, heavy_args, heavy_kwargs, pool2};
+  config a[] = {
+      {"1 interpreter x 1 thread", &heavy_t1, 1, {0}},
+      {"1 interpreter x 2 threads", &heavy_t1, 2, {0}},
+      {"2 interpreters x 2 threads", &heavy_t2, 2, {0}},
+  };
+  run_configs("A", a, 3, rounds, warmup, seconds);
+
+  printf("\n== A. Python-heavy model: python_heavy.pt, x [4, 64], steps=5, normalize=False, "
+         "MANYPY_ANY_INTERPRETER, DIRECT mode ==\n");
+  print_config_header();
+  for (int c = 0; c < 3; ++c) print_config_row(&a[c], tput_rate(&a[0].res));
+  printf("(calls/s summed over threads; p50/p99: wall time of one manypy_object_call; base: "
+         "1 x 1; torch thr: torch.get_num_threads() in the interpreters as the workers see it; "
+         "cpu: cores kept busy by this process / by everything else while measuring)\n");
+  print_thread_time_note();
+  const double a_r1 = tput_rate(&a[2].res) / tput_rate(&a[0].res);
+  const double a_r2 = tput_rate(&a[2].res) / tput_rate(&a[1].res);
+  printf("\n%-64s %8s %10s %8s\n", "ratio", "value", "target", "verdict");
+  printf("%-64s %7.2fx %10s %8s\n", "throughput (2 interp x 2 thr) / (1 interp x 1 thr)", a_r1,
+         ">= 1.8x", verdict(a_r1 >= 1.8));
+  printf("%-64s %7.2fx %10s %8s\n", "throughput (2 interp x 2 thr) / (1 interp x 2 thr)", a_r2,
+         ">= 3x", verdict(a_r2 >= 3.0));
+  fflush(stdout);
+
+  /* ---------------------------------------------------------------- B --- */
+  char identity_path[4096];
+  archive_path(identity_path, sizeof identity_path, dir, "identity.pt");
+  setup_python_loop(pool1, identity_path);
+  /* Rows: the two tensors, then (for information) an int argument: the
+   * cost of a call without any tensor crossing. */
+  manypy_value* int_args = tuple1(manypy_value_new_int64(1));
+  struct {
+    const char* shape;
+    size_t bytes;
+    long calls;
+    lat_result capi, python, pipe;
+  } b[3];
+  cpu_use b_cpu = {0, 0, 0};
+  const cpu_sample b_c0 = cpu_now();
+  for (int s = 0; s < 3; ++s) {
+    const int big = s == 1, is_int = s == 2;
+    const long calls = big ? large_calls : small_calls;
+    const long warm = calls / 10 > 100 ? calls / 10 : 100;
+    b[s].bytes = is_int ? 8 : big ? large_bytes : small_bytes;
+    b[s].calls = calls;
+    b[s].shape = is_int ? "(info) int 1" : big ? "[1, 3, 224, 224]" : "[1, 16]";
+    progress("B: %s, (i) %ld x manypy_object_call", b[s].shape, calls);
+    b[s].capi =
+        time_c_api(identity, is_int ? int_args : big ? large_args : small_args, calls, warm);
+    progress("B: %s, (ii) %ld x model(x) in Python", b[s].shape, calls);
+    b[s].python = time_python(pool1, is_int ? -1 : big ? 4 : 2, big ? large_shape : small_shape,
+                              calls, warm);
+    if (!is_int) {
+      progress("B: %s, (iii) %ld pipe round trips of %zu bytes", b[s].shape, calls, b[s].bytes);
+      b[s].pipe = time_pipe(big ? &echo_large : &echo_small,
+                            big ? (const void*)resnet_in : small_data, calls, warm);
+    }
+  }
+  manypy_value_free(int_args);
+  cpu_add(&b_cpu, b_c0, cpu_now());
+
+  printf("\n== B. Call overhead: identity.pt, forward(x) -> x, one caller thread, pool of 1 ==\n");
+  printf("%-18s %9s  %-46s %7s %9s %9s %9s\n", "x", "bytes", "path", "calls", "p50 us",
+         "p99 us", "cpu other");
+  for (int s = 0; s < 3; ++s) {
+    const lat_result* rows[3] = {&b[s].capi, &b[s].python, &b[s].pipe};
+    static const char* names[3] = {
+        "(i) manypy_object_call from C",
+        "(ii) model(x) in Python, in the interpreter",
+        "(iii) pipe round trip to a worker process",
+    };
+    for (int k = 0; k < (s == 2 ? 2 : 3); ++k) {
+      char bytes_s[32] = "";
+      if (k == 0 && s < 2) snprintf(bytes_s, sizeof bytes_s, "%zu", b[s].bytes);
+      char other[32];
+      printf("%-18s %9s  %-46s %7ld %9.2f %9.2f %9s\n", k == 0 ? b[s].shape : "", bytes_s,
+             names[k], rows[k]->calls, rows[k]->p50_ns * 1e-3, rows[k]->p99_ns * 1e-3,
+             other_cell(&rows[k]->cpu, other, sizeof other));
+    }
+  }
+  printf("((i): args tuple built once, each result freed inside the timed span; (ii): the same "
+         "archive loaded by torch.package in the same interpreter, timed with "
+         "time.perf_counter_ns, under torch.no_grad(); (iii): write N bytes + read N bytes back, "
+         "pipe capacity %d bytes; int 1: no tensor crosses, so (i) - (ii) there is the fixed "
+         "cost of a call; cpu other: '-' for runs under %.1f s, too short to tell)\n",
+         echo_large.pipe_capacity, kMinCpuWindow);
+  printf("CPU used by other processes during section B as a whole (%.1f s): %.2f cores (this "
+         "process and its echo workers: %.2f)\n",
+         b_cpu.wall_s, cores_other(&b_cpu), cores_ours(&b_cpu));
+  printf("\n%-64s %8s %10s %8s\n", "ratio (at p50)", "value", "target", "verdict");
+  for (int s = 0; s < 3; ++s) {
+    const double over_us = (b[s].capi.p50_ns - b[s].python.p50_ns) * 1e-3;
+    char l1[96], l2[96];
+    snprintf(l1, sizeof l1, "%s: overhead (i) - (ii)", b[s].shape);
+    if (s == 2) {
+      printf("%-64s %6.2fus %10s %8s\n", l1, over_us, "(info)", "");
+      continue;
+    }
+    const double share = over_us / (b[s].pipe.p50_ns * 1e-3);
+    snprintf(l2, sizeof l2, "%s: overhead / pipe round trip (iii)", b[s].shape);
+    printf("%-64s %6.2fus %10s %8s\n", l1, over_us, "<= 10us", verdict(over_us <= 10.0));
+    printf("%-64s %7.2fx %10s %8s\n", l2, share, "<= 0.20x", verdict(share <= 0.2));
+  }
+  fflush(stdout);
+
+  /* ---------------------------------------------------------------- C --- */
+  const target resnet_mp = {resnet, NULL, NULL, resnet_args, NULL, pool2};
+  const target resnet_ts = {NULL, NULL, resnet_script, resnet_args, NULL, NULL};
+  config c[] = {
+      {"manypy, 2 interpreters x 2 threads", &resnet_mp, 2, {0}},
+      {"TorchScript host, 2 threads", &resnet_ts, 2, {0}},
+      {"manypy, 2 interpreters x 1 thread", &resnet_mp, 1, {0}},
+      {"TorchScript host, 1 thread", &resnet_ts, 1, {0}},
+  };
+  run_configs("C", c, 4, rounds, warmup, 2 * seconds);
+  printf("\n== C. ResNet-18, batch 1, x [1, 3, 224, 224]: manypy (resnet18.pt, "
+         "MANYPY_ANY_INTERPRETER) vs TorchScript on the host (resnet18_script.pt), 1 intra-op "
+         "thread per calling thread ==\n");
+  print_config_header();
+  print_config_row(&c[0], tput_rate(&c[1].res));
+  print_config_row(&c[1], tput_rate(&c[1].res));
+  print_config_row(&c[2], tput_rate(&c[3].res));
+  print_config_row(&c[3], tput_rate(&c[3].res));
+  printf("(base: TorchScript with the same number of threads; torch thr 'host 1': "
+         "manypy_script_set_intra_op_threads(1))\n");
+  print_thread_time_note();
+  const double c_r1 = tput_rate(&c[0].res) / tput_rate(&c[1].res);
+  const double c_r2 = tput_rate(&c[2].res) / tput_rate(&c[3].res);
+  const double c_s1 = tput_rate(&c[0].res) / tput_rate(&c[2].res);
+  const double c_s2 = tput_rate(&c[1].res) / tput_rate(&c[3].res);
+  printf("\n%-64s %8s %10s %8s\n", "ratio", "value", "target", "verdict");
+  printf("%-64s %7.2fx %10s %8s\n", "throughput manypy / TorchScript, 2 threads", c_r1, ">= 0.95x",
+         verdict(c_r1 >= 0.95));
+  printf("%-64s %7.2fx %10s %8s\n", "throughput manypy / TorchScript, 1 thread", c_r2, "(info)", "");
+  printf("%-64s %7.2fx %10s %8s\n", "manypy: 2 threads / 1 thread", c_s1, "(info)", "");
+  printf("%-64s %7.2fx %10s %8s\n", "TorchScript: 2 threads / 1 thread", c_s2, "(info)", "");
+  fflush(stdout);
+
+  /* ---- cleanup --------------------------------------------------------- */
+  stop_echo_child(&echo_small);
+  stop_echo_child(&echo_large);
+  manypy_value_free(identity_args);
+  manypy_value_free(heavy_args);
+  manypy_value_free(heavy_kwargs);
+  manypy_value_free(resnet_args);
+  manypy_value_free(small_args);
+  manypy_value_free(large_args);
+  manypy_script_free(resnet_script);
+  manypy_object_free(identity);
+  manypy_object_free(heavy1);
+  manypy_object_free(heavy2);
+  manypy_object_free(resnet);
+  manypy_package_free(pkg_identity);
+  manypy_package_free(pkg_heavy1);
+  manypy_package_free(pkg_heavy2);
+  manypy_package_free(pkg_resnet);
+  manypy_pool_destroy(pool1);
+  manypy_pool_destroy(pool2);
+
+  char load[128] = "?";
+  FILE* lf = fopen("/proc/loadavg", "r");
+  if (lf) {
+    if (!fgets(load, sizeof load, lf)) strcpy(load, "?");
+    fclose(lf);
+    load[strcspn(load, "\n")] = '\0';
+  }
+  printf("\nload average at the end (/proc/loadavg): %s\n", load);
+  printf("CPU used by other processes during the %d measurements: mean %.2f, max %.2f cores of "
+         "%ld%s\n",
+         g_other_runs, g_other_runs ? g_other_sum / g_other_runs : 0.0, g_other_max,
+         sysconf(_SC_NPROCESSORS_ONLN),
+         g_other_max > 0.25 ? " (rows with 'cpu other' above ~0.25 were disturbed: re-run on a "
+                              "quiet machine before quoting their ratios)"
+                            : "");
+  printf("\ntotal benchmark wall time: %.1f s\n", now_s() - bench_t0);
+  for (int k = 0; k < 2; ++k) free(heavy_out[k].data);
+  free(identity_out[0].data);
+  free(resnet_out[0].data);
+  free(identity_in);
+  free(heavy_in);
+  free(resnet_in);
+  free(small_data);
+  return 0;
+}
