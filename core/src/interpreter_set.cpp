@@ -1,8 +1,24 @@
 #include "interpreter_set.h"
 
+#include <fstream>
+#include <iterator>
+
 #include "isolation/key_bands.h"
 
 namespace manypy {
+
+namespace {
+
+// Whether the process started with glibc's optional static TLS raised. glibc
+// reads GLIBC_TUNABLES only at start, so read the environment the process
+// started with, not today's.
+bool static_tls_raised() {
+  std::ifstream in("/proc/self/environ", std::ios::binary);
+  std::string env((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return env.find("glibc.rtld.optional_static_tls=") != std::string::npos;
+}
+
+}  // namespace
 
 InterpreterSet& InterpreterSet::instance() {
   // Never destroyed: the interpreters outlive every static destructor.
@@ -43,15 +59,34 @@ std::vector<Interpreter*> InterpreterSet::lease(size_t count, const LeaseSetting
                   " are leased to other pools" +
                   (broken ? " and " + std::to_string(broken) + " failed to start" : std::string()));
     }
+    if (missing > 0 && static_tls_failure_) {
+      for (Interpreter* interp : chosen) idle_[interp->slot()] = true;
+      throw *static_tls_failure_;
+    }
     // Start the missing ones in parallel: the dynamic loader serializes the
-    // library loads, but Python's own start and import work overlap.
+    // library loads, but Python's own start and import work overlap. Not so
+    // when static TLS may run out: glibc 2.36 can then fail an assertion
+    // (_dl_add_to_slotinfo: idx == 0) when a load fails for want of static
+    // TLS while another namespace is loading (docs/isolation.md). Without
+    // the tunable, start one at a time and stop at the first such failure.
+    const bool parallel = static_tls_raised();
     isolation::KeyBands& bands = isolation::KeyBands::instance();
     for (size_t k = 0; k < missing; ++k) {
       unsigned slot = static_cast<unsigned>(all_.size());
       all_.push_back(std::make_unique<Interpreter>(slot, bands.band_of_slot(slot)));
       idle_.push_back(false);
-      all_.back()->begin_start();
-      started.push_back(all_.back().get());
+      Interpreter* interp = all_.back().get();
+      interp->begin_start();
+      started.push_back(interp);
+      if (parallel) continue;
+      try {
+        interp->wait_started();
+      } catch (const Error& e) {
+        if (e.code() == Code::kStaticTls) {
+          static_tls_failure_ = e;
+          break;
+        }
+      }
     }
   }
 
@@ -62,6 +97,10 @@ std::vector<Interpreter*> InterpreterSet::lease(size_t count, const LeaseSetting
       chosen.push_back(interp);
     } catch (const Error& e) {
       if (!failure) failure = e.prefixed("interpreter " + std::to_string(interp->slot()) + ": ");
+      if (e.code() == Code::kStaticTls) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!static_tls_failure_) static_tls_failure_ = e;
+      }
     }
   }
   std::vector<Interpreter*> begun;

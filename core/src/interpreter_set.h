@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "interpreter.h"
@@ -32,6 +33,9 @@ class InterpreterSet {
   std::mutex mu_;  // guards the two vectors, and serializes starts
   std::vector<std::unique_ptr<Interpreter>> all_;
   std::vector<bool> idle_;
+  // Once a start has failed for want of static TLS, no other is tried: each
+  // failed load risks glibc's own consistency (docs/isolation.md).
+  std::optional<Error> static_tls_failure_;
 };
 
 }  // namespace manypy

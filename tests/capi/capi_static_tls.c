@@ -72,10 +72,30 @@ static void test_healthy_interpreters_still_serve(void** state) {
   teardown_pool(NULL);
 }
 
+/* After a static-TLS failure no new interpreter is tried (each failed load
+ * risks glibc's consistency): a pool that needs one more than the healthy
+ * ones fails at once with the same status. */
+static void test_no_further_start_is_tried(void** state) {
+  (void)state;
+  manypy_pool_options* options = manypy_pool_options_new();
+  assert_non_null(options);
+  ASSERT_OK(manypy_pool_options_set_interpreters(options, TOO_MANY));
+  manypy_pool* pool = SENTINEL_POOL;
+  double t0 = capi_now();
+  manypy_status* s = EXPECT_CODE(manypy_pool_create(options, &pool), MANYPY_ERR_STATIC_TLS);
+  double took = capi_now() - t0;
+  manypy_pool_options_free(options);
+  ASSERT_CONTAINS(manypy_status_message(s), "GLIBC_TUNABLES=glibc.rtld.optional_static_tls");
+  manypy_status_free(s);
+  assert_ptr_equal(pool, SENTINEL_POOL);
+  fprintf(stderr, "  second pool of %d: refused after %.3f s\n", TOO_MANY, took);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_static_tls_exhaustion_is_reported, teardown_pool),
       cmocka_unit_test_teardown(test_healthy_interpreters_still_serve, teardown_pool),
+      cmocka_unit_test_teardown(test_no_further_start_is_tried, teardown_pool),
   };
   return cmocka_run_group_tests_name("capi_static_tls", tests, NULL, NULL);
 }
