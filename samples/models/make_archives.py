@@ -318,6 +318,25 @@ def main():
     x = make_input([2, 3])
     write_case("identity", Identity().eval(), x, {})
 
+    # seed_example ----------------------------------------------------------
+    # The model of the torch::deploy tutorial (its "my_package.pt"), exported
+    # exactly as the tutorial does (numpy extern), but seeded so that the
+    # output of samples/c/deploy_example.c can be checked.  Called with
+    # torch.ones(1, 1, 10, 10), as the tutorial's C++ program does.
+    torch.manual_seed(0)
+    seed = torch.nn.Sequential(
+        torch.nn.Conv2d(1, 20, 5),
+        torch.nn.ReLU(),
+        torch.nn.Conv2d(20, 64, 5),
+        torch.nn.ReLU(),
+    ).eval()  # no dropout or batch norm: eval() changes nothing but the flag
+    export_package("seed_example.pt", seed, extern=["numpy.**"])
+    record("seed_example.pt", "torch.package of the torch::deploy tutorial's model (seed 0)")
+    expected = write_case("seed_example", seed, torch.ones(1, 1, 10, 10), {})
+    # The sample prints out[:, :5]; a slice of zeros (all ReLU'd away) would
+    # make its check meaningless.
+    check(bool((expected[:, :5] != 0).any()), "seed_example: out[:, :5] is all zeros")
+
     # big_weights ---------------------------------------------------------
     torch.manual_seed(0)
     big = BigWeights(args.big_mb).eval()
