@@ -30,7 +30,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "manypy.h"
+
+const char* bench_program = "manypy_bench_scaling";
 
 extern char** environ;
 
@@ -42,59 +45,6 @@ extern char** environ;
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                  */
 /* ------------------------------------------------------------------------ */
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void sleep_s(double seconds) {
-  struct timespec ts;
-  ts.tv_sec = (time_t)seconds;
-  ts.tv_nsec = (long)((seconds - (double)ts.tv_sec) * 1e9);
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-}
-
-static void progress(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-static void progress(const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("[bench] ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-}
-
-/* Prints a failed status and exits 1. */
-static void die_status(const char* what, manypy_status* st) {
-  fflush(stdout);
-  fprintf(stderr, "manypy_bench_scaling: %s failed: %s: %s\n", what,
-          manypy_code_name(manypy_status_code(st)), manypy_status_message(st));
-  const char* tb = manypy_status_traceback(st);
-  if (tb && *tb) fprintf(stderr, "%s", tb);
-  manypy_status_free(st);
-  exit(1);
-}
-
-#define CHECK(call, what)                 \
-  do {                                    \
-    manypy_status* st_ = (call);          \
-    if (st_ != NULL) die_status(what, st_); \
-  } while (0)
-
-static void die(const char* fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char* fmt, ...) {
-  va_list ap;
-  fflush(stdout);
-  va_start(ap, fmt);
-  fputs("manypy_bench_scaling: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-  exit(1);
-}
 
 /* Private memory of a process from smaps_rollup, in kB. Private_Clean counts
  * file pages (library text) that only this process maps; once a second
@@ -138,18 +88,6 @@ static int libpython_copies(void) {
   fclose(f);
   return n;
 }
-
-static int cmp_double(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b;
-  return (x > y) - (x < y);
-}
-
-static int cmp_long(const void* a, const void* b) {
-  long x = *(const long*)a, y = *(const long*)b;
-  return (x > y) - (x < y);
-}
-
-static const char* verdict(int ok) { return ok ? "meets" : "misses"; }
 
 static double mb(long kb) { return (double)kb / 1024.0; }
 

@@ -51,6 +51,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "manypy.h"
 
 #ifndef MANYPY_BENCH_ARCHIVES
@@ -58,6 +59,7 @@
 #endif
 
 #define PROG "manypy_bench_serving"
+const char* bench_program = PROG;
 
 /* python_heavy's expected files use these kwargs (python_heavy.json). */
 #define HEAVY_STEPS 5
@@ -67,74 +69,7 @@
 /* Helpers                                                                  */
 /* ------------------------------------------------------------------------ */
 
-static int64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
-static double now_s(void) { return (double)now_ns() * 1e-9; }
-
-static void sleep_s(double seconds) {
-  struct timespec ts;
-  ts.tv_sec = (time_t)seconds;
-  ts.tv_nsec = (long)((seconds - (double)ts.tv_sec) * 1e9);
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-}
-
-static void progress(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-static void progress(const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("[bench] ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-}
-
-static void die(const char* fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char* fmt, ...) {
-  va_list ap;
-  fflush(stdout);
-  va_start(ap, fmt);
-  fputs(PROG ": ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-  exit(1);
-}
-
-/* Prints a failed status and exits 1. */
-static void die_status(const char* what, manypy_status* st) __attribute__((noreturn));
-static void die_status(const char* what, manypy_status* st) {
-  fflush(stdout);
-  fprintf(stderr, PROG ": %s failed: %s: %s\n", what, manypy_code_name(manypy_status_code(st)),
-          manypy_status_message(st));
-  const char* tb = manypy_status_traceback(st);
-  if (tb && *tb) fprintf(stderr, "%s", tb);
-  manypy_status_free(st);
-  exit(1);
-}
-
-#define CHECK(call, what)                   \
-  do {                                      \
-    manypy_status* st_ = (call);            \
-    if (st_ != NULL) die_status(what, st_); \
-  } while (0)
-
-static void* xmalloc(size_t n) {
-  void* p = malloc(n ? n : 1);
-  if (!p) die("out of memory (%zu bytes)", n);
-  return p;
-}
-
-static const char* verdict(int ok) { return ok ? "meets" : "misses"; }
-
-static int cmp_i64(const void* a, const void* b) {
-  int64_t x = *(const int64_t*)a, y = *(const int64_t*)b;
-  return (x > y) - (x < y);
-}
 
 /* Latency samples in nanoseconds. */
 typedef struct samples {

@@ -174,36 +174,33 @@ static int require_lease(const mpi_sink* sink) {
   return MPI_ERR_INTERNAL;
 }
 
-static int exec_source(const char* source, const mpi_sink* sink) {
+/* Compiles and runs `source` in the lease's globals: statements
+ * (Py_file_input, result discarded) or one expression (Py_eval_input, its
+ * value delivered to the sink). */
+static int run_source(const char* source, int start, const mpi_sink* sink) {
   mpi_enter();
   int rc = require_lease(sink);
-  if (rc != MPI_OK) {
-    mpi_leave();
-    return rc;
+  if (rc == MPI_OK) {
+    PyObject* code = Py_CompileString(source, "<manypy>", start);
+    PyObject* result = code ? PyEval_EvalCode(code, g_globals, g_globals) : NULL;
+    if (result == NULL) {
+      rc = mpi_report_python_error(sink);
+    } else if (start == Py_eval_input) {
+      rc = mpi_deliver(result, sink);
+    }
+    Py_XDECREF(result);
+    Py_XDECREF(code);
   }
-  PyObject* code = Py_CompileString(source, "<manypy>", Py_file_input);
-  PyObject* result = code ? PyEval_EvalCode(code, g_globals, g_globals) : NULL;
-  if (result == NULL) rc = mpi_report_python_error(sink);
-  Py_XDECREF(result);
-  Py_XDECREF(code);
   mpi_leave();
   return rc;
 }
 
+static int exec_source(const char* source, const mpi_sink* sink) {
+  return run_source(source, Py_file_input, sink);
+}
+
 static int eval_expression(const char* expression, const mpi_sink* sink) {
-  mpi_enter();
-  int rc = require_lease(sink);
-  if (rc != MPI_OK) {
-    mpi_leave();
-    return rc;
-  }
-  PyObject* code = Py_CompileString(expression, "<manypy>", Py_eval_input);
-  PyObject* result = code ? PyEval_EvalCode(code, g_globals, g_globals) : NULL;
-  rc = result ? mpi_deliver(result, sink) : mpi_report_python_error(sink);
-  Py_XDECREF(result);
-  Py_XDECREF(code);
-  mpi_leave();
-  return rc;
+  return run_source(expression, Py_eval_input, sink);
 }
 
 /* ---- threads ------------------------------------------------------------ */

@@ -1,0 +1,76 @@
+#include "bench_util.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+double now_s(void) { return (double)now_ns() * 1e-9; }
+
+void sleep_s(double seconds) {
+  struct timespec ts;
+  ts.tv_sec = (time_t)seconds;
+  ts.tv_nsec = (long)((seconds - (double)ts.tv_sec) * 1e9);
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+void progress(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("[bench] ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+void die(const char* fmt, ...) {
+  va_list ap;
+  fflush(stdout);
+  va_start(ap, fmt);
+  fprintf(stderr, "%s: ", bench_program);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  exit(1);
+}
+
+void die_status(const char* what, manypy_status* st) {
+  fflush(stdout);
+  fprintf(stderr, "%s: %s failed: %s: %s\n", bench_program, what,
+          manypy_code_name(manypy_status_code(st)), manypy_status_message(st));
+  const char* tb = manypy_status_traceback(st);
+  if (tb && *tb) fprintf(stderr, "%s", tb);
+  manypy_status_free(st);
+  exit(1);
+}
+
+void* xmalloc(size_t n) {
+  void* p = malloc(n ? n : 1);
+  if (!p) die("out of memory (%zu bytes)", n);
+  return p;
+}
+
+const char* verdict(int ok) { return ok ? "meets" : "misses"; }
+
+int cmp_double(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b;
+  return (x > y) - (x < y);
+}
+
+int cmp_long(const void* a, const void* b) {
+  long x = *(const long*)a, y = *(const long*)b;
+  return (x > y) - (x < y);
+}
+
+int cmp_i64(const void* a, const void* b) {
+  int64_t x = *(const int64_t*)a, y = *(const int64_t*)b;
+  return (x > y) - (x < y);
+}
