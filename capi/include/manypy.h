@@ -490,6 +490,34 @@ MANYPY_API manypy_status* manypy_script_call(manypy_script_module* module, const
                                              const manypy_value* args, const manypy_value* kwargs,
                                              manypy_value** out_result);
 
+/* ------------------------------------------------------------------------ */
+/* API usage logging                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* Called once per process for each distinct API usage key: torch's own
+ * (e.g. "torch.python.import" from each interpreter's `import torch`,
+ * "torch.script.load"), manypy's ("manypy.pool.create",
+ * "manypy.package.load", "manypy.object.load", "manypy.script.load"), the
+ * caller's (manypy_log_api_usage) and model code's
+ * (torch._C._log_api_usage_once(key) in any interpreter). `key` is borrowed
+ * for the call. May run on any thread, while the library holds a lock: it
+ * must return quickly, must not call back into manypy, and must not unwind. */
+typedef void (*manypy_api_usage_fn)(const char* key, void* user_data);
+
+/* Installs `handler` for the process, replacing any earlier one (whose
+ * free_user_data then runs). Before this returns, the new handler is called
+ * on this thread with every key already seen, so a handler installed late
+ * still sees each key once. `handler` NULL removes it. free_user_data, if
+ * not NULL, runs exactly once, when the handler is replaced or removed.
+ * Thread safety: any thread. */
+MANYPY_API manypy_status* manypy_set_api_usage_handler(manypy_api_usage_fn handler,
+                                                       void* user_data,
+                                                       void (*free_user_data)(void*));
+
+/* Logs a key of the caller's (copied). A key already seen is ignored.
+ * Thread safety: any thread. */
+MANYPY_API manypy_status* manypy_log_api_usage(const char* key);
+
 /* Intra-op threads of the host's libtorch (torch.set_num_threads), used by
  * TorchScript calls. Applies to threads that have not yet run an operator.
  * Interpreters have their own setting (manypy_pool_options). */

@@ -8,10 +8,12 @@
  * this namespace (ctype tables, key blocks). Each entry takes this
  * interpreter's GIL for itself and releases it before returning.
  */
+#include <dlfcn.h>
 #include <limits.h>
 #include <signal.h>
 #include <string.h>
 
+#include "hooks_api.h"
 #include "interp_internal.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -82,6 +84,30 @@ static int leave_signals_to_host(const mpi_start_options* options, const mpi_sin
   return rc;
 }
 
+/* Loads libmanypy_hooks.so into this namespace (dlopen from code in a
+ * namespace loads into that namespace) and installs the hooks that must see
+ * everything torch does, before torch is imported. */
+static int install_hooks(const mpi_start_options* options, const mpi_sink* sink) {
+  void* handle = dlopen(options->hooks_library, RTLD_NOW | RTLD_LOCAL);
+  if (handle == NULL) {
+    const char* why = dlerror();
+    char message[1024];
+    snprintf(message, sizeof message, "cannot load %s: %s", options->hooks_library,
+             why ? why : "unknown error");
+    int code = why && strstr(why, "static TLS") ? MPI_ERR_STATIC_TLS : MPI_ERR_LOADER;
+    mpi_report(sink, code, "", message, "");
+    return code;
+  }
+  manypy_hooks_get_api_fn get_api = (manypy_hooks_get_api_fn)dlsym(handle, "manypy_hooks_get_api");
+  const manypy_hooks_api* hooks = get_api ? get_api(MANYPY_HOOKS_API_VERSION) : NULL;
+  if (hooks == NULL || hooks->size < sizeof(manypy_hooks_api)) {
+    mpi_report(sink, MPI_ERR_LOADER, "", "the hooks library does not speak this version", "");
+    return MPI_ERR_LOADER;
+  }
+  hooks->set_api_usage_logger(options->host->api_usage);
+  return MPI_OK;
+}
+
 static int start(const mpi_start_options* options, const mpi_sink* sink) {
   if (Py_IsInitialized()) {
     mpi_report(sink, MPI_ERR_INTERNAL, "", "interpreter already started", "");
@@ -119,6 +145,7 @@ static int start(const mpi_start_options* options, const mpi_sink* sink) {
     Py_XDECREF(r);
   }
   if (rc == MPI_OK) rc = leave_signals_to_host(options, sink);
+  if (rc == MPI_OK && options->hooks_library != NULL) rc = install_hooks(options, sink);
   if (rc == MPI_OK && options->import_torch) {
     if (mpi_init_tensors() != 0) rc = mpi_report_python_error(sink);
   }

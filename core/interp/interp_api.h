@@ -22,7 +22,7 @@
 extern "C" {
 #endif
 
-#define MANYPY_INTERP_API_VERSION 2u
+#define MANYPY_INTERP_API_VERSION 3u
 
 /* Status codes used across the boundary; they match manypy_code. */
 enum {
@@ -95,6 +95,9 @@ typedef struct mpi_host_api {
    * *out (owned by the caller); else writes a message to `error`. */
   int (*package_record)(uint64_t package_id, const char* record, uint64_t nbytes,
                         DLManagedTensor** out, char* error, size_t error_size);
+  /* An API usage event of this interpreter's torch (c10::LogAPIUsage). Any
+   * thread; never throws. */
+  void (*api_usage)(const char* key);
 } mpi_host_api;
 
 typedef struct mpi_start_options {
@@ -104,6 +107,8 @@ typedef struct mpi_start_options {
    * process, around work that reads and restores process-wide state. */
   void (*process_lock)(int acquire);
   const mpi_host_api* host; /* lives as long as the process */
+  /* libmanypy_hooks.so, loaded into the namespace before torch. */
+  const char* hooks_library;
 } mpi_start_options;
 
 typedef struct mpi_lease_options {

@@ -30,8 +30,9 @@ void Interpreter::home_main() {
     ns_ = std::make_unique<isolation::Namespace>(interp_library_path(), band_);
     ns_->prepare_thread();
     std::string home = python_home();
+    std::string hooks = hooks_library_path();
     mpi_start_options options{home.c_str(), /*import_torch=*/1, &process_lock,
-                              interpreter_host_api()};
+                              interpreter_host_api(), hooks.c_str()};
     Outcome outcome;
     mpi_sink sink = outcome.sink();
     if (ns_->api().start(&options, &sink) != MPI_OK && !outcome.error) {

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 
+#include "api_usage.h"
 #include "error.h"
 
 namespace manypy {
@@ -26,10 +27,12 @@ void copy_message(const std::string& text, char* out, size_t size) {
   out[n] = '\0';
 }
 
+}  // namespace
+
 // mpi_host_api.package_record: called by interpreters, from C, with their
 // GIL held. No exception may leave it.
-int package_record(uint64_t package_id, const char* record, uint64_t nbytes,
-                   DLManagedTensor** out, char* error, size_t error_size) {
+int package_record_for_interpreter(uint64_t package_id, const char* record, uint64_t nbytes,
+                                   DLManagedTensor** out, char* error, size_t error_size) {
   try {
     std::shared_ptr<Archive> archive;
     {
@@ -49,12 +52,6 @@ int package_record(uint64_t package_id, const char* record, uint64_t nbytes,
   }
 }
 
-const mpi_host_api kHostApi = {package_record};
-
-}  // namespace
-
-const mpi_host_api* interpreter_host_api() { return &kHostApi; }
-
 Package::Package(std::shared_ptr<Pool> pool, std::shared_ptr<Archive> archive)
     : id_(g_next_id.fetch_add(1)), pool_(std::move(pool)), archive_(std::move(archive)) {
   if (!archive_->has_record(".data/extern_modules")) {
@@ -66,6 +63,7 @@ Package::Package(std::shared_ptr<Pool> pool, std::shared_ptr<Archive> archive)
   }
   std::lock_guard<std::mutex> lock(g_registry_mu);
   registry()[id_] = archive_;
+  api_usage::log("manypy.package.load");
 }
 
 Package::~Package() {

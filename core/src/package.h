@@ -35,4 +35,8 @@ class Package {
   std::set<Interpreter*> opened_;
 };
 
+// mpi_host_api.package_record (see interp_api.h).
+int package_record_for_interpreter(uint64_t package_id, const char* record, uint64_t nbytes,
+                                   DLManagedTensor** out, char* error, size_t error_size);
+
 }  // namespace manypy

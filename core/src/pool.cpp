@@ -1,5 +1,6 @@
 #include "pool.h"
 
+#include "api_usage.h"
 #include "interpreter_set.h"
 
 namespace manypy {
@@ -17,6 +18,7 @@ Pool::Pool(const PoolOptions& options) : mode_(options.thread_mode) {
     throw Error(Code::kInvalidArgument, "intra-op threads must be >= 1, not " +
                                             std::to_string(options.lease.intra_op_threads));
   }
+  api_usage::log("manypy.pool.create");
   for (Interpreter* interp : InterpreterSet::instance().lease(options.interpreters, options.lease)) {
     slots_.push_back(std::make_unique<Slot>());
     slots_.back()->interp = interp;

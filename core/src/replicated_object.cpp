@@ -2,6 +2,8 @@
 
 #include <atomic>
 
+#include "api_usage.h"
+
 namespace manypy {
 
 namespace {
@@ -26,6 +28,7 @@ ReplicatedObject::ReplicatedObject(std::shared_ptr<Package> package, std::string
   }
   package_->pool().with_interpreter(Pool::kAnyInterpreter,
                                     [&](Interpreter& interp) { ensure_loaded(interp); });
+  api_usage::log("manypy.object.load");
 }
 
 ReplicatedObject::~ReplicatedObject() {

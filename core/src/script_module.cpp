@@ -8,6 +8,7 @@
 
 #include <cctype>
 
+#include "api_usage.h"
 #include "error.h"
 #include "ivalue_convert.h"
 
@@ -73,6 +74,7 @@ std::unique_ptr<ScriptModule> ScriptModule::load_file(const std::string& path) {
     throw load_error(path, e);
   }
   impl->module.eval();
+  api_usage::log("manypy.script.load");
   return std::unique_ptr<ScriptModule>(new ScriptModule(std::move(impl)));
 }
 
@@ -85,6 +87,7 @@ std::unique_ptr<ScriptModule> ScriptModule::load_bytes(const void* data, size_t 
     throw load_error("<bytes>", e);
   }
   impl->module.eval();
+  api_usage::log("manypy.script.load");
   return std::unique_ptr<ScriptModule>(new ScriptModule(std::move(impl)));
 }
 
