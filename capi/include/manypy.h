@@ -518,6 +518,42 @@ MANYPY_API manypy_status* manypy_set_api_usage_handler(manypy_api_usage_fn handl
  * Thread safety: any thread. */
 MANYPY_API manypy_status* manypy_log_api_usage(const char* key);
 
+/* ------------------------------------------------------------------------ */
+/* Archive metadata                                                         */
+/* ------------------------------------------------------------------------ */
+
+/* The records of any PyTorch archive (TorchScript or torch.package), e.g.
+ * "extra/producer_info.json", read with libtorch's reader, without Python.
+ * Errors as for manypy_package_load_file. The caller owns the result. */
+MANYPY_API manypy_status* manypy_archive_list_files(const char* path, manypy_value** out_list);
+
+/* One record's bytes (extra files are "extra/<name>"). MANYPY_ERR_NO_SUCH_NAME
+ * if absent. */
+MANYPY_API manypy_status* manypy_archive_read_file(const char* path, const char* name,
+                                                   manypy_value** out_bytes);
+
+/* Saves a TorchScript module (torch.jit.save) to `path`, with `extra_files`
+ * (a dict of name -> bytes or string, borrowed; NULL for none) stored as
+ * "extra/<name>", plus the export hook's files. */
+MANYPY_API manypy_status* manypy_script_save_file(const manypy_script_module* module,
+                                                  const char* path,
+                                                  const manypy_value* extra_files);
+
+/* The process-wide export hook: returns a new dict value (name -> bytes or
+ * string; ownership passes to manypy) of files to add to an archive being
+ * written, or NULL for none. Called for every archive written in the
+ * process: manypy_script_save_file, and torch.jit.save and torch.package's
+ * PackageExporter in any interpreter (their files go to "extra/<name>").
+ * Runs on the writing thread, under a lock; must not call manypy functions
+ * other than the manypy_value ones, and must not unwind. */
+typedef manypy_value* (*manypy_export_hook_fn)(void* user_data);
+
+/* Installs the hook, replacing any earlier one (whose free_user_data runs
+ * once no call of it is in progress). `hook` NULL removes it (and frees
+ * `user_data` at once). Thread safety: any thread. */
+MANYPY_API manypy_status* manypy_set_export_hook(manypy_export_hook_fn hook, void* user_data,
+                                                 void (*free_user_data)(void*));
+
 /* Intra-op threads of the host's libtorch (torch.set_num_threads), used by
  * TorchScript calls. Applies to threads that have not yet run an operator.
  * Interpreters have their own setting (manypy_pool_options). */

@@ -57,3 +57,17 @@ manypy_status* manypy_script_set_intra_op_threads(int threads) {
 }
 
 }  // extern "C"
+
+extern "C" {
+
+manypy_status* manypy_script_save_file(const manypy_script_module* module, const char* path,
+                                       const manypy_value* extra_files) {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
+    MANYPY_NOT_NULL(module);
+    MANYPY_NOT_NULL(path);
+    module->module->save(path, extra_files ? &manypy::capi::value_of(extra_files) : nullptr);
+    return nullptr;
+  });
+}
+
+}  // extern "C"

@@ -105,6 +105,7 @@ static int install_hooks(const mpi_start_options* options, const mpi_sink* sink)
     return MPI_ERR_LOADER;
   }
   hooks->set_api_usage_logger(options->host->api_usage);
+  hooks->set_export_files(options->host->export_files);
   return MPI_OK;
 }
 
@@ -148,6 +149,7 @@ static int start(const mpi_start_options* options, const mpi_sink* sink) {
   if (rc == MPI_OK && options->hooks_library != NULL) rc = install_hooks(options, sink);
   if (rc == MPI_OK && options->import_torch) {
     if (mpi_init_tensors() != 0) rc = mpi_report_python_error(sink);
+    if (rc == MPI_OK) rc = mpi_install_export_files(sink);
   }
 
   mpi_leave();

@@ -98,6 +98,11 @@ typedef struct mpi_host_api {
   /* An API usage event of this interpreter's torch (c10::LogAPIUsage). Any
    * thread; never throws. */
   void (*api_usage)(const char* key);
+  /* The files the host's export hook adds to every archive written: calls
+   * add(ctx, name, data, size) for each (pointers valid during the call).
+   * Any thread; never throws. */
+  void (*export_files)(void (*add)(void* ctx, const char* name, const void* data, size_t size),
+                       void* ctx);
 } mpi_host_api;
 
 typedef struct mpi_start_options {

@@ -36,6 +36,9 @@ void mpi_release_tensors(const mpi_value* value);
  * (reported to the sink). */
 int mpi_deliver(PyObject* result, const mpi_sink* sink);
 
+/* Makes PackageExporter add the host's export files (exports.c). */
+int mpi_install_export_files(const mpi_sink* sink);
+
 /* Looks up torch's DLPack functions once torch is imported. */
 int mpi_init_tensors(void);
 

@@ -43,6 +43,25 @@ def leave_signals_to_host(host_sigint_is_default):
         signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def add_export_files_to_packages(export_files):
+    """Every torch.package written here carries the host's export files.
+
+    The seed's SetExportModuleExtraFilesHook covers torch.jit.save only;
+    PackageExporter gets the same files, under extra/, as it closes.
+    """
+    from torch.package import package_exporter
+
+    exporter = package_exporter.PackageExporter
+    original_close = exporter.close
+
+    def close(self):
+        for name, data in export_files():
+            self._write("extra/" + name, data)
+        original_close(self)
+
+    exporter.close = close
+
+
 _lease = None
 _intra_op_threads = 1
 

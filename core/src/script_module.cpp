@@ -129,6 +129,31 @@ Value ScriptModule::call(const std::string* method, const Value* args, const Val
   return from_ivalue(result);
 }
 
+void ScriptModule::save(const std::string& path, const Value* extra_files) const {
+  torch::jit::ExtraFilesMap files;
+  if (extra_files != nullptr) {
+    if (extra_files->kind != ValueKind::kDict) {
+      throw Error(Code::kInvalidArgument, std::string("extra_files must be a dict, not ") +
+                                              kind_name(extra_files->kind));
+    }
+    for (size_t k = 0; k < extra_files->items.size(); ++k) {
+      const Value& file = extra_files->items[k];
+      if (file.kind != ValueKind::kBytes && file.kind != ValueKind::kString) {
+        throw Error(Code::kInvalidArgument, "extra file '" + extra_files->keys[k] +
+                                                "' must be bytes or a string, not " +
+                                                kind_name(file.kind));
+      }
+      files[extra_files->keys[k]] = file.s;
+    }
+  }
+  try {
+    impl_->module.save(path, files);
+  } catch (const c10::Error& e) {
+    std::string why = e.what_without_backtrace();
+    throw Error(Code::kNotFound, "cannot save to " + path + ": " + why.substr(0, why.find('\n')));
+  }
+}
+
 void set_host_intra_op_threads(int threads) { at::set_num_threads(threads); }
 
 }  // namespace manypy

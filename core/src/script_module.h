@@ -19,6 +19,10 @@ class ScriptModule {
   // method nullptr: forward. Thread safe.
   Value call(const std::string* method, const Value* args, const Value* kwargs);
 
+  // torch.jit.save to `path` with `extra_files` (a dict of name -> bytes or
+  // string, or nullptr) under extra/, plus the export hook's files.
+  void save(const std::string& path, const Value* extra_files) const;
+
  private:
   struct Impl;
   explicit ScriptModule(std::unique_ptr<Impl> impl);

@@ -1,0 +1,58 @@
+// Reading any PyTorch archive (TorchScript or torch.package) without Python,
+// and the process-wide export hook.
+#include "archive.h"
+
+#include "export_hook.h"
+#include "handles.h"
+
+extern "C" {
+
+manypy_status* manypy_archive_list_files(const char* path, manypy_value** out_list) {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
+    MANYPY_NOT_NULL(path);
+    MANYPY_NOT_NULL(out_list);
+    manypy::Value list = manypy::Value::container(manypy::ValueKind::kList);
+    for (std::string& name : manypy::Archive::open_file(path)->records()) {
+      list.items.push_back(manypy::Value::of_string(std::move(name)));
+    }
+    *out_list = manypy::capi::new_value(std::move(list));
+    return nullptr;
+  });
+}
+
+manypy_status* manypy_archive_read_file(const char* path, const char* name,
+                                        manypy_value** out_bytes) {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
+    MANYPY_NOT_NULL(path);
+    MANYPY_NOT_NULL(name);
+    MANYPY_NOT_NULL(out_bytes);
+    *out_bytes = manypy::capi::new_value(
+        manypy::Value::of_bytes(manypy::Archive::open_file(path)->read(name)));
+    return nullptr;
+  });
+}
+
+manypy_status* manypy_set_export_hook(manypy_export_hook_fn hook, void* user_data,
+                                      void (*free_user_data)(void*)) {
+  return manypy::capi::fence(__func__, [&](const char*) -> manypy_status* {
+    if (hook == nullptr) {
+      manypy::export_hook::set(nullptr);
+      if (free_user_data) free_user_data(user_data);
+      return nullptr;
+    }
+    // The user data lives as long as the hook: freed when it is replaced.
+    std::shared_ptr<void> owned(user_data, [free_user_data](void* p) {
+      if (free_user_data) free_user_data(p);
+    });
+    manypy::export_hook::set([hook, owned]() {
+      manypy_value* files = hook(owned.get());
+      if (files == nullptr) return manypy::Value::none();
+      manypy::Value result = std::move(manypy::capi::value_of(files));
+      manypy_value_free(files);
+      return result;
+    });
+    return nullptr;
+  });
+}
+
+}  // extern "C"
