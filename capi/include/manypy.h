@@ -554,6 +554,19 @@ typedef manypy_value* (*manypy_export_hook_fn)(void* user_data);
 MANYPY_API manypy_status* manypy_set_export_hook(manypy_export_hook_fn hook, void* user_data,
                                                  void (*free_user_data)(void*));
 
+/* ------------------------------------------------------------------------ */
+/* Custom operators                                                         */
+/* ------------------------------------------------------------------------ */
+
+/* Loads a custom operator library (a shared library registering operators
+ * with TORCH_LIBRARY, as torch.ops.load_library takes) into the host's
+ * libtorch, for TorchScript on the host, and into every interpreter of the
+ * process, present and future, so packaged models can call
+ * torch.ops.<namespace>.<op>. MANYPY_ERR_NOT_FOUND if there is no such file;
+ * MANYPY_ERR_LOADER with the loader's (or Python's) message if it does not
+ * load. A library is never unloaded. Thread safety: any thread. */
+MANYPY_API manypy_status* manypy_load_operator_library(const char* path);
+
 /* Intra-op threads of the host's libtorch (torch.set_num_threads), used by
  * TorchScript calls. Applies to threads that have not yet run an operator.
  * Interpreters have their own setting (manypy_pool_options). */

@@ -1,5 +1,6 @@
 // manypy_script_module: TorchScript with libtorch in the host.
 #include "handles.h"
+#include "operator_libraries.h"
 
 extern "C" {
 
@@ -59,6 +60,14 @@ manypy_status* manypy_script_set_intra_op_threads(int threads) {
 }  // extern "C"
 
 extern "C" {
+
+manypy_status* manypy_load_operator_library(const char* path) {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
+    MANYPY_NOT_NULL(path);
+    manypy::operator_libraries::load(path);
+    return nullptr;
+  });
+}
 
 manypy_status* manypy_script_save_file(const manypy_script_module* module, const char* path,
                                        const manypy_value* extra_files) {

@@ -232,6 +232,17 @@ static int eval_expression(const char* expression, const mpi_sink* sink) {
   return run_source(expression, Py_eval_input, sink);
 }
 
+/* ---- operator libraries ------------------------------------------------ */
+
+static int load_library(const char* path, const mpi_sink* sink) {
+  mpi_enter();
+  PyObject* r = PyObject_CallMethod(mpi_runtime, "load_operator_library", "s", path);
+  int rc = r ? MPI_OK : mpi_report_python_error_as(sink, MPI_ERR_LOADER);
+  Py_XDECREF(r);
+  mpi_leave();
+  return rc;
+}
+
 /* ---- threads ------------------------------------------------------------ */
 
 static void thread_exit(void) {
@@ -272,6 +283,7 @@ static const manypy_interp_api kApi = {
     .object_call = mpi_object_call,
     .object_getattr = mpi_object_getattr,
     .object_hasattr = mpi_object_hasattr,
+    .load_library = load_library,
     .thread_exit = thread_exit,
 };
 

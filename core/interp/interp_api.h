@@ -22,7 +22,7 @@
 extern "C" {
 #endif
 
-#define MANYPY_INTERP_API_VERSION 3u
+#define MANYPY_INTERP_API_VERSION 4u
 
 /* Status codes used across the boundary; they match manypy_code. */
 enum {
@@ -159,6 +159,9 @@ typedef struct manypy_interp_api {
   int (*object_getattr)(uint64_t object_id, const char* name, const mpi_sink* sink);
   int (*object_hasattr)(uint64_t object_id, const char* name, int* out_has,
                         const mpi_sink* sink);
+
+  /* torch.ops.load_library(path) in this interpreter. */
+  int (*load_library)(const char* path, const mpi_sink* sink);
 
   /* Called on a host thread that is about to exit, after its last call into
    * this interpreter: deletes its Python thread state. Never called on the

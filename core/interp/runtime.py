@@ -62,6 +62,13 @@ def add_export_files_to_packages(export_files):
     exporter.close = close
 
 
+def load_operator_library(path):
+    """torch.ops.load_library, so packaged models can call the operators."""
+    import torch
+
+    torch.ops.load_library(path)
+
+
 _lease = None
 _intra_op_threads = 1
 

@@ -1,5 +1,6 @@
 #include "interpreter.h"
 
+#include "operator_libraries.h"
 #include "runtime_paths.h"
 
 namespace manypy {
@@ -39,6 +40,11 @@ void Interpreter::home_main() {
       outcome.error.emplace(Code::kInternal, "interpreter start failed without a message");
     }
     error = std::move(outcome.error);
+    if (!error) {
+      // Operator libraries loaded before this interpreter existed.
+      healthy_ = true;  // load_library runs through run(), which checks it
+      operator_libraries::join(*this);
+    }
   } catch (const Error& e) {
     error = e;
   } catch (const std::exception& e) {
@@ -203,6 +209,12 @@ Value Interpreter::object_call(ThreadMode mode, uint64_t object_id, const std::s
 Value Interpreter::object_getattr(ThreadMode mode, uint64_t object_id, const std::string& name) {
   return run(mode, [&](const manypy_interp_api& api, const mpi_sink& sink) {
     return api.object_getattr(object_id, name.c_str(), &sink);
+  });
+}
+
+void Interpreter::load_library(const std::string& path) {
+  run(ThreadMode::kDirect, [&](const manypy_interp_api& api, const mpi_sink& sink) {
+    return api.load_library(path.c_str(), &sink);
   });
 }
 

@@ -63,6 +63,9 @@ class Interpreter {
   Value object_getattr(ThreadMode mode, uint64_t object_id, const std::string& name);
   bool object_hasattr(ThreadMode mode, uint64_t object_id, const std::string& name);
 
+  // torch.ops.load_library(path), on the home thread.
+  void load_library(const std::string& path);
+
  private:
   using Call = std::function<int(const manypy_interp_api&, const mpi_sink&)>;
 
