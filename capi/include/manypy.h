@@ -539,6 +539,14 @@ MANYPY_API manypy_status* manypy_script_save_file(const manypy_script_module* mo
                                                   const char* path,
                                                   const manypy_value* extra_files);
 
+/* Writes a copy of a loaded torch.package archive to `path` (libtorch's
+ * writer) with `extra_files` (a dict of name -> bytes or string, borrowed;
+ * NULL for none) stored as "extra/<name>", plus the export hook's files.
+ * The copy loads like the original. */
+MANYPY_API manypy_status* manypy_package_save_file(const manypy_package* package,
+                                                   const char* path,
+                                                   const manypy_value* extra_files);
+
 /* The process-wide export hook: returns a new dict value (name -> bytes or
  * string; ownership passes to manypy) of files to add to an archive being
  * written, or NULL for none. Called for every archive written in the

@@ -1,5 +1,6 @@
 // manypy_package: torch.package archives.
 #include "archive.h"
+#include "export_hook.h"
 #include "handles.h"
 
 namespace {
@@ -59,6 +60,45 @@ manypy_status* manypy_package_read_file(const manypy_package* package, const cha
     MANYPY_NOT_NULL(out_bytes);
     *out_bytes = manypy::capi::new_value(
         manypy::Value::of_bytes(package->package->archive().read(name)));
+    return nullptr;
+  });
+}
+
+}  // extern "C"
+
+extern "C" {
+
+manypy_status* manypy_package_save_file(const manypy_package* package, const char* path,
+                                        const manypy_value* extra_files) {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
+    MANYPY_NOT_NULL(package);
+    MANYPY_NOT_NULL(path);
+    std::vector<std::pair<std::string, std::string>> files;
+    if (extra_files != nullptr) {
+      const manypy::Value& dict = manypy::capi::value_of(extra_files);
+      if (dict.kind != manypy::ValueKind::kDict) {
+        return manypy::capi::invalid_argument(api_function, "extra_files must be a dict");
+      }
+      for (size_t k = 0; k < dict.items.size(); ++k) {
+        const manypy::Value& file = dict.items[k];
+        if (file.kind != manypy::ValueKind::kBytes && file.kind != manypy::ValueKind::kString) {
+          return manypy::capi::invalid_argument(api_function,
+                                                "extra files must be bytes or strings");
+        }
+        files.emplace_back(dict.keys[k], file.s);
+      }
+    }
+    // The export hook stamps this archive too; the caller's files win.
+    manypy::export_hook::collect(
+        [](void* ctx, const char* name, const void* data, size_t size) {
+          auto& list = *static_cast<std::vector<std::pair<std::string, std::string>>*>(ctx);
+          for (const auto& file : list) {
+            if (file.first == name) return;
+          }
+          list.emplace_back(name, std::string(static_cast<const char*>(data), size));
+        },
+        &files);
+    package->package->archive().save_copy(path, files);
     return nullptr;
   });
 }

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 
 #include "error.h"
 
@@ -132,6 +133,28 @@ std::string Archive::read(const std::string& name) const {
   } catch (const c10::Error& e) {
     throw Error(Code::kBadArchive, origin_ + ": cannot read record '" + name + "': " +
                                        torch_message(e));
+  }
+}
+
+void Archive::save_copy(const std::string& path,
+                        const std::vector<std::pair<std::string, std::string>>& extra_files) const {
+  std::set<std::string> replaced;
+  for (const auto& file : extra_files) replaced.insert("extra/" + file.first);
+  try {
+    caffe2::serialize::PyTorchStreamWriter writer(path);
+    writer.setMinVersion(reader_->version());
+    for (const std::string& name : reader_->getAllRecords()) {
+      // The writer adds the version record itself; replaced files come last.
+      if (name == ".data/version" || name == "version" || replaced.count(name)) continue;
+      auto [ptr, size] = reader_->getRecord(name);
+      writer.writeRecord(name, ptr.get(), size);
+    }
+    for (const auto& [name, data] : extra_files) {
+      writer.writeRecord("extra/" + name, data.data(), data.size());
+    }
+    writer.writeEndOfFile();
+  } catch (const c10::Error& e) {
+    throw Error(Code::kNotFound, "cannot write " + path + ": " + torch_message(e));
   }
 }
 

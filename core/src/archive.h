@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace caffe2::serialize {
@@ -36,6 +37,12 @@ class Archive : public std::enable_shared_from_this<Archive> {
   bool has_record(const std::string& name) const;
   // A record's bytes (copied). Throws Error(kNoSuchName) if absent.
   std::string read(const std::string& name) const;
+
+  // Writes a copy of this archive to `path` (libtorch's PyTorchStreamWriter)
+  // with `extra_files` added as "extra/<name>"; a name already in the
+  // archive is replaced. Throws Error (kNotFound for an unwritable path).
+  void save_copy(const std::string& path,
+                 const std::vector<std::pair<std::string, std::string>>& extra_files) const;
 
   // `nbytes` bytes of record `name` as a uint8 DLPack tensor over this
   // archive's memory (no copy); keeps the archive alive until its deleter

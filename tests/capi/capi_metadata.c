@@ -125,6 +125,38 @@ static void test_hook_stamps_archives_written_by_python(void** state) {
   ASSERT_OK(manypy_package_load_file(pool, package_path, &package));
   manypy_package_free(package);
 
+  /* A torch.package written through the C API: a copy of a loaded package
+   * with extra files, stamped by the hook, that still serves its model. */
+  char copy_path[256];
+  temp_path(copy_path, sizeof copy_path, "identity-copy.pt");
+  manypy_package* identity = LOAD_PACKAGE(pool, "identity.pt");
+  manypy_value* extra = manypy_value_new_dict();
+  ASSERT_OK(manypy_value_dict_set(extra, "model_card.md", manypy_value_new_bytes("# identity", 10)));
+  ASSERT_OK(manypy_package_save_file(identity, copy_path, extra));
+  manypy_value_free(extra);
+  assert_record(copy_path, "extra/model_card.md", "# identity");
+  assert_record(copy_path, "extra/producer_info.json", kProducerInfo);
+  assert_record(copy_path, ".data/version", "6\n");
+  manypy_package* copy = NULL;
+  ASSERT_OK(manypy_package_load_file(pool, copy_path, &copy));
+  manypy_object* model = LOAD_MODEL(copy);
+  manypy_value* args = manypy_value_new_tuple();
+  ASSERT_OK(manypy_value_append(args, manypy_value_new_int64(42)));
+  manypy_value* out = NULL;
+  ASSERT_OK(manypy_object_call(model, NULL, args, NULL, NULL, &out));
+  int64_t answer = 0;
+  ASSERT_OK(manypy_value_get_int64(out, &answer));
+  assert_int_equal(answer, 42);
+  manypy_value_free(out);
+  manypy_value_free(args);
+  manypy_object_free(model);
+  manypy_package_free(copy);
+  manypy_status* bad = EXPECT_CODE(manypy_package_save_file(identity, "/no/such/dir/x.pt", NULL),
+                                   MANYPY_ERR_NOT_FOUND);
+  manypy_status_free(bad);
+  manypy_package_free(identity);
+  unlink(copy_path);
+
   /* Removing the hook: nothing is added any more, and the user data is
    * freed exactly once. */
   ASSERT_OK(manypy_set_export_hook(NULL, NULL, NULL));
