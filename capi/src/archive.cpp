@@ -11,11 +11,7 @@ manypy_status* manypy_archive_list_files(const char* path, manypy_value** out_li
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(path);
     MANYPY_NOT_NULL(out_list);
-    manypy::Value list = manypy::Value::container(manypy::ValueKind::kList);
-    for (std::string& name : manypy::Archive::open_file(path)->records()) {
-      list.items.push_back(manypy::Value::of_string(std::move(name)));
-    }
-    *out_list = manypy::capi::new_value(std::move(list));
+    *out_list = manypy::capi::new_value(manypy::Archive::open_file(path)->records_value());
     return nullptr;
   });
 }

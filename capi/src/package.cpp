@@ -43,11 +43,7 @@ manypy_status* manypy_package_list_files(const manypy_package* package, manypy_v
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(package);
     MANYPY_NOT_NULL(out_list);
-    manypy::Value list = manypy::Value::container(manypy::ValueKind::kList);
-    for (std::string& name : package->package->archive().records()) {
-      list.items.push_back(manypy::Value::of_string(std::move(name)));
-    }
-    *out_list = manypy::capi::new_value(std::move(list));
+    *out_list = manypy::capi::new_value(package->package->archive().records_value());
     return nullptr;
   });
 }
@@ -73,25 +69,12 @@ manypy_status* manypy_package_save_file(const manypy_package* package, const cha
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(package);
     MANYPY_NOT_NULL(path);
-    std::vector<std::pair<std::string, std::string>> files;
-    if (extra_files != nullptr) {
-      const manypy::Value& dict = manypy::capi::value_of(extra_files);
-      if (dict.kind != manypy::ValueKind::kDict) {
-        return manypy::capi::invalid_argument(api_function, "extra_files must be a dict");
-      }
-      for (size_t k = 0; k < dict.items.size(); ++k) {
-        const manypy::Value& file = dict.items[k];
-        if (file.kind != manypy::ValueKind::kBytes && file.kind != manypy::ValueKind::kString) {
-          return manypy::capi::invalid_argument(api_function,
-                                                "extra files must be bytes or strings");
-        }
-        files.emplace_back(dict.keys[k], file.s);
-      }
-    }
+    manypy::ExtraFiles files =
+        manypy::extra_files_from(extra_files ? &manypy::capi::value_of(extra_files) : nullptr);
     // The export hook stamps this archive too; the caller's files win.
     manypy::export_hook::collect(
         [](void* ctx, const char* name, const void* data, size_t size) {
-          auto& list = *static_cast<std::vector<std::pair<std::string, std::string>>*>(ctx);
+          auto& list = *static_cast<manypy::ExtraFiles*>(ctx);
           for (const auto& file : list) {
             if (file.first == name) return;
           }

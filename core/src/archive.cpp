@@ -14,6 +14,7 @@
 #include <set>
 
 #include "error.h"
+#include "value.h"
 
 namespace manypy {
 
@@ -121,6 +122,31 @@ void Archive::open_reader() {
 
 std::vector<std::string> Archive::records() const { return reader_->getAllRecords(); }
 
+Value Archive::records_value() const {
+  Value list = Value::container(ValueKind::kList);
+  for (std::string& name : records()) list.items.push_back(Value::of_string(std::move(name)));
+  return list;
+}
+
+ExtraFiles extra_files_from(const Value* dict) {
+  ExtraFiles files;
+  if (dict == nullptr) return files;
+  if (dict->kind != ValueKind::kDict) {
+    throw Error(Code::kInvalidArgument,
+                std::string("extra_files must be a dict, not ") + kind_name(dict->kind));
+  }
+  for (size_t k = 0; k < dict->items.size(); ++k) {
+    const Value& file = dict->items[k];
+    if (file.kind != ValueKind::kBytes && file.kind != ValueKind::kString) {
+      throw Error(Code::kInvalidArgument, "extra file '" + dict->keys[k] +
+                                              "' must be bytes or a string, not " +
+                                              kind_name(file.kind));
+    }
+    files.emplace_back(dict->keys[k], file.s);
+  }
+  return files;
+}
+
 bool Archive::has_record(const std::string& name) const { return reader_->hasRecord(name); }
 
 std::string Archive::read(const std::string& name) const {
@@ -136,8 +162,7 @@ std::string Archive::read(const std::string& name) const {
   }
 }
 
-void Archive::save_copy(const std::string& path,
-                        const std::vector<std::pair<std::string, std::string>>& extra_files) const {
+void Archive::save_copy(const std::string& path, const ExtraFiles& extra_files) const {
   std::set<std::string> replaced;
   for (const auto& file : extra_files) replaced.insert("extra/" + file.first);
   try {

@@ -16,6 +16,13 @@ class PyTorchStreamReader;
 
 namespace manypy {
 
+struct Value;
+
+// Extra files given through the C API: a dict of name -> bytes or string (or
+// nullptr for none). Throws Error(kInvalidArgument) for anything else.
+using ExtraFiles = std::vector<std::pair<std::string, std::string>>;
+ExtraFiles extra_files_from(const Value* dict);
+
 class Archive : public std::enable_shared_from_this<Archive> {
  public:
   // Maps the file (private, copy-on-write), so record data is shared with the
@@ -34,6 +41,8 @@ class Archive : public std::enable_shared_from_this<Archive> {
   const std::string& origin() const { return origin_; }
 
   std::vector<std::string> records() const;
+  // The same as a list value of strings.
+  Value records_value() const;
   bool has_record(const std::string& name) const;
   // A record's bytes (copied). Throws Error(kNoSuchName) if absent.
   std::string read(const std::string& name) const;
@@ -41,8 +50,7 @@ class Archive : public std::enable_shared_from_this<Archive> {
   // Writes a copy of this archive to `path` (libtorch's PyTorchStreamWriter)
   // with `extra_files` added as "extra/<name>"; a name already in the
   // archive is replaced. Throws Error (kNotFound for an unwritable path).
-  void save_copy(const std::string& path,
-                 const std::vector<std::pair<std::string, std::string>>& extra_files) const;
+  void save_copy(const std::string& path, const ExtraFiles& extra_files) const;
 
   // `nbytes` bytes of record `name` as a uint8 DLPack tensor over this
   // archive's memory (no copy); keeps the archive alive until its deleter

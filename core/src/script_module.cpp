@@ -9,6 +9,7 @@
 #include <cctype>
 
 #include "api_usage.h"
+#include "archive.h"
 #include "error.h"
 #include "ivalue_convert.h"
 
@@ -131,21 +132,7 @@ Value ScriptModule::call(const std::string* method, const Value* args, const Val
 
 void ScriptModule::save(const std::string& path, const Value* extra_files) const {
   torch::jit::ExtraFilesMap files;
-  if (extra_files != nullptr) {
-    if (extra_files->kind != ValueKind::kDict) {
-      throw Error(Code::kInvalidArgument, std::string("extra_files must be a dict, not ") +
-                                              kind_name(extra_files->kind));
-    }
-    for (size_t k = 0; k < extra_files->items.size(); ++k) {
-      const Value& file = extra_files->items[k];
-      if (file.kind != ValueKind::kBytes && file.kind != ValueKind::kString) {
-        throw Error(Code::kInvalidArgument, "extra file '" + extra_files->keys[k] +
-                                                "' must be bytes or a string, not " +
-                                                kind_name(file.kind));
-      }
-      files[extra_files->keys[k]] = file.s;
-    }
-  }
+  for (auto& [name, data] : extra_files_from(extra_files)) files[name] = std::move(data);
   try {
     impl_->module.save(path, files);
   } catch (const c10::Error& e) {
