@@ -445,6 +445,13 @@ MANYPY_API void manypy_call_options_free(manypy_call_options* options);
 MANYPY_API manypy_status* manypy_call_options_set_interpreter(manypy_call_options* options,
                                                              int32_t index);
 
+/* Sets the caller's context for calls made with these options: every
+ * operator callback (manypy_add_op_callbacks) of every operator such a call
+ * runs reports these ids. Both strings are copied; NULL means "". */
+MANYPY_API manypy_status* manypy_call_options_set_context(manypy_call_options* options,
+                                                         const char* model_id,
+                                                         const char* request_id);
+
 /* Calls the object. `method` NULL calls the object itself (for an nn.Module,
  * __call__, which runs forward with its hooks); otherwise the named method.
  * Runs under torch.no_grad(): serving is inference.
@@ -489,6 +496,59 @@ MANYPY_API void manypy_script_free(manypy_script_module* module);
 MANYPY_API manypy_status* manypy_script_call(manypy_script_module* module, const char* method,
                                              const manypy_value* args, const manypy_value* kwargs,
                                              manypy_value** out_result);
+
+/* ------------------------------------------------------------------------ */
+/* Operator callbacks                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* One input of an operator (when inputs were asked for): never its data. */
+typedef struct manypy_op_input {
+  /* MANYPY_VALUE_TENSOR, _INT64, _DOUBLE, _BOOL, _NONE, or -1 for others. */
+  int32_t kind;
+  DLDataType dtype; /* tensors: the element type (bool reads as uint8) */
+  int32_t ndim;     /* tensors */
+  const int64_t* shape;
+} manypy_op_input;
+
+/* One sampled operator. Every pointer is valid during the callback only.
+ * Fields are only ever appended; struct_size says how many this library
+ * fills. */
+typedef struct manypy_op_event {
+  uint32_t struct_size;
+  const char* name; /* e.g. "aten::add" */
+  int64_t sequence_number;
+  uint64_t thread_id;  /* the OS thread id (gettid) running the operator */
+  int32_t interpreter; /* index in the process's interpreters; -1: the host */
+  int64_t start_ns;    /* CLOCK_MONOTONIC */
+  int64_t end_ns;      /* 0 in the enter callback */
+  const char* model_id;   /* the call's context, "" if none */
+  const char* request_id;
+  size_t num_inputs; /* 0 unless inputs were asked for */
+  const manypy_op_input* inputs;
+} manypy_op_event;
+
+typedef void (*manypy_op_callback_fn)(const manypy_op_event* event, void* user_data);
+
+/* Registers callbacks around torch operators, sampled with probability
+ * `sampling_probability` in (0, 1], in every interpreter of the process
+ * (those started later too) and in the host's libtorch (TorchScript on the
+ * host). `enter` and `exit` may be NULL. With `needs_inputs`, events carry
+ * each input's kind, dtype and shape. Callbacks run on the thread running
+ * the operator, concurrently from many threads; they must not call manypy
+ * and must not unwind. At most 16 registrations live at once
+ * (MANYPY_ERR_RESOURCE_EXHAUSTED). free_user_data runs exactly once: when
+ * the registration is removed, or at once if this call fails. On success
+ * *out_id identifies the registration. Thread safety: any thread. */
+MANYPY_API manypy_status* manypy_add_op_callbacks(manypy_op_callback_fn enter,
+                                                  manypy_op_callback_fn exit, void* user_data,
+                                                  void (*free_user_data)(void*),
+                                                  double sampling_probability, int needs_inputs,
+                                                  uint64_t* out_id);
+
+/* Removes a registration: when this returns, no callback of it runs or will
+ * run, and its free_user_data has run. MANYPY_ERR_NO_SUCH_NAME for an
+ * unknown id. */
+MANYPY_API manypy_status* manypy_remove_op_callbacks(uint64_t id);
 
 /* ------------------------------------------------------------------------ */
 /* API usage logging                                                        */

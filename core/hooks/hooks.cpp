@@ -4,6 +4,7 @@
 #include <torch/csrc/jit/serialization/export.h>
 
 #include "hooks_api.h"
+#include "op_callbacks.h"
 
 namespace {
 
@@ -26,11 +27,20 @@ void set_export_files(Collect collect) {
   });
 }
 
+int add_op_callbacks(uint64_t id, double prob, int needs_inputs, int32_t interpreter,
+                     mph_emit_fn emit) {
+  return manypy::hooks::add_op_callbacks(id, prob, needs_inputs, interpreter, emit) ? 0 : -1;
+}
+
 const manypy_hooks_api kApi = {
     MANYPY_HOOKS_API_VERSION,
     sizeof(manypy_hooks_api),
     set_api_usage_logger,
     set_export_files,
+    add_op_callbacks,
+    manypy::hooks::remove_op_callbacks,
+    manypy::hooks::push_context,
+    manypy::hooks::pop_context,
 };
 
 }  // namespace

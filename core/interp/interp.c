@@ -22,6 +22,7 @@ extern const char manypy_runtime_py[]; /* runtime.py, generated at build */
 
 PyObject* mpi_runtime;               /* module _manypy_runtime */
 const mpi_host_api* mpi_host;
+const manypy_hooks_api* mpi_hooks;
 /* Bumped by every lease_begin. torch keeps its intra-op thread count per
  * thread (OpenMP's nthreads ICV, applied once per thread), so each thread
  * re-applies the lease's count when it sees a new generation. */
@@ -104,6 +105,7 @@ static int install_hooks(const mpi_start_options* options, const mpi_sink* sink)
     mpi_report(sink, MPI_ERR_LOADER, "", "the hooks library does not speak this version", "");
     return MPI_ERR_LOADER;
   }
+  mpi_hooks = hooks;
   hooks->set_api_usage_logger(options->host->api_usage);
   hooks->set_export_files(options->host->export_files);
   return MPI_OK;
@@ -243,6 +245,20 @@ static int load_library(const char* path, const mpi_sink* sink) {
   return rc;
 }
 
+/* ---- operator callbacks -------------------------------------------------- */
+
+static int add_op_callbacks(uint64_t id, double prob, int needs_inputs, int32_t interpreter,
+                            void (*emit)(uint64_t, int, const void*)) {
+  if (mpi_hooks == NULL) return MPI_ERR_LOADER;
+  return mpi_hooks->add_op_callbacks(id, prob, needs_inputs, interpreter, (mph_emit_fn)emit) == 0
+             ? MPI_OK
+             : MPI_ERR_RESOURCE_EXHAUSTED;
+}
+
+static void remove_op_callbacks(uint64_t id) {
+  if (mpi_hooks != NULL) mpi_hooks->remove_op_callbacks(id);
+}
+
 /* ---- threads ------------------------------------------------------------ */
 
 static void thread_exit(void) {
@@ -263,7 +279,8 @@ int mpi_object_load(uint64_t object_id, uint64_t package_id, const char* module,
                     const char* name, const mpi_sink* sink);
 void mpi_object_drop(uint64_t object_id);
 int mpi_object_call(uint64_t object_id, const char* method, const mpi_value* args,
-                    const mpi_value* kwargs, const mpi_sink* sink);
+                    const mpi_value* kwargs, const char* model_id, const char* request_id,
+                    const mpi_sink* sink);
 int mpi_object_getattr(uint64_t object_id, const char* name, const mpi_sink* sink);
 int mpi_object_hasattr(uint64_t object_id, const char* name, int* out_has,
                        const mpi_sink* sink);
@@ -284,6 +301,8 @@ static const manypy_interp_api kApi = {
     .object_getattr = mpi_object_getattr,
     .object_hasattr = mpi_object_hasattr,
     .load_library = load_library,
+    .add_op_callbacks = add_op_callbacks,
+    .remove_op_callbacks = remove_op_callbacks,
     .thread_exit = thread_exit,
 };
 

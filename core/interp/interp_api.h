@@ -22,7 +22,7 @@
 extern "C" {
 #endif
 
-#define MANYPY_INTERP_API_VERSION 4u
+#define MANYPY_INTERP_API_VERSION 5u
 
 /* Status codes used across the boundary; they match manypy_code. */
 enum {
@@ -33,6 +33,7 @@ enum {
   MPI_ERR_SYNTAX = 4,
   MPI_ERR_UNSUPPORTED_TYPE = 5,
   MPI_ERR_STATIC_TLS = 7,
+  MPI_ERR_RESOURCE_EXHAUSTED = 8,
   MPI_ERR_LOADER = 9,
   MPI_ERR_INTERNAL = 11,
   MPI_ERR_BAD_ARCHIVE = 13,
@@ -155,10 +156,17 @@ typedef struct manypy_interp_api {
   /* Calls the object (method NULL) or its method; args is a LIST or TUPLE or
    * NULL, kwargs a DICT or NULL. The result goes to the sink. */
   int (*object_call)(uint64_t object_id, const char* method, const mpi_value* args,
-                     const mpi_value* kwargs, const mpi_sink* sink);
+                     const mpi_value* kwargs, const char* model_id, const char* request_id,
+                     const mpi_sink* sink);
   int (*object_getattr)(uint64_t object_id, const char* name, const mpi_sink* sink);
   int (*object_hasattr)(uint64_t object_id, const char* name, int* out_has,
                         const mpi_sink* sink);
+
+  /* Operator callbacks in this interpreter's libtorch (hooks_api.h); add
+   * returns MPI_OK or MPI_ERR_RESOURCE_EXHAUSTED (no slot left). */
+  int (*add_op_callbacks)(uint64_t id, double sampling_probability, int needs_inputs,
+                          int32_t interpreter, void (*emit)(uint64_t, int, const void*));
+  void (*remove_op_callbacks)(uint64_t id);
 
   /* torch.ops.load_library(path) in this interpreter. */
   int (*load_library)(const char* path, const mpi_sink* sink);

@@ -12,6 +12,9 @@
 extern PyObject* mpi_runtime;
 /* The host's services (mpi_start_options.host). */
 extern const mpi_host_api* mpi_host;
+/* libmanypy_hooks.so's table, once loaded. */
+struct manypy_hooks_api;
+extern const struct manypy_hooks_api* mpi_hooks;
 
 /* Takes this interpreter's GIL on the calling thread / gives it back. */
 void mpi_enter(void);

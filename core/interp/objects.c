@@ -3,6 +3,7 @@
  * a call on an object, is here in C. */
 #include <string.h>
 
+#include "hooks_api.h"
 #include "interp_internal.h"
 
 void mpi_capsule_destructor(PyObject* capsule); /* convert.c */
@@ -137,7 +138,8 @@ static PyObject* get_attribute(PyObject* obj, const char* name, const mpi_sink* 
 }
 
 int mpi_object_call(uint64_t object_id, const char* method, const mpi_value* args,
-                    const mpi_value* kwargs, const mpi_sink* sink) {
+                    const mpi_value* kwargs, const char* model_id, const char* request_id,
+                    const mpi_sink* sink) {
   mpi_enter();
   int rc = MPI_OK;
   PyObject *obj = NULL, *target = NULL, *py_args = NULL, *py_kwargs = NULL, *result = NULL;
@@ -176,7 +178,12 @@ int mpi_object_call(uint64_t object_id, const char* method, const mpi_value* arg
   PyObject* was_enabled = PyObject_CallNoArgs(g_is_grad_enabled);
   PyObject* off = PyObject_CallOneArg(g_set_grad_enabled, Py_False);
   Py_XDECREF(off);
+  /* The caller's model and request ids reach the operator callbacks of
+   * everything this call runs. */
+  int with_context = mpi_hooks != NULL && (model_id != NULL || request_id != NULL);
+  if (with_context) mpi_hooks->push_context(model_id, request_id);
   result = PyObject_Call(target, py_args, py_kwargs);
+  if (with_context) mpi_hooks->pop_context();
   if (was_enabled != NULL) {
     PyObject *exc_type, *exc_value, *exc_tb;
     PyErr_Fetch(&exc_type, &exc_value, &exc_tb);

@@ -1,5 +1,6 @@
 #include "interpreter.h"
 
+#include "operator_callbacks.h"
 #include "operator_libraries.h"
 #include "runtime_paths.h"
 
@@ -44,6 +45,7 @@ void Interpreter::home_main() {
       // Operator libraries loaded before this interpreter existed.
       healthy_ = true;  // load_library runs through run(), which checks it
       operator_libraries::join(*this);
+      operator_callbacks::join(*this);
     }
   } catch (const Error& e) {
     error = e;
@@ -192,7 +194,9 @@ void Interpreter::object_drop(uint64_t object_id) noexcept {
 }
 
 Value Interpreter::object_call(ThreadMode mode, uint64_t object_id, const std::string* method,
-                               const Value* args, const Value* kwargs) {
+                               const Value* args, const Value* kwargs,
+                               const std::string& model_id, const std::string& request_id) {
+  const bool context = !model_id.empty() || !request_id.empty();
   return run(mode, [&](const manypy_interp_api& api, const mpi_sink& sink) {
     // Fresh DLPack handles for each attempt: the interpreter takes them.
     std::optional<ArgTree> arg_tree, kwarg_tree;
@@ -202,7 +206,9 @@ Value Interpreter::object_call(ThreadMode mode, uint64_t object_id, const std::s
     if (kwarg_tree) kwarg_tree->handed_over();
     return api.object_call(object_id, method ? method->c_str() : nullptr,
                            arg_tree ? arg_tree->get() : nullptr,
-                           kwarg_tree ? kwarg_tree->get() : nullptr, &sink);
+                           kwarg_tree ? kwarg_tree->get() : nullptr,
+                           context ? model_id.c_str() : nullptr,
+                           context ? request_id.c_str() : nullptr, &sink);
   });
 }
 
@@ -210,6 +216,29 @@ Value Interpreter::object_getattr(ThreadMode mode, uint64_t object_id, const std
   return run(mode, [&](const manypy_interp_api& api, const mpi_sink& sink) {
     return api.object_getattr(object_id, name.c_str(), &sink);
   });
+}
+
+void Interpreter::add_op_callbacks(uint64_t id, double sampling_probability, bool needs_inputs,
+                                   void (*emit)(uint64_t, int, const void*)) {
+  run(ThreadMode::kDirect, [&](const manypy_interp_api& api, const mpi_sink& sink) {
+    int rc = api.add_op_callbacks(id, sampling_probability, needs_inputs ? 1 : 0,
+                                  static_cast<int32_t>(slot_), emit);
+    if (rc != MPI_OK) {
+      sink.error(sink.ctx, rc, "", "no operator callback slot left in this interpreter", "");
+    }
+    return rc;
+  });
+}
+
+void Interpreter::remove_op_callbacks(uint64_t id) noexcept {
+  try {
+    run(ThreadMode::kDirect, [&](const manypy_interp_api& api, const mpi_sink&) {
+      api.remove_op_callbacks(id);
+      return MPI_OK;
+    });
+  } catch (...) {
+    // A broken interpreter has no callbacks to remove.
+  }
 }
 
 void Interpreter::load_library(const std::string& path) {

@@ -59,12 +59,18 @@ class Interpreter {
   void object_drop(uint64_t object_id) noexcept;
   // `method` empty: call the object itself. args: a list/tuple or none.
   Value object_call(ThreadMode mode, uint64_t object_id, const std::string* method,
-                    const Value* args, const Value* kwargs);
+                    const Value* args, const Value* kwargs, const std::string& model_id = {},
+                    const std::string& request_id = {});
   Value object_getattr(ThreadMode mode, uint64_t object_id, const std::string& name);
   bool object_hasattr(ThreadMode mode, uint64_t object_id, const std::string& name);
 
-  // torch.ops.load_library(path), on the home thread.
+  // torch.ops.load_library(path).
   void load_library(const std::string& path);
+
+  // Operator callbacks in this interpreter's libtorch (no GIL needed).
+  void add_op_callbacks(uint64_t id, double sampling_probability, bool needs_inputs,
+                        void (*emit)(uint64_t, int, const void*));
+  void remove_op_callbacks(uint64_t id) noexcept;
 
  private:
   using Call = std::function<int(const manypy_interp_api&, const mpi_sink&)>;

@@ -87,7 +87,8 @@ Value ReplicatedObject::call(const CallOptions& options, const std::string* meth
   }
   ThreadMode mode = package_->pool().mode();
   return on_replica(options.interpreter, [&](Interpreter& interp) {
-    return interp.object_call(mode, id_, method, args, kwargs);
+    return interp.object_call(mode, id_, method, args, kwargs, options.model_id,
+                              options.request_id);
   });
 }
 

@@ -15,6 +15,9 @@ namespace manypy {
 
 struct CallOptions {
   int interpreter = Pool::kAnyInterpreter;
+  // Reported to operator callbacks for every operator the call runs.
+  std::string model_id;
+  std::string request_id;
 };
 
 class ReplicatedObject {

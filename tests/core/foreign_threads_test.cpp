@@ -2,6 +2,7 @@
 // behind when they exit (docs/threads.md).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <thread>
@@ -47,13 +48,20 @@ TEST(ForeignThreads, AThousandShortLivedThreadsEachMakeACall) {
 }
 
 // Memory per exited thread, after a warm-up that fills the allocators' free
-// lists. Reported, and bounded only in the mode that promises flat memory.
+// lists. Measured over two batches and the smaller kept: a leak per thread
+// shows in both, a one-time growth of some heap (seen: about 1.3 MB once,
+// while other processes ran) in only one. Reported, and bounded only in the
+// mode that promises flat memory.
 double bytes_per_thread(Pool& pool, int threads) {
   churn(pool, 200, 2);
-  size_t before = private_bytes();
-  EXPECT_EQ(churn(pool, threads, 2), threads);
-  size_t after = private_bytes();
-  return after > before ? double(after - before) / threads : 0.0;
+  double least = 1e300;
+  for (int batch = 0; batch < 2; ++batch) {
+    size_t before = private_bytes();
+    EXPECT_EQ(churn(pool, threads / 2, 2), threads / 2);
+    size_t after = private_bytes();
+    least = std::min(least, after > before ? double(after - before) / (threads / 2) : 0.0);
+  }
+  return least;
 }
 
 TEST(ForeignThreads, HandoffModeKeepsMemoryFlatUnderThreadChurn) {
