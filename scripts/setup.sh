@@ -6,7 +6,8 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   python3.11-dev python3-torch libtorch-dev python3-torchvision
-  libdlpack-dev swig libcmocka-dev googletest libgtest-dev
+  libdlpack-dev nlohmann-json3-dev swig libcmocka-dev googletest libgtest-dev
+  python3-prometheus-client
 )
 
 missing=()

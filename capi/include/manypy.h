@@ -551,6 +551,49 @@ MANYPY_API manypy_status* manypy_add_op_callbacks(manypy_op_callback_fn enter,
 MANYPY_API manypy_status* manypy_remove_op_callbacks(uint64_t id);
 
 /* ------------------------------------------------------------------------ */
+/* The built-in sampled profiler                                            */
+/* ------------------------------------------------------------------------ */
+
+/* A profiler aggregating sampled operator events (exit callbacks through
+ * manypy_add_op_callbacks) by model id and operator. Thread safe. */
+typedef struct manypy_profiler manypy_profiler;
+
+/* Starts profiling every interpreter and the host with the given sampling
+ * probability in (0, 1]. Uses one of the 16 callback registrations. */
+MANYPY_API manypy_status* manypy_profiler_start(double sampling_probability,
+                                                manypy_profiler** out_profiler);
+
+/* Stops (no event is recorded after it returns) and frees. Accepts NULL. */
+MANYPY_API void manypy_profiler_free(manypy_profiler* profiler);
+
+typedef struct manypy_profile_entry {
+  const char* model_id; /* "" for operators run without a context */
+  const char* op_name;
+  uint64_t count;       /* sampled calls */
+  int64_t total_ns;
+  int64_t p50_ns, p99_ns; /* over the latest 4096 samples of the pair */
+} manypy_profile_entry;
+
+/* The aggregates so far. *out_entries (an array of *out_count entries, with
+ * their strings) is owned by the caller: free it with
+ * manypy_profile_entries_free. */
+MANYPY_API manypy_status* manypy_profiler_snapshot(const manypy_profiler* profiler,
+                                                   manypy_profile_entry** out_entries,
+                                                   size_t* out_count);
+MANYPY_API void manypy_profile_entries_free(manypy_profile_entry* entries, size_t count);
+
+/* The aggregates in the Prometheus text exposition format (a summary,
+ * manypy_operator_duration_seconds{model, operator, quantile}), as a string
+ * value, for a service's /metrics endpoint. */
+MANYPY_API manypy_status* manypy_profiler_prometheus(const manypy_profiler* profiler,
+                                                     manypy_value** out_text);
+
+/* The latest (up to 100,000) sampled events as Chrome trace-event JSON
+ * (opens in Perfetto or chrome://tracing), as a string value. */
+MANYPY_API manypy_status* manypy_profiler_chrome_trace(const manypy_profiler* profiler,
+                                                       manypy_value** out_json);
+
+/* ------------------------------------------------------------------------ */
 /* API usage logging                                                        */
 /* ------------------------------------------------------------------------ */
 

@@ -1,0 +1,130 @@
+#include "profiler.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "operator_callbacks.h"
+
+namespace manypy {
+
+namespace {
+
+int64_t percentile(std::vector<int64_t> samples, double q) {
+  if (samples.empty()) return 0;
+  size_t k = static_cast<size_t>(q * double(samples.size() - 1) + 0.5);
+  std::nth_element(samples.begin(), samples.begin() + k, samples.end());
+  return samples[k];
+}
+
+// A label value in the Prometheus text format: \, " and newline escaped.
+std::string label(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+std::string seconds(int64_t ns) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", double(ns) * 1e-9);
+  return buf;
+}
+
+}  // namespace
+
+Profiler::Profiler(double sampling_probability) {
+  operator_callbacks::Options options;
+  options.sampling_probability = sampling_probability;
+  registration_ = operator_callbacks::add(
+      [this](int phase, const mph_op_event& event) {
+        if (phase == 1) record(event);
+      },
+      options);
+}
+
+Profiler::~Profiler() {
+  try {
+    operator_callbacks::remove(registration_);
+  } catch (...) {
+    // The registration is ours and live; nothing to do if it were not.
+  }
+}
+
+void Profiler::record(const mph_op_event& e) {
+  const int64_t duration = e.end_ns - e.start_ns;
+  std::lock_guard<std::mutex> lock(mu_);
+  Stats& s = stats_[{e.model_id, e.name}];
+  s.count++;
+  s.total_ns += duration;
+  if (s.samples.size() < kSamplesPerKey) {
+    s.samples.push_back(duration);
+  } else {
+    s.samples[s.next] = duration;
+    s.next = (s.next + 1) % kSamplesPerKey;
+  }
+  if (trace_.size() == kTraceEvents) trace_.pop_front();
+  trace_.push_back(
+      {e.name, e.model_id, e.request_id, e.thread_id, e.interpreter, e.start_ns, e.end_ns});
+}
+
+std::vector<Profiler::Entry> Profiler::snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Entry> entries;
+  for (const auto& [key, s] : stats_) {
+    entries.push_back({key.first, key.second, s.count, s.total_ns, percentile(s.samples, 0.5),
+                       percentile(s.samples, 0.99)});
+  }
+  return entries;
+}
+
+std::string Profiler::prometheus_text() const {
+  std::string out =
+      "# HELP manypy_operator_duration_seconds Sampled durations of torch operators, by "
+      "model id and operator.\n"
+      "# TYPE manypy_operator_duration_seconds summary\n";
+  for (const Entry& e : snapshot()) {
+    std::string labels = "model=\"" + label(e.model_id) + "\",operator=\"" + label(e.op_name) + "\"";
+    out += "manypy_operator_duration_seconds{" + labels + ",quantile=\"0.5\"} " +
+           seconds(e.p50_ns) + "\n";
+    out += "manypy_operator_duration_seconds{" + labels + ",quantile=\"0.99\"} " +
+           seconds(e.p99_ns) + "\n";
+    out += "manypy_operator_duration_seconds_sum{" + labels + "} " + seconds(e.total_ns) + "\n";
+    out += "manypy_operator_duration_seconds_count{" + labels + "} " + std::to_string(e.count) +
+           "\n";
+  }
+  return out;
+}
+
+std::string Profiler::chrome_trace_json() const {
+  nlohmann::json events = nlohmann::json::array();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const TraceEvent& t : trace_) {
+      events.push_back({{"name", t.name},
+                        {"cat", "operator"},
+                        {"ph", "X"},
+                        {"ts", double(t.start_ns) / 1000.0},
+                        {"dur", double(t.end_ns - t.start_ns) / 1000.0},
+                        {"pid", int(getpid())},
+                        {"tid", t.thread_id},
+                        {"args",
+                         {{"model_id", t.model_id},
+                          {"request_id", t.request_id},
+                          {"interpreter", t.interpreter}}}});
+    }
+  }
+  // Invalid UTF-8 in a name is replaced rather than failing the export.
+  return nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ns"}}.dump(
+      -1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace manypy

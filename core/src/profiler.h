@@ -1,0 +1,62 @@
+// The built-in sampled profiler, on top of the operator callbacks: per model
+// id and operator, count, total time, p50 and p99; Prometheus text
+// exposition; Chrome trace-event JSON of the latest sampled events.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hooks_api.h"
+
+namespace manypy {
+
+class Profiler {
+ public:
+  struct Entry {
+    std::string model_id, op_name;
+    uint64_t count = 0;
+    int64_t total_ns = 0, p50_ns = 0, p99_ns = 0;
+  };
+
+  // Registers exit callbacks sampled with `sampling_probability`.
+  explicit Profiler(double sampling_probability);
+  // Unregisters; no event arrives afterwards.
+  ~Profiler();
+  Profiler(const Profiler&) = delete;
+  Profiler& operator=(const Profiler&) = delete;
+
+  std::vector<Entry> snapshot() const;
+  std::string prometheus_text() const;
+  std::string chrome_trace_json() const;
+
+  // Kept per (model, operator) for percentiles, and for the trace.
+  static constexpr size_t kSamplesPerKey = 4096;
+  static constexpr size_t kTraceEvents = 100000;
+
+ private:
+  struct Stats {
+    uint64_t count = 0;
+    int64_t total_ns = 0;
+    std::vector<int64_t> samples;  // a ring of the latest durations
+    size_t next = 0;
+  };
+  struct TraceEvent {
+    std::string name, model_id, request_id;
+    uint64_t thread_id;
+    int32_t interpreter;
+    int64_t start_ns, end_ns;
+  };
+  void record(const mph_op_event& event);
+
+  uint64_t registration_ = 0;
+  mutable std::mutex mu_;
+  std::map<std::pair<std::string, std::string>, Stats> stats_;
+  std::deque<TraceEvent> trace_;
+};
+
+}  // namespace manypy
