@@ -145,6 +145,53 @@ static void check_every_interpreter(manypy_object* object, const demo_model* m, 
   fflush(stdout);
 }
 
+static int by_total_desc(const void* a, const void* b) {
+  const manypy_profile_entry *x = a, *y = b;
+  return (x->total_ns < y->total_ns) - (x->total_ns > y->total_ns);
+}
+
+static void write_text(const char* path, const manypy_value* text) {
+  const char* s = NULL;
+  size_t n = 0;
+  demo_check(manypy_value_get_string(text, &s, &n), "manypy_value_get_string");
+  FILE* f = fopen(path, "w");
+  if (!f || fwrite(s, 1, n, f) != n) demo_die("cannot write %s", path);
+  fclose(f);
+}
+
+/* The sampled profile: the top operators by total time, and the Prometheus
+ * text and Chrome trace a service would export, written beside the
+ * archives' build directory. */
+static void demo_report_profile(const manypy_profiler* profiler, const char* archives,
+                                size_t interpreters) {
+  manypy_profile_entry* entries = NULL;
+  size_t n = 0;
+  demo_check(manypy_profiler_snapshot(profiler, &entries, &n), "manypy_profiler_snapshot");
+  qsort(entries, n, sizeof *entries, by_total_desc);
+  printf("\nsampled profile (1%% of operators, %zu-interpreter pool): top operators by time\n",
+         interpreters);
+  printf("%-13s %-28s %8s %10s %10s %10s\n", "model", "operator", "samples", "total ms",
+         "p50 us", "p99 us");
+  for (size_t k = 0; k < n && k < 8; ++k) {
+    printf("%-13s %-28s %8llu %10.2f %10.1f %10.1f\n", entries[k].model_id, entries[k].op_name,
+           (unsigned long long)entries[k].count, entries[k].total_ns / 1e6,
+           entries[k].p50_ns / 1e3, entries[k].p99_ns / 1e3);
+  }
+  manypy_profile_entries_free(entries, n);
+
+  char prom[4096], trace[4096];
+  snprintf(prom, sizeof prom, "%s/../demo_profile.prom", archives);
+  snprintf(trace, sizeof trace, "%s/../demo_trace.json", archives);
+  manypy_value* text = NULL;
+  demo_check(manypy_profiler_prometheus(profiler, &text), "manypy_profiler_prometheus");
+  write_text(prom, text);
+  manypy_value_free(text);
+  demo_check(manypy_profiler_chrome_trace(profiler, &text), "manypy_profiler_chrome_trace");
+  write_text(trace, text);
+  manypy_value_free(text);
+  printf("wrote %s (Prometheus text) and %s (Chrome trace: open in Perfetto)\n", prom, trace);
+}
+
 static void usage(FILE* to) {
   fprintf(to,
           "usage: manypy_demo [--threads T] [--interpreters N] [--seconds S] [--quick]\n"
@@ -235,11 +282,16 @@ int main(int argc, char** argv) {
     check_every_interpreter(objects[k], &g_models[k], interpreters);
   }
 
-  /* Then serving: results[k][0] with 1 interpreter, [k][1] with N. */
+  /* Then serving: results[k][0] with 1 interpreter, [k][1] with N. The
+   * built-in profiler samples 1% of the operators while N serve. */
+  manypy_profiler* profiler = NULL;
+  demo_check(manypy_profiler_start(0.01, &profiler), "manypy_profiler_start");
   demo_serve_result results[N_MODELS][2];
   for (int k = 0; k < N_MODELS; ++k) {
     results[k][1] = demo_serve(objects[k], &g_models[k], threads, warmup, seconds);
   }
+  demo_report_profile(profiler, dir, interpreters);
+  manypy_profiler_free(profiler);
   if (interpreters > 1) {
     /* The pool of 1 reuses an interpreter the first pool gave back: pools
      * lease interpreters from one process-wide set. */

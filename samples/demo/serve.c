@@ -136,6 +136,9 @@ demo_serve_result demo_serve(manypy_object* object, const demo_model* m, int thr
   if (!options) demo_die("out of memory");
   demo_check(manypy_call_options_set_interpreter(options, MANYPY_ANY_INTERPRETER),
              "manypy_call_options_set_interpreter");
+  /* The model id reaches the sampled profile of every operator it runs. */
+  demo_check(manypy_call_options_set_context(options, m->name, "demo"),
+             "manypy_call_options_set_context");
 
   serve_control ctl = {.object = object, .model = m, .options = options};
   atomic_init(&ctl.warm_stop, 0);
