@@ -1096,6 +1096,39 @@ int main(int argc, char** argv) {
          ">= 3x", verdict(a_r2 >= 3.0));
   fflush(stdout);
 
+  /* ---------------------------------------------------------------- D --- */
+  /* The cost of the built-in profiler on the Python-heavy model (2
+   * interpreters x 2 threads): hooks are process-wide, so each setting runs
+   * in its own rounds, alternating order, rather than side by side. */
+  {
+    const double probs[3] = {0.0, 0.01, 1.0};
+    const char* names[3] = {"no hooks", "profiler, sampling 0.01", "profiler, sampling 1.0"};
+    tput_result d[3];
+    for (int m = 0; m < 3; ++m) tput_init(&d[m]);
+    for (int r = 0; r < rounds; ++r) {
+      for (int j = 0; j < 3; ++j) {
+        const int m = r % 2 == 0 ? j : 2 - j;
+        progress("D: %s, round %d/%d", names[m], r + 1, rounds);
+        manypy_profiler* profiler = NULL;
+        if (probs[m] > 0) CHECK(manypy_profiler_start(probs[m], &profiler), "manypy_profiler_start");
+        run_round(&heavy_t2, 2, warmup, seconds / rounds, &d[m]);
+        manypy_profiler_free(profiler);
+      }
+    }
+    printf("\n== D. Profiler overhead: python_heavy.pt, 2 interpreters x 2 threads ==\n");
+    printf("%-34s %10s %8s\n", "setting", "calls/s", "vs none");
+    for (int m = 0; m < 3; ++m) {
+      printf("%-34s %10.1f %7.3fx\n", names[m], tput_rate(&d[m]), tput_rate(&d[m]) / tput_rate(&d[0]));
+    }
+    const double d_r = tput_rate(&d[1]) / tput_rate(&d[0]);
+    printf("\n%-64s %8s %10s %8s\n", "ratio", "value", "target", "verdict");
+    printf("%-64s %7.3fx %10s %8s\n", "throughput, sampling 0.01 / no hooks", d_r, ">= 0.97x",
+           verdict(d_r >= 0.97));
+    printf("%-64s %7.3fx %10s %8s\n", "throughput, sampling 1.0 / no hooks",
+           tput_rate(&d[2]) / tput_rate(&d[0]), "(info)", "");
+    fflush(stdout);
+  }
+
   /* ---------------------------------------------------------------- B --- */
   char identity_path[4096];
   archive_path(identity_path, sizeof identity_path, dir, "identity.pt");

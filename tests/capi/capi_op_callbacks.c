@@ -17,6 +17,7 @@ typedef struct counts {
   atomic_long add_ops;           /* enters of aten::add_ */
   atomic_long with_inputs;       /* aten::add events with a [3] tensor input */
   atomic_long bad_context;       /* events whose context breaks the test's rule */
+  atomic_long any_inputs;        /* events that carried inputs */
   atomic_long freed;
   pthread_mutex_t mu;
   uint64_t thread_of_a, thread_of_b; /* torch thread ids seen with each request */
@@ -26,6 +27,7 @@ static void on_enter(const manypy_op_event* e, void* user_data) {
   counts* c = user_data;
   assert_true(e->struct_size >= sizeof(manypy_op_event));
   atomic_fetch_add(&c->enter, 1);
+  if (e->num_inputs > 0) atomic_fetch_add(&c->any_inputs, 1);
   if (e->interpreter >= -1 && e->interpreter < 3) atomic_fetch_add(&c->by_interpreter[e->interpreter + 1], 1);
   if (strcmp(e->name, "aten::add_") == 0) atomic_fetch_add(&c->add_ops, 1);
   if (strcmp(e->name, "aten::add") == 0 && e->num_inputs >= 2 && e->inputs[0].kind == MANYPY_VALUE_TENSOR &&
@@ -161,6 +163,9 @@ static void test_sampling_is_binomial(void** state) {
   double mean = 0.1 * n, sd = sqrt(n * 0.1 * 0.9);
   fprintf(stderr, "  aten::add_ calls %.0f, sampled %.0f (mean %.0f, sd %.1f)\n", n, k, mean, sd);
   assert_true(n >= 20000);
+  /* Registered without inputs: no event carried any. */
+  assert_int_equal(atomic_load(&all.any_inputs), 0);
+  assert_int_equal(atomic_load(&sampled.any_inputs), 0);
   assert_true(fabs(k - mean) <= 6 * sd);
   manypy_status* s = EXPECT_CODE(manypy_add_op_callbacks(on_enter, NULL, NULL, NULL, 0.0, 0, &every),
                                  MANYPY_ERR_OUT_OF_RANGE);
