@@ -163,16 +163,22 @@ void Interpreter::package_open(ThreadMode mode, uint64_t package_id, const void*
   });
 }
 
-void Interpreter::package_close(uint64_t package_id) noexcept {
+void Interpreter::run_clean_up(ThreadMode mode,
+                               const std::function<void(const manypy_interp_api&)>& step) noexcept {
   try {
-    run(ThreadMode::kHandoff, [&](const manypy_interp_api& api, const mpi_sink&) {
-      api.package_close(package_id);
+    run(mode, [&](const manypy_interp_api& api, const mpi_sink&) {
+      step(api);
       return MPI_OK;
     });
   } catch (...) {
-    // Closing never fails in a way the caller could act on; lease_end drops
-    // whatever is left.
+    // Clean-up never fails in a way the caller could act on: a broken
+    // interpreter holds nothing to clean, and lease_end drops what is left.
   }
+}
+
+void Interpreter::package_close(uint64_t package_id) noexcept {
+  run_clean_up(ThreadMode::kHandoff,
+               [&](const manypy_interp_api& api) { api.package_close(package_id); });
 }
 
 void Interpreter::object_load(ThreadMode mode, uint64_t object_id, uint64_t package_id,
@@ -183,14 +189,8 @@ void Interpreter::object_load(ThreadMode mode, uint64_t object_id, uint64_t pack
 }
 
 void Interpreter::object_drop(uint64_t object_id) noexcept {
-  try {
-    run(ThreadMode::kHandoff, [&](const manypy_interp_api& api, const mpi_sink&) {
-      api.object_drop(object_id);
-      return MPI_OK;
-    });
-  } catch (...) {
-    // As package_close.
-  }
+  run_clean_up(ThreadMode::kHandoff,
+               [&](const manypy_interp_api& api) { api.object_drop(object_id); });
 }
 
 Value Interpreter::object_call(ThreadMode mode, uint64_t object_id, const std::string* method,
@@ -231,14 +231,8 @@ void Interpreter::add_op_callbacks(uint64_t id, double sampling_probability, boo
 }
 
 void Interpreter::remove_op_callbacks(uint64_t id) noexcept {
-  try {
-    run(ThreadMode::kDirect, [&](const manypy_interp_api& api, const mpi_sink&) {
-      api.remove_op_callbacks(id);
-      return MPI_OK;
-    });
-  } catch (...) {
-    // A broken interpreter has no callbacks to remove.
-  }
+  run_clean_up(ThreadMode::kDirect,
+               [&](const manypy_interp_api& api) { api.remove_op_callbacks(id); });
 }
 
 void Interpreter::load_library(const std::string& path) {

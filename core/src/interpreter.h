@@ -78,6 +78,10 @@ class Interpreter {
   // Runs `call` inside the interpreter and turns its sink output into a Value
   // or an Error.
   Value run(ThreadMode mode, const Call& call);
+  // Runs a step that cannot fail usefully (closing, dropping, removing),
+  // swallowing any error.
+  void run_clean_up(ThreadMode mode,
+                    const std::function<void(const manypy_interp_api&)>& step) noexcept;
   void run_here(const Call& call, Outcome& outcome);
   void run_on_home(const Call& call, Outcome& outcome);
   void home_main();
