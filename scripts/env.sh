@@ -5,5 +5,5 @@
 # a host (a JVM, a Go binary, these tests) must be started with it
 # (docs/isolation.md, hazard 4). Kept if the caller already set tunables.
 if [[ "${GLIBC_TUNABLES:-}" != *optional_static_tls* ]]; then
-  export GLIBC_TUNABLES="${GLIBC_TUNABLES:+$GLIBC_TUNABLES:}glibc.rtld.optional_static_tls=262144"
+  export GLIBC_TUNABLES="${GLIBC_TUNABLES:+$GLIBC_TUNABLES:}glibc.rtld.optional_static_tls=16384"
 fi

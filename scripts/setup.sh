@@ -8,6 +8,7 @@ packages=(
   python3.11-dev python3-torch libtorch-dev python3-torchvision
   libdlpack-dev nlohmann-json3-dev swig libcmocka-dev googletest libgtest-dev
   python3-prometheus-client
+  openjdk-17-jdk-headless maven
 )
 
 missing=()

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up, build, and run every test suite (C++ core: GoogleTest; C API: cmocka).
+# Set up, build, and run every test suite (C++ core: GoogleTest; C API: cmocka;
+# Java: JUnit 5 through `mvn test`).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/scripts/setup.sh"

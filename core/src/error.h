@@ -60,7 +60,7 @@ class Error : public std::exception {
 // The fix for hazard 4 of docs/isolation.md, named in every static-TLS error.
 inline constexpr const char* kStaticTlsHint =
     "out of static TLS for another interpreter; start the process with "
-    "GLIBC_TUNABLES=glibc.rtld.optional_static_tls=262144 (or more) in its "
+    "GLIBC_TUNABLES=glibc.rtld.optional_static_tls=16384 (or more) in its "
     "environment (it cannot be changed once the process runs)";
 
 }  // namespace manypy

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 
 #include "interpreter_set.h"
@@ -48,6 +49,7 @@ TEST(Lease, GivesInterpretersBackClean) {
   EXPECT_EQ(error_of([&] { pool.eval(0, "left_behind"); }).python_type(), "NameError");
   // torch stays imported: giving back does not cost a re-import.
   EXPECT_EQ(eval_int(pool, 0, "int('torch' in __import__('sys').modules)"), 1);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Lease, TwoHundredPoolsInOneProcess) {

@@ -1,0 +1,71 @@
+// The JavaVM, thread attachment for callbacks, and JNI_OnLoad.
+#include "jni_env.h"
+
+#include <cstdio>
+
+namespace manypy_jni {
+namespace {
+
+JavaVM* g_vm = nullptr;
+Dispatch g_dispatch{};
+
+// Detaches, when the thread exits, a thread this glue attached. Threads the
+// JVM started (or that attached themselves) are never detached here.
+struct AttachedThread {
+  bool attached = false;
+  ~AttachedThread() {
+    if (attached && g_vm) g_vm->DetachCurrentThread();
+  }
+};
+thread_local AttachedThread t_attached;
+
+}  // namespace
+
+JNIEnv* callback_env() {
+  if (!g_vm) return nullptr;
+  JNIEnv* env = nullptr;
+  jint got = g_vm->GetEnv(reinterpret_cast<void**>(&env), JNI_VERSION_1_8);
+  if (got == JNI_OK) return env;
+  if (got != JNI_EDETACHED) return nullptr;
+  JavaVMAttachArgs args{JNI_VERSION_1_8, const_cast<char*>("manypy-native"), nullptr};
+  // As a daemon: an attached library thread must not keep the JVM from
+  // exiting.
+  if (g_vm->AttachCurrentThreadAsDaemon(reinterpret_cast<void**>(&env), &args) != JNI_OK) {
+    return nullptr;
+  }
+  t_attached.attached = true;
+  return env;
+}
+
+const Dispatch& dispatch() { return g_dispatch; }
+
+void delete_global_ref(void* ref) {
+  if (!ref) return;
+  if (JNIEnv* env = callback_env()) env->DeleteGlobalRef(static_cast<jobject>(ref));
+}
+
+void clear_pending_exception(JNIEnv* env) {
+  if (!env->ExceptionCheck()) return;
+  std::fprintf(stderr, "manypy: a Java callback raised an error it did not catch:\n");
+  env->ExceptionDescribe();  // prints and clears
+  env->ExceptionClear();
+}
+
+}  // namespace manypy_jni
+
+extern "C" JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM* vm, void*) {
+  using manypy_jni::g_dispatch;
+  JNIEnv* env = nullptr;
+  if (vm->GetEnv(reinterpret_cast<void**>(&env), JNI_VERSION_1_8) != JNI_OK) return JNI_ERR;
+  // FindClass here uses the class loader that loaded this library: the jar's.
+  jclass type = env->FindClass("org/manypy/CallbackDispatch");
+  if (!type) return JNI_ERR;  // NoClassDefFoundError stays pending for the loader
+  g_dispatch.type = static_cast<jclass>(env->NewGlobalRef(type));
+  g_dispatch.op_event =
+      env->GetStaticMethodID(type, "opEvent", "(Ljava/lang/Object;Z[BJJIJJ[B[B[J)V");
+  g_dispatch.api_usage = env->GetStaticMethodID(type, "apiUsage", "(Ljava/lang/Object;[B)V");
+  g_dispatch.export_hook = env->GetStaticMethodID(type, "exportHook", "(Ljava/lang/Object;)J");
+  if (!g_dispatch.op_event || !g_dispatch.api_usage || !g_dispatch.export_hook) return JNI_ERR;
+  manypy_jni::g_vm = vm;
+  return JNI_VERSION_1_8;
+}

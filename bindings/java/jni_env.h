@@ -1,0 +1,36 @@
+/* The JVM side of the glue: the JavaVM, JNIEnv for callback threads, and the
+ * Java methods callbacks are dispatched to (org.manypy.CallbackDispatch). */
+#ifndef MANYPY_JNI_ENV_H
+#define MANYPY_JNI_ENV_H
+
+#include <jni.h>
+
+namespace manypy_jni {
+
+/* The JNIEnv of the calling thread. A thread the JVM does not know (a
+ * library or torch thread) is attached as a daemon on first use and
+ * detached when it exits. nullptr if the JVM refuses (it is shutting down):
+ * the callback is then skipped. */
+JNIEnv* callback_env();
+
+/* org.manypy.CallbackDispatch and its static methods, resolved at load. */
+struct Dispatch {
+  jclass type;
+  jmethodID op_event;    /* (Object, boolean, byte[], long, long, int, long, long, byte[], byte[], long[])V */
+  jmethodID api_usage;   /* (Object, byte[])V */
+  jmethodID export_hook; /* (Object)J */
+};
+const Dispatch& dispatch();
+
+/* Deletes a JNI global reference from any thread: the free_user_data and
+ * release callbacks of everything the glue registers. */
+void delete_global_ref(void* ref);
+
+/* A backstop after every call into Java: CallbackDispatch catches every
+ * Throwable itself, but an Error raised before its try block (a stack
+ * overflow, out of memory) must not stay pending in native code. */
+void clear_pending_exception(JNIEnv* env);
+
+}  // namespace manypy_jni
+
+#endif

@@ -1,0 +1,98 @@
+/* Hand-written JNI glue for what SWIG cannot map from manypy.h: Java byte
+ * arrays for UTF-8 strings, direct ByteBuffers as tensors, tensors handed
+ * out by manypy, and Java objects as callbacks. SWIG wraps the functions
+ * below (manypy.i %includes this header) into org.manypy.internal.ManypyNative;
+ * the ones under `#ifndef SWIG` are for the generated wrapper only.
+ *
+ * Every function is safe to call from any Java thread. None throws a Java
+ * exception except as stated; failures come back as a manypy_status*. */
+#ifndef MANYPY_JNI_GLUE_H
+#define MANYPY_JNI_GLUE_H
+
+#include <jni.h>
+#include <stdint.h>
+
+#include "manypy.h"
+
+#ifndef SWIG
+/* Throws IllegalArgumentException and returns false unless `array` is a
+ * non-null array of length >= 1 (an out-parameter). */
+bool manypy_jni_check_out_array(JNIEnv* jenv, jarray array);
+/* The bytes of a NUL-terminated UTF-8 string as a new byte[] (null for NULL). */
+jbyteArray manypy_jni_utf8_bytes(JNIEnv* jenv, const char* utf8);
+#endif
+
+/* MANYPY_VERSION_NUMBER of the header this glue was compiled against. */
+int32_t manypy_jni_glue_version(void);
+
+/* ---- values ------------------------------------------------------------- */
+
+/* The UTF-8 bytes of a string value (may contain NUL), or null if `value`
+ * is not a string. */
+jbyteArray manypy_jni_value_string(JNIEnv* jenv, const manypy_value* value);
+/* The bytes of a bytes value, or null if `value` is not bytes. */
+jbyteArray manypy_jni_value_bytes(JNIEnv* jenv, const manypy_value* value);
+/* The UTF-8 key of entry `index` of a dict value, or null. */
+jbyteArray manypy_jni_value_dict_key(JNIEnv* jenv, const manypy_value* value, size_t index);
+
+/* ---- tensors ------------------------------------------------------------ */
+
+/* A tensor value over a direct ByteBuffer's memory from `byte_offset` on,
+ * zero copy. The buffer is held by a JNI global reference until manypy no
+ * longer needs the memory (possibly after the value is freed, if a model
+ * kept the tensor). `strides` (in elements) may be null: C-contiguous. */
+manypy_status* manypy_jni_tensor_from_direct_buffer(JNIEnv* jenv, jobject buffer,
+                                                    int64_t byte_offset, int dtype_code,
+                                                    int dtype_bits, jlongArray shape,
+                                                    jlongArray strides,
+                                                    manypy_value** out_value);
+
+/* A reference-counted holder of a DLPack tensor manypy handed out
+ * (manypy_value_get_tensor): Java's Tensor keeps one reference, and each
+ * value made from it (manypy_jni_tensor_to_value) keeps another, so the
+ * memory lives until the last of them lets go. */
+typedef struct manypy_jni_tensor manypy_jni_tensor;
+
+/* Takes the tensor out of a tensor value (zero copy). */
+manypy_status* manypy_jni_tensor_of_value(JNIEnv* jenv, const manypy_value* value,
+                                          manypy_jni_tensor** out_tensor);
+/* {dtype code, bits, lanes, ndim, shape[ndim]..., strides[ndim]...}, with
+ * strides (in elements) filled in for a C-contiguous tensor. */
+jlongArray manypy_jni_tensor_layout(JNIEnv* jenv, const manypy_jni_tensor* tensor);
+/* A direct ByteBuffer over `byte_size` bytes of the tensor's data (from its
+ * first element), valid while the holder lives. */
+jobject manypy_jni_tensor_buffer(JNIEnv* jenv, manypy_jni_tensor* tensor, int64_t byte_size);
+/* A new tensor value sharing the holder's memory (takes a reference). */
+manypy_status* manypy_jni_tensor_to_value(JNIEnv* jenv, manypy_jni_tensor* tensor,
+                                          manypy_value** out_value);
+/* Drops Java's reference. Accepts NULL. */
+void manypy_jni_tensor_release(manypy_jni_tensor* tensor);
+
+/* ---- callbacks into Java ------------------------------------------------ */
+/* Each registers a Java object through a JNI global reference, released
+ * exactly once when the registration ends. Calls reach Java through
+ * org.manypy.CallbackDispatch on whatever thread runs them: a thread the JVM
+ * does not know is attached (as a daemon) on first use and detached when it
+ * exits. A Java exception never propagates into manypy. */
+
+/* manypy_add_op_callbacks with `target`'s onEnter (if with_enter) and
+ * onExit (if with_exit). */
+manypy_status* manypy_jni_add_op_callbacks(JNIEnv* jenv, jobject target, int with_enter,
+                                           int with_exit, double sampling_probability,
+                                           int needs_inputs, int64_t* out_id);
+manypy_status* manypy_jni_remove_op_callbacks(int64_t id);
+/* `handler` null removes the handler. */
+manypy_status* manypy_jni_set_api_usage_handler(JNIEnv* jenv, jobject handler);
+/* `hook` null removes the hook. */
+manypy_status* manypy_jni_set_export_hook(JNIEnv* jenv, jobject hook);
+
+/* ---- profiler snapshots ------------------------------------------------- */
+jbyteArray manypy_jni_profile_entry_model(JNIEnv* jenv, const manypy_profile_entry* entries,
+                                          size_t index);
+jbyteArray manypy_jni_profile_entry_op(JNIEnv* jenv, const manypy_profile_entry* entries,
+                                       size_t index);
+/* {count, total_ns, p50_ns, p99_ns} */
+jlongArray manypy_jni_profile_entry_numbers(JNIEnv* jenv, const manypy_profile_entry* entries,
+                                            size_t index);
+
+#endif /* MANYPY_JNI_GLUE_H */

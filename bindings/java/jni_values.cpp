@@ -1,0 +1,83 @@
+// Strings, bytes and profiler entries as Java byte arrays.
+#include <cstring>
+
+#include "jni_glue.h"
+
+namespace {
+
+jbyteArray new_byte_array(JNIEnv* jenv, const void* data, size_t length) {
+  if (length > INT32_MAX) {
+    jclass type = jenv->FindClass("java/lang/OutOfMemoryError");
+    if (type) jenv->ThrowNew(type, "manypy: more than 2 GiB of bytes for one Java array");
+    return nullptr;
+  }
+  jbyteArray array = jenv->NewByteArray(static_cast<jsize>(length));
+  if (array && length) {
+    jenv->SetByteArrayRegion(array, 0, static_cast<jsize>(length),
+                             static_cast<const jbyte*>(data));
+  }
+  return array;  // null with OutOfMemoryError pending if the JVM is out of heap
+}
+
+}  // namespace
+
+bool manypy_jni_check_out_array(JNIEnv* jenv, jarray array) {
+  if (array && jenv->GetArrayLength(array) >= 1) return true;
+  jclass type = jenv->FindClass("java/lang/IllegalArgumentException");
+  if (type) jenv->ThrowNew(type, "manypy: an out-parameter array of length >= 1 is required");
+  return false;
+}
+
+jbyteArray manypy_jni_utf8_bytes(JNIEnv* jenv, const char* utf8) {
+  return utf8 ? new_byte_array(jenv, utf8, std::strlen(utf8)) : nullptr;
+}
+
+int32_t manypy_jni_glue_version(void) { return MANYPY_VERSION_NUMBER; }
+
+jbyteArray manypy_jni_value_string(JNIEnv* jenv, const manypy_value* value) {
+  const char* utf8 = nullptr;
+  size_t length = 0;
+  if (manypy_status* status = manypy_value_get_string(value, &utf8, &length)) {
+    manypy_status_free(status);
+    return nullptr;
+  }
+  return new_byte_array(jenv, utf8, length);
+}
+
+jbyteArray manypy_jni_value_bytes(JNIEnv* jenv, const manypy_value* value) {
+  const void* data = nullptr;
+  size_t length = 0;
+  if (manypy_status* status = manypy_value_get_bytes(value, &data, &length)) {
+    manypy_status_free(status);
+    return nullptr;
+  }
+  return new_byte_array(jenv, data, length);
+}
+
+jbyteArray manypy_jni_value_dict_key(JNIEnv* jenv, const manypy_value* value, size_t index) {
+  const char* key = nullptr;
+  if (manypy_status* status = manypy_value_dict_key(value, index, &key)) {
+    manypy_status_free(status);
+    return nullptr;
+  }
+  return manypy_jni_utf8_bytes(jenv, key);
+}
+
+jbyteArray manypy_jni_profile_entry_model(JNIEnv* jenv, const manypy_profile_entry* entries,
+                                          size_t index) {
+  return manypy_jni_utf8_bytes(jenv, entries[index].model_id);
+}
+
+jbyteArray manypy_jni_profile_entry_op(JNIEnv* jenv, const manypy_profile_entry* entries,
+                                       size_t index) {
+  return manypy_jni_utf8_bytes(jenv, entries[index].op_name);
+}
+
+jlongArray manypy_jni_profile_entry_numbers(JNIEnv* jenv, const manypy_profile_entry* entries,
+                                            size_t index) {
+  const manypy_profile_entry& e = entries[index];
+  jlong numbers[4] = {static_cast<jlong>(e.count), e.total_ns, e.p50_ns, e.p99_ns};
+  jlongArray array = jenv->NewLongArray(4);
+  if (array) jenv->SetLongArrayRegion(array, 0, 4, numbers);
+  return array;
+}

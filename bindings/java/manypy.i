@@ -1,0 +1,137 @@
+/* SWIG interface over capi/include/manypy.h: generates the JNI layer of the
+ * Java binding (org.manypy.internal.ManypyNative and ManypyNativeJNI).
+ *
+ * The generated classes are internal: users touch the hand-written API in
+ * java/ (org.manypy). The mapping is deliberately thin and allocation-free:
+ *  - every opaque handle (manypy_pool*, manypy_value*, ...) crosses as a Java
+ *    long, and every `T** out_x` as a long[1] the call fills;
+ *  - a returned manypy_status* is a long too (0 is success); the Java side
+ *    reads it and turns it into a ManypyException;
+ *  - strings cross as NUL-terminated UTF-8 byte arrays, encoded and decoded
+ *    by org.manypy.internal.Utf8 with Java's real UTF-8 codec (JNI's own
+ *    string functions speak "modified UTF-8", which mangles characters
+ *    outside the BMP and NUL);
+ *  - what SWIG cannot map (function pointers, Java buffers and arrays,
+ *    DLPack structs) is wrapped by the hand-written glue in jni_glue.h.
+ */
+%module ManypyNative
+
+%include "stdint.i"
+%include "enumsimple.swg"
+%javaconst(1);
+
+/* The wrapper is compiled as C++ into libmanypy_jni.so. */
+%{
+#include <stdint.h>
+#include "manypy.h"
+#include "jni_glue.h"
+%}
+
+/* ---- opaque handles cross as long --------------------------------------- */
+%typemap(jstype) SWIGTYPE * "long"
+%typemap(javain) SWIGTYPE * "$javainput"
+%typemap(javaout) SWIGTYPE * { return $jnicall; }
+
+/* T** out-parameters: a long[1] that receives the handle. */
+%typemap(jni) SWIGTYPE **OUT_HANDLE "jlongArray"
+%typemap(jtype) SWIGTYPE **OUT_HANDLE "long[]"
+%typemap(jstype) SWIGTYPE **OUT_HANDLE "long[]"
+%typemap(javain) SWIGTYPE **OUT_HANDLE "$javainput"
+%typemap(in) SWIGTYPE **OUT_HANDLE ($*1_ltype temp = 0) {
+  if (!manypy_jni_check_out_array(jenv, $input)) return $null;
+  $1 = &temp;
+}
+%typemap(argout) SWIGTYPE **OUT_HANDLE {
+  jlong handle_out = (jlong)(intptr_t)temp$argnum;
+  jenv->SetLongArrayRegion($input, 0, 1, &handle_out);
+}
+
+%apply SWIGTYPE **OUT_HANDLE {
+  manypy_value** out_value, manypy_value** out_result, manypy_value** out_list,
+  manypy_value** out_bytes, manypy_value** out_text, manypy_value** out_json,
+  const manypy_value** out_item, manypy_pool** out_pool,
+  manypy_package** out_package, manypy_object** out_object,
+  manypy_script_module** out_module, manypy_profiler** out_profiler,
+  manypy_profile_entry** out_entries, manypy_jni_tensor** out_tensor
+};
+
+/* Scalar out-parameters: a one-element Java array. */
+%define MANYPY_OUT_SCALAR(CTYPE, JNITYPE, JNIARRAY, JAVAARRAY, SETTER)
+%typemap(jni) CTYPE *OUT_SCALAR "JNIARRAY"
+%typemap(jtype) CTYPE *OUT_SCALAR "JAVAARRAY"
+%typemap(jstype) CTYPE *OUT_SCALAR "JAVAARRAY"
+%typemap(javain) CTYPE *OUT_SCALAR "$javainput"
+%typemap(in) CTYPE *OUT_SCALAR (CTYPE temp = 0) {
+  if (!manypy_jni_check_out_array(jenv, $input)) return $null;
+  $1 = &temp;
+}
+%typemap(argout) CTYPE *OUT_SCALAR {
+  JNITYPE scalar_out = (JNITYPE)temp$argnum;
+  jenv->SETTER($input, 0, 1, &scalar_out);
+}
+%enddef
+MANYPY_OUT_SCALAR(int, jint, jintArray, int[], SetIntArrayRegion)
+MANYPY_OUT_SCALAR(int64_t, jlong, jlongArray, long[], SetLongArrayRegion)
+MANYPY_OUT_SCALAR(size_t, jlong, jlongArray, long[], SetLongArrayRegion)
+MANYPY_OUT_SCALAR(double, jdouble, jdoubleArray, double[], SetDoubleArrayRegion)
+%apply int *OUT_SCALAR { int* out, int* out_has };
+%apply int64_t *OUT_SCALAR { int64_t* out, int64_t* out_id };
+%apply size_t *OUT_SCALAR { size_t* out_length, size_t* out_count };
+%apply double *OUT_SCALAR { double* out };
+
+/* ---- strings: NUL-terminated UTF-8 byte arrays -------------------------- */
+%typemap(jni) const char * "jbyteArray"
+%typemap(jtype) const char * "byte[]"
+%typemap(jstype) const char * "String"
+%typemap(javain) const char * "org.manypy.internal.Utf8.cstring($javainput)"
+%typemap(in) const char * {
+  $1 = $input ? (char*)jenv->GetByteArrayElements($input, NULL) : NULL;
+}
+%typemap(freearg) const char * {
+  if ($1) jenv->ReleaseByteArrayElements($input, (jbyte*)$1, JNI_ABORT);
+}
+%typemap(out) const char * { $result = manypy_jni_utf8_bytes(jenv, $1); }
+%typemap(javaout) const char * { return org.manypy.internal.Utf8.decode($jnicall); }
+
+/* (pointer, length) inputs: a Java byte[] (its bytes are copied by the call). */
+%typemap(jni) (const void* data, size_t size), (const void* data, size_t length),
+              (const char* utf8, size_t length) "jbyteArray"
+%typemap(jtype) (const void* data, size_t size), (const void* data, size_t length),
+                (const char* utf8, size_t length) "byte[]"
+%typemap(jstype) (const void* data, size_t size), (const void* data, size_t length),
+                 (const char* utf8, size_t length) "byte[]"
+%typemap(javain) (const void* data, size_t size), (const void* data, size_t length),
+                 (const char* utf8, size_t length) "$javainput"
+%typemap(in) (const void* data, size_t size), (const void* data, size_t length),
+             (const char* utf8, size_t length) {
+  $1 = $input ? ($1_ltype)jenv->GetByteArrayElements($input, NULL) : NULL;
+  $2 = $input ? (size_t)jenv->GetArrayLength($input) : 0;
+}
+%typemap(freearg) (const void* data, size_t size), (const void* data, size_t length),
+                  (const char* utf8, size_t length) {
+  if ($1) jenv->ReleaseByteArrayElements($input, (jbyte*)$1, JNI_ABORT);
+}
+
+/* The glue functions take the JNIEnv of the calling thread. */
+%typemap(in, numinputs=0) JNIEnv* jenv "$1 = jenv;"
+
+/* What the glue wraps instead, or what the Java side does not need. */
+%ignore manypy_value_new_tensor;
+%ignore manypy_value_new_tensor_from_buffer;
+%ignore manypy_value_get_string;
+%ignore manypy_value_get_bytes;
+%ignore manypy_value_get_tensor;
+%ignore manypy_value_dict_key;
+%ignore manypy_add_op_callbacks;
+%ignore manypy_remove_op_callbacks;
+%ignore manypy_set_api_usage_handler;
+%ignore manypy_set_export_hook;
+%ignore manypy_op_input;
+%ignore manypy_op_event;
+%ignore manypy_profile_entry;
+%ignore manypy_op_callback_fn;
+%ignore manypy_api_usage_fn;
+%ignore manypy_export_hook_fn;
+
+%include "manypy.h"
+%include "jni_glue.h"

@@ -1,0 +1,48 @@
+package org.manypy;
+
+import org.manypy.internal.Utf8;
+
+/**
+ * The Java end of the native trampolines (bindings/java/jni_callbacks.cpp):
+ * the glue calls these static methods by name, from any thread. Each catches
+ * everything its callback throws, so no Java exception reaches native code.
+ */
+final class CallbackDispatch {
+  private CallbackDispatch() {}
+
+  /** The pair of callbacks one registration calls. */
+  record OpTarget(OpCallback enter, OpCallback exit) {}
+
+  static void opEvent(Object target, boolean enter, byte[] name, long sequenceNumber,
+      long threadId, int interpreter, long startNanos, long endNanos, byte[] modelId,
+      byte[] requestId, long[] inputs) {
+    try {
+      OpTarget t = (OpTarget) target;
+      OpEvent event = new OpEvent(Utf8.decode(name), sequenceNumber, threadId, interpreter,
+          startNanos, endNanos, Utf8.decode(modelId), Utf8.decode(requestId),
+          OpInput.decode(inputs));
+      (enter ? t.enter() : t.exit()).onEvent(event);
+    } catch (Throwable error) {
+      Manypy.reportCallbackError(error);
+    }
+  }
+
+  static void apiUsage(Object handler, byte[] key) {
+    try {
+      ((ApiUsageHandler) handler).onApiUsage(Utf8.decode(key));
+    } catch (Throwable error) {
+      Manypy.reportCallbackError(error);
+    }
+  }
+
+  /** A new native dict of the hook's files (ownership passes to manypy), or 0. */
+  static long exportHook(Object hook) {
+    try {
+      var files = ((ExportHook) hook).extraFiles();
+      return files == null || files.isEmpty() ? 0 : Values.keywordArguments(files);
+    } catch (Throwable error) {
+      Manypy.reportCallbackError(error);
+      return 0;
+    }
+  }
+}

@@ -1,0 +1,118 @@
+package org.manypy;
+
+import java.nio.file.Path;
+import java.util.function.Consumer;
+import org.manypy.internal.ManypyNative;
+import org.manypy.internal.ManypyNativeConstants;
+
+/**
+ * Process-wide entry points: loading the native library, versions, operator
+ * callbacks, API usage logging, the export hook and custom operators.
+ *
+ * <p>The JVM must be started with
+ * {@code GLIBC_TUNABLES=glibc.rtld.optional_static_tls=16384} in its
+ * environment for more than a few interpreters (see the README); without it
+ * pool creation fails with {@link StaticTlsException}.
+ */
+public final class Manypy {
+  private static volatile Consumer<Throwable> callbackErrorHandler = Manypy::printCallbackError;
+
+  private Manypy() {}
+
+  /**
+   * Loads the native library from `path` (libmanypy_jni.so, or the directory
+   * holding it and libmanypy.so) instead of java.library.path. Call before
+   * anything else; later calls do nothing once a library is loaded. Throws
+   * LibraryLoadException if it does not load or its version does not match.
+   */
+  public static void load(Path path) {
+    NativeLibrary.load(path);
+  }
+
+  /** The version this jar was built for, "major.minor.patch". */
+  public static String version() {
+    return ManypyNativeConstants.MANYPY_VERSION_STRING;
+  }
+
+  /** The version of the libmanypy.so loaded. */
+  public static String libraryVersion() {
+    NativeLibrary.ensureLoaded();
+    return ManypyNative.manypy_version_string();
+  }
+
+  /** The most interpreters the process can hold at once, all pools together. */
+  public static int maxInterpreters() {
+    NativeLibrary.ensureLoaded();
+    return (int) ManypyNative.manypy_max_interpreters();
+  }
+
+  /**
+   * Registers callbacks around torch operators in every interpreter (present
+   * and future) and in TorchScript on the host, each operator sampled with
+   * `samplingProbability` in (0, 1]. `enter` or `exit` may be null. With
+   * `needsInputs`, events carry each input's kind, dtype and shape. At most
+   * 16 registrations (ResourceExhaustedException beyond).
+   */
+  public static OpCallbackRegistration addOpCallbacks(OpCallback enter, OpCallback exit,
+      double samplingProbability, boolean needsInputs) {
+    NativeLibrary.ensureLoaded();
+    long[] id = new long[1];
+    Status.check(ManypyNative.manypy_jni_add_op_callbacks(
+        new CallbackDispatch.OpTarget(enter, exit), enter != null ? 1 : 0, exit != null ? 1 : 0,
+        samplingProbability, needsInputs ? 1 : 0, id));
+    return new OpCallbackRegistration(id[0]);
+  }
+
+  /**
+   * Installs the process's API usage handler, replacing any earlier one
+   * (null removes it). Before this returns, the handler receives every key
+   * already seen, so each key reaches it once.
+   */
+  public static void setApiUsageHandler(ApiUsageHandler handler) {
+    NativeLibrary.ensureLoaded();
+    Status.check(ManypyNative.manypy_jni_set_api_usage_handler(handler));
+  }
+
+  /** Logs an API usage key of the caller's; a key already seen is ignored. */
+  public static void logApiUsage(String key) {
+    NativeLibrary.ensureLoaded();
+    Status.check(ManypyNative.manypy_log_api_usage(key));
+  }
+
+  /** Installs the process-wide export hook, replacing any earlier one (null removes it). */
+  public static void setExportHook(ExportHook hook) {
+    NativeLibrary.ensureLoaded();
+    Status.check(ManypyNative.manypy_jni_set_export_hook(hook));
+  }
+
+  /**
+   * Loads a custom operator library (TORCH_LIBRARY) into the host and every
+   * interpreter, present and future. NotFoundException, LoaderException.
+   */
+  public static void loadOperatorLibrary(Path library) {
+    NativeLibrary.ensureLoaded();
+    Status.check(ManypyNative.manypy_load_operator_library(library.toString()));
+  }
+
+  /**
+   * Where exceptions thrown by callbacks (operator callbacks, the API usage
+   * handler, the export hook) go; they never reach the native caller. The
+   * default prints them to System.err. The handler must not throw.
+   */
+  public static void setCallbackErrorHandler(Consumer<Throwable> handler) {
+    callbackErrorHandler = handler != null ? handler : Manypy::printCallbackError;
+  }
+
+  static void reportCallbackError(Throwable error) {
+    try {
+      callbackErrorHandler.accept(error);
+    } catch (Throwable ignored) {
+      // The handler broke its contract; there is nowhere left to report to.
+    }
+  }
+
+  private static void printCallbackError(Throwable error) {
+    System.err.println("manypy: a callback threw " + error);
+    error.printStackTrace();
+  }
+}

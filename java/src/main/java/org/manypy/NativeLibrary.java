@@ -1,0 +1,97 @@
+package org.manypy;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import org.manypy.internal.ManypyNative;
+import org.manypy.internal.ManypyNativeConstants;
+
+/**
+ * Loads libmanypy_jni.so (which pulls in libmanypy.so beside it) once, and
+ * checks that the three pieces agree: this jar, the JNI library built with
+ * it, and the libmanypy.so the loader found.
+ *
+ * <p>Where from, in order: {@link Manypy#load(Path)}; the system property
+ * {@value #PATH_PROPERTY} (the library file, or its directory); the JVM's
+ * java.library.path.
+ */
+final class NativeLibrary {
+  static final String PATH_PROPERTY = "manypy.library.path";
+  static final String NAME = "manypy_jni";
+
+  private static volatile boolean loaded;
+  // A version mismatch is permanent: the wrong library stays loaded.
+  private static LibraryLoadException permanentFailure;
+
+  private NativeLibrary() {}
+
+  /** Loads from the default places if nothing is loaded yet. */
+  static void ensureLoaded() {
+    if (!loaded) load(null);
+  }
+
+  /** Loads from `path` (a file or a directory), or the default places if null. */
+  static synchronized void load(Path path) {
+    if (loaded) return;
+    if (permanentFailure != null) throw copy(permanentFailure);
+    String tried;
+    try {
+      String property = System.getProperty(PATH_PROPERTY);
+      if (path == null && property != null && !property.isEmpty()) path = Path.of(property);
+      if (path != null) {
+        Path file = Files.isDirectory(path) ? path.resolve(System.mapLibraryName(NAME)) : path;
+        tried = file.toAbsolutePath().toString();
+        System.load(tried);
+      } else {
+        tried = System.mapLibraryName(NAME) + " on java.library.path ("
+            + System.getProperty("java.library.path") + ")";
+        System.loadLibrary(NAME);
+      }
+    } catch (UnsatisfiedLinkError e) {
+      throw new LibraryLoadException(
+          "manypy: could not load " + describe(path) + ": " + e.getMessage()
+              + ". Put the directory holding libmanypy_jni.so and libmanypy.so on"
+              + " -Djava.library.path, or set -D" + PATH_PROPERTY + "=<file or directory>.",
+          e);
+    }
+    checkVersions(tried);
+    loaded = true;
+  }
+
+  private static String describe(Path path) {
+    return path != null ? path.toAbsolutePath().toString()
+        : System.mapLibraryName(NAME) + " from java.library.path ("
+            + System.getProperty("java.library.path") + ")";
+  }
+
+  private static void checkVersions(String tried) {
+    int jar = ManypyNativeConstants.MANYPY_VERSION_NUMBER;
+    int glue = ManypyNative.manypy_jni_glue_version();
+    long library = ManypyNative.manypy_version_number();
+    String problem = null;
+    if (glue != jar) {
+      problem = "the JNI library " + tried + " was built for manypy " + version(glue)
+          + " but this jar is " + version(jar) + ": use the libmanypy_jni.so built with this jar";
+    } else if (!compatible(jar, library)) {
+      problem = "libmanypy.so is version " + version(library) + " but this jar needs "
+          + version(jar) + " (the same major version, and a minor version at least "
+          + (jar / 100 % 100) + "): use the libmanypy.so this jar was built with";
+    }
+    if (problem != null) {
+      permanentFailure = new LibraryLoadException("manypy: " + problem, null);
+      throw copy(permanentFailure);
+    }
+  }
+
+  /** Same rule as manypy.h: same major, and the library's minor >= the jar's. */
+  static boolean compatible(long jar, long library) {
+    return jar / 10000 == library / 10000 && library / 100 % 100 >= jar / 100 % 100;
+  }
+
+  static String version(long number) {
+    return (number / 10000) + "." + (number / 100 % 100) + "." + (number % 100);
+  }
+
+  private static LibraryLoadException copy(LibraryLoadException e) {
+    return new LibraryLoadException(e.getMessage(), e.getCause());
+  }
+}

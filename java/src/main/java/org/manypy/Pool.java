@@ -1,0 +1,148 @@
+package org.manypy;
+
+import java.nio.file.Path;
+import org.manypy.internal.ManypyNative;
+
+/**
+ * A pool of isolated CPython interpreters, each with its own GIL: N Java
+ * threads calling into N interpreters run Python in parallel.
+ *
+ * <p>Interpreters are leased from a process-wide set (at most {@link
+ * Manypy#maxInterpreters()} in all) and start on first use (each imports
+ * torch, about a second). Closing the pool gives them back, cleaned, for the
+ * next pool. Thread safe: any number of threads may use one pool at once;
+ * {@link #close()} waits for calls in flight.
+ */
+public final class Pool extends NativeResource {
+  /** Lets the pool choose: a free interpreter if there is one, else the least loaded. */
+  public static final int ANY_INTERPRETER = -1;
+
+  private final int size;
+
+  private Pool(long handle) {
+    super(handle, ManypyNative::manypy_pool_destroy, "Pool");
+    this.size = (int) ManypyNative.manypy_pool_size(handle);
+  }
+
+  /** A pool of `interpreters` interpreters with default options. */
+  public static Pool create(int interpreters) {
+    return create(new PoolOptions().interpreters(interpreters));
+  }
+
+  /**
+   * Creates a pool and starts its interpreters. Throws OutOfRangeException
+   * for a bad interpreter count, ResourceExhaustedException when other open
+   * pools hold the process's interpreters (after a garbage collection has
+   * had a chance to free unreachable ones), and StaticTlsException when the
+   * JVM was not started with the GLIBC_TUNABLES setting more interpreters
+   * need.
+   */
+  public static Pool create(PoolOptions options) {
+    NativeLibrary.ensureLoaded();
+    long native_ = ManypyNative.manypy_pool_options_new();
+    if (native_ == 0) throw new OutOfMemoryError("manypy: native memory exhausted");
+    try {
+      Status.check(ManypyNative.manypy_pool_options_set_interpreters(native_, options.interpreters));
+      for (String path : options.sysPath) {
+        Status.check(ManypyNative.manypy_pool_options_add_sys_path(native_, path));
+      }
+      Status.check(ManypyNative.manypy_pool_options_set_intra_op_threads(native_, options.intraOpThreads));
+      Status.check(ManypyNative.manypy_pool_options_set_thread_mode(native_, options.threadMode.value));
+      return createWithRetries(native_);
+    } finally {
+      ManypyNative.manypy_pool_options_free(native_);
+    }
+  }
+
+  /**
+   * Interpreters may be leased to pools that are garbage but not yet
+   * cleaned. Like the JDK when direct buffer memory runs out, collect, give
+   * the cleaners time (about a second in all), and try again before failing.
+   */
+  private static Pool createWithRetries(long options) {
+    long[] out = new long[1];
+    for (int attempt = 0; ; ++attempt) {
+      long status = ManypyNative.manypy_pool_create(options, out);
+      if (status == 0) return new Pool(out[0]);
+      ManypyException error = Status.toException(status);
+      if (!(error instanceof ResourceExhaustedException) || attempt == 10) throw error;
+      System.gc();
+      try {
+        Thread.sleep(1L << attempt);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw error;
+      }
+    }
+  }
+
+  /** Number of interpreters. */
+  public int size() {
+    return size;
+  }
+
+  /** Runs Python statements in an interpreter's globals (kept for the pool's lifetime). */
+  public void exec(int interpreter, String source) {
+    long pool = acquire();
+    try {
+      Status.check(ManypyNative.manypy_pool_exec(pool, interpreter, source));
+    } finally {
+      release();
+    }
+  }
+
+  /** Runs the same statements in every interpreter, in index order; stops at the first failure. */
+  public void execAll(String source) {
+    long pool = acquire();
+    try {
+      Status.check(ManypyNative.manypy_pool_exec_all(pool, source));
+    } finally {
+      release();
+    }
+  }
+
+  /** Evaluates a Python expression in an interpreter; the result as Java (see Values). */
+  public Object eval(int interpreter, String expression) {
+    long pool = acquire();
+    try {
+      long[] out = new long[1];
+      Status.check(ManypyNative.manypy_pool_eval(pool, interpreter, expression, out));
+      return Values.takeResult(out[0]);
+    } finally {
+      release();
+    }
+  }
+
+  /** Evaluates a Python expression in any interpreter. */
+  public Object eval(String expression) {
+    return eval(ANY_INTERPRETER, expression);
+  }
+
+  /**
+   * Loads a torch.package archive (mapped, not read: weights are shared with
+   * the page cache and every interpreter). Checked at once: NotFoundException,
+   * BadArchiveException, NotAPackageException, UnsupportedVersionException.
+   */
+  public TorchPackage loadPackage(Path archive) {
+    long pool = acquire();
+    try {
+      long[] out = new long[1];
+      Status.check(ManypyNative.manypy_package_load_file(pool, archive.toString(), out));
+      return new TorchPackage(out[0]);
+    } finally {
+      release();
+    }
+  }
+
+  /** Loads a torch.package archive from memory (the bytes are copied). */
+  public TorchPackage loadPackage(byte[] archive) {
+    long pool = acquire();
+    try {
+      long[] out = new long[1];
+      Status.check(ManypyNative.manypy_package_load_bytes(pool, archive, out));
+      return new TorchPackage(out[0]);
+    } finally {
+      release();
+    }
+  }
+}

@@ -1,0 +1,39 @@
+package org.manypy;
+
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * Options for {@link Pool#create(PoolOptions)}; plain Java, checked when the
+ * pool is created. Defaults: 1 interpreter, no extra sys.path entries, 1
+ * intra-op thread per interpreter, {@link ThreadMode#DIRECT}. Not thread safe.
+ */
+public final class PoolOptions {
+  int interpreters = 1;
+  final List<String> sysPath = new ArrayList<>();
+  int intraOpThreads = 1;
+  ThreadMode threadMode = ThreadMode.DIRECT;
+
+  /** Number of interpreters, 1 to {@link Manypy#maxInterpreters()}. */
+  public PoolOptions interpreters(int count) {
+    this.interpreters = count;
+    return this;
+  }
+
+  /** Appends a directory to every interpreter's sys.path for the pool's lifetime. */
+  public PoolOptions addSysPath(String directory) {
+    sysPath.add(directory);
+    return this;
+  }
+
+  /** torch intra-op threads per interpreter, >= 1. */
+  public PoolOptions intraOpThreads(int threads) {
+    this.intraOpThreads = threads;
+    return this;
+  }
+
+  public PoolOptions threadMode(ThreadMode mode) {
+    this.threadMode = mode;
+    return this;
+  }
+}

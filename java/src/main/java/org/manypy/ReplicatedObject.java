@@ -1,0 +1,104 @@
+package org.manypy;
+
+import java.util.Arrays;
+import java.util.List;
+import java.util.Map;
+import org.manypy.internal.ManypyNative;
+
+/**
+ * An object (a model) loaded once from a package and replicated lazily into
+ * each interpreter that serves a call on it; its weights are the archive's
+ * memory, held once. Calls run under torch.no_grad(). Keeps its package and
+ * pool alive. Thread safe: any number of threads may call it at once, and
+ * the pool spreads them over its interpreters.
+ */
+public final class ReplicatedObject extends NativeResource {
+  ReplicatedObject(long handle) {
+    super(handle, ManypyNative::manypy_object_free, "ReplicatedObject");
+  }
+
+  /** Calls the object itself (for an nn.Module, forward through __call__). */
+  public Object call(Object... args) {
+    return call(null, Arrays.asList(args), null, null);
+  }
+
+  /** Calls the named method. */
+  public Object callMethod(String method, Object... args) {
+    return call(method, Arrays.asList(args), null, null);
+  }
+
+  /**
+   * The general call: `method` null calls the object; `args` positional and
+   * `kwargs` keyword arguments (either may be null); `options` may be null.
+   * NoSuchNameException for a missing method, PythonException (with the
+   * traceback) for an exception raised by the model.
+   */
+  public Object call(String method, List<?> args, Map<String, ?> kwargs, CallOptions options) {
+    long nativeArgs = Values.arguments(args);
+    long nativeKwargs = 0;
+    try {
+      nativeKwargs = Values.keywordArguments(kwargs);
+      long object = acquire();
+      try {
+        long nativeOptions = options == null ? 0 : options.acquire();
+        try {
+          long[] out = new long[1];
+          Status.check(ManypyNative.manypy_object_call(object, method, nativeArgs, nativeKwargs,
+              nativeOptions, out));
+          return Values.takeResult(out[0]);
+        } finally {
+          if (options != null) options.release();
+        }
+      } finally {
+        release();
+      }
+    } finally {
+      ManypyNative.manypy_value_free(nativeKwargs);
+      ManypyNative.manypy_value_free(nativeArgs);
+    }
+  }
+
+  /** The attribute `name`, converted to Java. */
+  public Object getAttr(String name) {
+    return getAttr(name, null);
+  }
+
+  public Object getAttr(String name, CallOptions options) {
+    long object = acquire();
+    long nativeOptions = 0;
+    try {
+      nativeOptions = options == null ? 0 : options.acquire();
+      long[] out = new long[1];
+      try {
+        Status.check(ManypyNative.manypy_object_getattr(object, name, nativeOptions, out));
+      } finally {
+        if (options != null) options.release();
+      }
+      return Values.takeResult(out[0]);
+    } finally {
+      release();
+    }
+  }
+
+  public boolean hasAttr(String name) {
+    long object = acquire();
+    try {
+      int[] out = new int[1];
+      Status.check(ManypyNative.manypy_object_hasattr(object, name, out));
+      return out[0] != 0;
+    } finally {
+      release();
+    }
+  }
+
+  /**
+   * The underlying manypy_object* for C code in the same process (for
+   * example a native component of the service). Valid while this object is
+   * open; the C side must not free it.
+   */
+  public long nativeHandle() {
+    long object = acquire();
+    release();
+    return object;
+  }
+}

@@ -1,0 +1,10 @@
+package org.manypy;
+
+/** A platform resource is exhausted: link-map namespaces, pthread keys, threads, memory, callback slots. (MANYPY_ERR_RESOURCE_EXHAUSTED) */
+public class ResourceExhaustedException extends ManypyException {
+  private static final long serialVersionUID = 1L;
+
+  ResourceExhaustedException(ErrorCode code, String message, String pythonType, String pythonTraceback) {
+    super(code, message, pythonType, pythonTraceback);
+  }
+}

@@ -1,0 +1,340 @@
+package org.manypy;
+
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.Arrays;
+import org.manypy.internal.ManypyNative;
+
+/**
+ * A CPU tensor crossing between Java and Python without copies.
+ *
+ * <p>Made from Java arrays ({@link #of(float[], long...)} and friends: one
+ * copy into native memory, then none per call) or over a direct {@link
+ * ByteBuffer} ({@link #fromBuffer}: zero copy; Python sees the buffer's
+ * memory, and the buffer is kept alive while any interpreter holds the
+ * tensor). Results of calls are Tensors over the memory Python produced
+ * (zero copy): read them with {@link #buffer()} or copy them out with
+ * {@code toFloatArray()} and friends.
+ *
+ * <p>A result Tensor holds native memory until {@link #close()} (or garbage
+ * collection). The buffer returned by {@link #buffer()} is only valid while
+ * its Tensor is open and reachable: keep the Tensor, not just its buffer.
+ * Thread safety: a Tensor may be read and passed to calls from any number of
+ * threads; writing its memory while a call reads it is a data race.
+ */
+public final class Tensor implements AutoCloseable {
+  private static final ByteOrder NATIVE = ByteOrder.nativeOrder();
+
+  private final DType dtype;
+  private final long[] shape;
+  private final long[] strides; // in elements
+  private final boolean contiguous;
+  private final ByteBuffer data; // element 0 at index 0, native byte order
+  private final NativeTensor owner; // null when the memory is Java's
+
+  /** Native memory handed out by manypy (a refcounted DLPack holder). */
+  private static final class NativeTensor extends NativeResource {
+    NativeTensor(long address) {
+      super(address, ManypyNative::manypy_jni_tensor_release, "Tensor");
+    }
+  }
+
+  private Tensor(DType dtype, long[] shape, long[] strides, ByteBuffer data, NativeTensor owner) {
+    this.dtype = dtype;
+    this.shape = shape;
+    this.strides = strides != null ? strides : contiguousStrides(shape);
+    this.contiguous = Arrays.equals(this.strides, contiguousStrides(shape));
+    this.data = data;
+    this.owner = owner;
+  }
+
+  // ---- from Java arrays (copied once into native memory) ------------------
+
+  /** A float32 tensor of `data` (copied), shaped `shape` (1-D if omitted). */
+  public static Tensor of(float[] data, long... shape) {
+    ByteBuffer b = allocate(DType.FLOAT32, data.length, shape);
+    b.asFloatBuffer().put(data);
+    return new Tensor(DType.FLOAT32, shapeOf(data.length, shape), null, b, null);
+  }
+
+  /** A float64 tensor of `data` (copied). */
+  public static Tensor of(double[] data, long... shape) {
+    ByteBuffer b = allocate(DType.FLOAT64, data.length, shape);
+    b.asDoubleBuffer().put(data);
+    return new Tensor(DType.FLOAT64, shapeOf(data.length, shape), null, b, null);
+  }
+
+  /** An int64 tensor of `data` (copied). */
+  public static Tensor of(long[] data, long... shape) {
+    ByteBuffer b = allocate(DType.INT64, data.length, shape);
+    b.asLongBuffer().put(data);
+    return new Tensor(DType.INT64, shapeOf(data.length, shape), null, b, null);
+  }
+
+  /** An int32 tensor of `data` (copied). */
+  public static Tensor of(int[] data, long... shape) {
+    ByteBuffer b = allocate(DType.INT32, data.length, shape);
+    b.asIntBuffer().put(data);
+    return new Tensor(DType.INT32, shapeOf(data.length, shape), null, b, null);
+  }
+
+  /** An int16 tensor of `data` (copied). */
+  public static Tensor of(short[] data, long... shape) {
+    ByteBuffer b = allocate(DType.INT16, data.length, shape);
+    b.asShortBuffer().put(data);
+    return new Tensor(DType.INT16, shapeOf(data.length, shape), null, b, null);
+  }
+
+  /** An int8 tensor of `data` (copied); see {@link #ofUint8} for uint8. */
+  public static Tensor of(byte[] data, long... shape) {
+    ByteBuffer b = allocate(DType.INT8, data.length, shape);
+    b.put(data);
+    return new Tensor(DType.INT8, shapeOf(data.length, shape), null, b, null);
+  }
+
+  /** A uint8 tensor of `data` (copied), e.g. image bytes. */
+  public static Tensor ofUint8(byte[] data, long... shape) {
+    ByteBuffer b = allocate(DType.UINT8, data.length, shape);
+    b.put(data);
+    return new Tensor(DType.UINT8, shapeOf(data.length, shape), null, b, null);
+  }
+
+  // ---- over a ByteBuffer (zero copy when direct) ---------------------------
+
+  /** A C-contiguous tensor over `buffer` from its position on; see below. */
+  public static Tensor fromBuffer(ByteBuffer buffer, DType dtype, long... shape) {
+    return fromBuffer(buffer, dtype, shape, null);
+  }
+
+  /**
+   * A tensor over `buffer`'s bytes from its position on, in native byte
+   * order, with `strides` in elements (null: C-contiguous). A direct buffer
+   * is used in place (zero copy); a heap buffer's bytes are copied once.
+   * Throws IllegalArgumentException if the shape addresses bytes past the
+   * buffer's limit.
+   */
+  public static Tensor fromBuffer(ByteBuffer buffer, DType dtype, long[] shape, long[] strides) {
+    if (buffer == null || dtype == null || shape == null) {
+      throw new IllegalArgumentException("manypy: buffer, dtype and shape are required");
+    }
+    shape = shape.clone();
+    strides = strides == null ? null : strides.clone();
+    if (strides != null && strides.length != shape.length) {
+      throw new IllegalArgumentException("manypy: " + strides.length + " strides for "
+          + shape.length + " dimensions");
+    }
+    for (long d : shape) {
+      if (d < 0) throw new IllegalArgumentException("manypy: negative size in shape " + Arrays.toString(shape));
+    }
+    long needed = byteExtent(dtype, shape, strides != null ? strides : contiguousStrides(shape));
+    if (needed > buffer.remaining()) {
+      throw new IllegalArgumentException("manypy: a " + dtype + " tensor of shape "
+          + Arrays.toString(shape) + " needs " + needed + " bytes but the buffer has "
+          + buffer.remaining());
+    }
+    ByteBuffer view = buffer.slice().order(NATIVE);
+    if (!view.isDirect()) {
+      ByteBuffer copy = ByteBuffer.allocateDirect(view.remaining()).order(NATIVE);
+      copy.put(view).clear();
+      view = copy;
+    }
+    return new Tensor(dtype, shape, strides, view, null);
+  }
+
+  // ---- from native results --------------------------------------------------
+
+  /** The tensor of a tensor value (zero copy; the value stays the caller's). */
+  static Tensor fromValue(long value) {
+    long[] out = new long[1];
+    Status.check(ManypyNative.manypy_jni_tensor_of_value(value, out));
+    NativeTensor owner = new NativeTensor(out[0]);
+    long[] layout = ManypyNative.manypy_jni_tensor_layout(out[0]);
+    DType dtype = DType.of(layout[0], layout[1]);
+    if (dtype == null || layout[2] != 1) {
+      owner.close();
+      throw Status.of(ErrorCode.BAD_TENSOR, "manypy: a result tensor has DLPack dtype code "
+          + layout[0] + ", " + layout[1] + " bits, " + layout[2] + " lanes, which Java cannot read",
+          "", "");
+    }
+    int ndim = (int) layout[3];
+    long[] shape = Arrays.copyOfRange(layout, 4, 4 + ndim);
+    long[] strides = Arrays.copyOfRange(layout, 4 + ndim, 4 + 2 * ndim);
+    long bytes = byteExtent(dtype, shape, strides);
+    ByteBuffer data = bytes == 0 ? ByteBuffer.allocateDirect(0)
+        : (ByteBuffer) ManypyNative.manypy_jni_tensor_buffer(out[0], bytes);
+    return new Tensor(dtype, shape, strides, data.order(NATIVE), owner);
+  }
+
+  /** A new native value for this tensor (owned by the caller), sharing its memory. */
+  long toValue() {
+    long[] out = new long[1];
+    if (owner != null) {
+      long handle = owner.acquire();
+      try {
+        Status.check(ManypyNative.manypy_jni_tensor_to_value(handle, out));
+      } finally {
+        owner.release();
+      }
+    } else {
+      Status.check(ManypyNative.manypy_jni_tensor_from_direct_buffer(
+          data, 0, dtype.code, dtype.bits, shape, contiguous ? null : strides, out));
+    }
+    return out[0];
+  }
+
+  // ---- reading ---------------------------------------------------------------
+
+  public DType dtype() {
+    return dtype;
+  }
+
+  public long[] shape() {
+    return shape.clone();
+  }
+
+  /** Strides in elements. */
+  public long[] strides() {
+    return strides.clone();
+  }
+
+  public boolean isContiguous() {
+    return contiguous;
+  }
+
+  /** Number of elements. */
+  public long numel() {
+    long n = 1;
+    for (long d : shape) n *= d;
+    return n;
+  }
+
+  /**
+   * The tensor's memory (zero copy), native byte order, element 0 at index 0,
+   * laid out by {@link #strides()}. Valid while this Tensor is open and
+   * reachable.
+   */
+  public ByteBuffer buffer() {
+    checkOpen();
+    return data.duplicate().order(NATIVE);
+  }
+
+  public float[] toFloatArray() {
+    float[] out = new float[elementCount(DType.FLOAT32)];
+    contiguousBytes().asFloatBuffer().get(out);
+    return out;
+  }
+
+  public double[] toDoubleArray() {
+    double[] out = new double[elementCount(DType.FLOAT64)];
+    contiguousBytes().asDoubleBuffer().get(out);
+    return out;
+  }
+
+  public long[] toLongArray() {
+    long[] out = new long[elementCount(DType.INT64)];
+    contiguousBytes().asLongBuffer().get(out);
+    return out;
+  }
+
+  public int[] toIntArray() {
+    int[] out = new int[elementCount(DType.INT32)];
+    contiguousBytes().asIntBuffer().get(out);
+    return out;
+  }
+
+  public short[] toShortArray() {
+    short[] out = new short[elementCount(DType.INT16)];
+    contiguousBytes().asShortBuffer().get(out);
+    return out;
+  }
+
+  /** The elements of an int8 or uint8 tensor. */
+  public byte[] toByteArray() {
+    byte[] out = new byte[elementCount(dtype == DType.UINT8 ? DType.UINT8 : DType.INT8)];
+    contiguousBytes().get(out);
+    return out;
+  }
+
+  /** Frees native memory a result tensor holds (after calls using it). Idempotent. */
+  @Override
+  public void close() {
+    if (owner != null) owner.close();
+  }
+
+  @Override
+  public String toString() {
+    return "Tensor(" + dtype.name().toLowerCase() + ", " + Arrays.toString(shape) + ")";
+  }
+
+  // ---- helpers -----------------------------------------------------------------
+
+  private void checkOpen() {
+    if (owner != null && owner.isClosed()) throw new IllegalStateException("manypy: this Tensor is closed");
+  }
+
+  private int elementCount(DType wanted) {
+    if (dtype != wanted) {
+      throw new IllegalStateException("manypy: this tensor is " + dtype + ", not " + wanted);
+    }
+    long n = numel();
+    if (n > Integer.MAX_VALUE - 8) throw new IllegalStateException("manypy: too many elements for a Java array: " + n);
+    return (int) n;
+  }
+
+  /** The elements in C order: the buffer itself when contiguous, else a gathered copy. */
+  private ByteBuffer contiguousBytes() {
+    checkOpen();
+    ByteBuffer src = data.duplicate().order(NATIVE);
+    if (contiguous) return src;
+    int size = dtype.byteSize();
+    int count = (int) numel();
+    ByteBuffer out = ByteBuffer.allocate(count * size).order(NATIVE);
+    long[] index = new long[shape.length];
+    for (int i = 0; i < count; ++i) {
+      long offset = 0;
+      for (int d = 0; d < shape.length; ++d) offset += index[d] * strides[d];
+      for (int b = 0; b < size; ++b) out.put(src.get((int) (offset * size) + b));
+      for (int d = shape.length - 1; d >= 0 && ++index[d] == shape[d]; --d) index[d] = 0;
+    }
+    return out.flip();
+  }
+
+  private static ByteBuffer allocate(DType dtype, int count, long[] shape) {
+    long[] s = shapeOf(count, shape);
+    long n = 1;
+    for (long d : s) {
+      if (d < 0) throw new IllegalArgumentException("manypy: negative size in shape " + Arrays.toString(s));
+      n *= d;
+    }
+    if (n != count) {
+      throw new IllegalArgumentException("manypy: shape " + Arrays.toString(s) + " holds " + n
+          + " elements but the array has " + count);
+    }
+    return ByteBuffer.allocateDirect(count * dtype.byteSize()).order(NATIVE);
+  }
+
+  private static long[] shapeOf(int count, long[] shape) {
+    return shape == null || shape.length == 0 ? new long[] {count} : shape.clone();
+  }
+
+  private static long[] contiguousStrides(long[] shape) {
+    long[] strides = new long[shape.length];
+    long step = 1;
+    for (int d = shape.length - 1; d >= 0; --d) {
+      strides[d] = step;
+      step *= Math.max(shape[d], 1);
+    }
+    return strides;
+  }
+
+  /** Bytes from element 0 to past the last element; 0 for an empty tensor. */
+  private static long byteExtent(DType dtype, long[] shape, long[] strides) {
+    long last = 0;
+    for (int d = 0; d < shape.length; ++d) {
+      if (shape[d] == 0) return 0;
+      if (strides[d] < 0) return 0; // manypy rejects negative strides with BadTensorException
+      last += (shape[d] - 1) * strides[d];
+    }
+    return (last + 1) * dtype.byteSize();
+  }
+}

@@ -1,0 +1,88 @@
+package org.manypy;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+/**
+ * What happens to a whole JVM: loading the library (missing, mismatched),
+ * starting without the static TLS setting, exiting with live pools. Each case
+ * runs in a child JVM.
+ */
+class ProcessTest {
+  static final String TUNABLES = "glibc.rtld.optional_static_tls=16384";
+
+  static Map<String, String> env(String tunables) {
+    Map<String, String> env = new HashMap<>();
+    env.put("GLIBC_TUNABLES", tunables);
+    return env;
+  }
+
+  static String libraryPath() {
+    return "-Djava.library.path=" + TestSupport.buildDir().resolve("lib");
+  }
+
+  static String resultLine(TestSupport.ChildResult child) {
+    return child.output().lines().filter(l -> l.startsWith("RESULT ")).findFirst()
+        .orElseThrow(() -> new AssertionError("no RESULT line; output:\n" + child.output()));
+  }
+
+  @Test
+  void versionsAgree() {
+    assertEquals(Manypy.version(), Manypy.libraryVersion());
+    assertTrue(NativeLibrary.compatible(100, 100));
+    assertTrue(NativeLibrary.compatible(100, 205));   // newer minor: fine
+    assertFalse(NativeLibrary.compatible(200, 100));  // older minor: missing functions
+    assertFalse(NativeLibrary.compatible(100, 10100)); // another major
+  }
+
+  @Test
+  void aMissingLibraryIsAClearError() throws Exception {
+    TestSupport.ChildResult child = TestSupport.runChild(env(TUNABLES),
+        List.of("-Dmanypy.library.path=/no/such/dir"), "load");
+    String line = resultLine(child);
+    assertTrue(line.startsWith("RESULT load-failed manypy: could not load /no/such/dir"), line);
+    assertTrue(line.contains("-Djava.library.path"), line);
+    assertEquals(0, child.exitCode());
+  }
+
+  @Test
+  void aMismatchedLibraryIsRefusedAtLoad() throws Exception {
+    // A libmanypy.so that says it is 1.0.0 (java/src/test/native), found
+    // first through LD_LIBRARY_PATH.
+    Path fake = TestSupport.buildDir().resolve("fake-manypy");
+    assertTrue(Files.exists(fake.resolve("libmanypy.so")), "build the manypy_fake_version target");
+    Map<String, String> env = env(TUNABLES);
+    env.put("LD_LIBRARY_PATH", fake.toString());
+    TestSupport.ChildResult child = TestSupport.runChild(env, List.of(libraryPath()), "load");
+    String line = resultLine(child);
+    assertTrue(line.contains("libmanypy.so is version 1.0.0 but this jar needs 0.1.0"), line);
+  }
+
+  @Test
+  void withoutTheTunableTheErrorSaysHowToStartTheJvm() throws Exception {
+    TestSupport.ChildResult child =
+        TestSupport.runChild(env(null), List.of(libraryPath()), "static-tls");
+    String line = resultLine(child);
+    assertTrue(line.startsWith("RESULT static-tls after "), child.output());
+    assertTrue(line.contains("GLIBC_TUNABLES=glibc.rtld.optional_static_tls=16384"), line);
+    int started = Integer.parseInt(line.split(" ")[3].replace(":", ""));
+    assertTrue(started >= 1 && started < 10, line);
+    assertEquals(0, child.exitCode(), child.output());
+  }
+
+  @Test
+  void theJvmExitsCleanlyWithLivePools() throws Exception {
+    TestSupport.ChildResult child =
+        TestSupport.runChild(env(TUNABLES), List.of(libraryPath(), "-Xcheck:jni"), "exit-live");
+    assertTrue(resultLine(child).startsWith("RESULT served Tensor(float32, [2])"), child.output());
+    assertEquals(0, child.exitCode(), child.output());
+  }
+}

@@ -1,0 +1,81 @@
+package org.manypy;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+
+/** Paths and helpers shared by the suites. */
+final class TestSupport {
+  private TestSupport() {}
+
+  /** The CMake build directory (Maven passes -Dmanypy.build.dir). */
+  static Path buildDir() {
+    String dir = System.getProperty("manypy.build.dir");
+    if (dir == null) throw new IllegalStateException("run with -Dmanypy.build.dir=<cmake build dir>");
+    return Path.of(dir).toAbsolutePath().normalize();
+  }
+
+  /** A sample archive (samples/models/make_archives.py) in the build's archives/. */
+  static Path archive(String name) {
+    return buildDir().resolve("archives").resolve(name);
+  }
+
+  /** A float32 little-endian file of the archives directory, e.g. resnet18.input.bin. */
+  static float[] floats(String name) {
+    try {
+      ByteBuffer bytes = ByteBuffer.wrap(Files.readAllBytes(archive(name))).order(ByteOrder.LITTLE_ENDIAN);
+      float[] out = new float[bytes.remaining() / 4];
+      bytes.asFloatBuffer().get(out);
+      return out;
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
+  static float maxAbsDiff(float[] a, float[] b) {
+    if (a.length != b.length) return Float.POSITIVE_INFINITY;
+    float max = 0;
+    for (int i = 0; i < a.length; ++i) max = Math.max(max, Math.abs(a[i] - b[i]));
+    return max;
+  }
+
+  /** The output of a child JVM, and its exit code. */
+  record ChildResult(int exitCode, String output) {}
+
+  /**
+   * Runs ChildMain in a new JVM with the test classpath, `args`, and the
+   * environment changed by `env` (a null value removes a variable).
+   */
+  static ChildResult runChild(Map<String, String> env, List<String> jvmOptions, String... args)
+      throws IOException, InterruptedException {
+    Path maven = buildDir().resolve("maven");
+    String classpath = maven.resolve("test-classes") + ":" + maven.resolve("classes");
+    List<String> command = new ArrayList<>();
+    command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+    command.addAll(jvmOptions);
+    command.add("-Dmanypy.build.dir=" + buildDir());
+    command.add("-cp");
+    command.add(classpath);
+    command.add(ChildMain.class.getName());
+    command.addAll(List.of(args));
+    ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);
+    env.forEach((k, v) -> {
+      if (v == null) builder.environment().remove(k);
+      else builder.environment().put(k, v);
+    });
+    Process process = builder.start();
+    String output = new String(process.getInputStream().readAllBytes());
+    if (!process.waitFor(5, TimeUnit.MINUTES)) {
+      process.destroyForcibly();
+      throw new AssertionError("child JVM did not finish:\n" + output);
+    }
+    return new ChildResult(process.exitValue(), output);
+  }
+}

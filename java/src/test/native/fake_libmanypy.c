@@ -1,0 +1,8 @@
+/* A stand-in libmanypy.so that claims version 1.0.0, for the Java test that
+ * a jar refuses a libmanypy.so of another major version at load
+ * (ProcessTest.aMismatchedLibraryIsRefusedAtLoad). Only the version
+ * functions exist: the binding must check them before calling anything else. */
+#include <stdint.h>
+
+__attribute__((visibility("default"))) uint32_t manypy_version_number(void) { return 10000; }
+__attribute__((visibility("default"))) const char* manypy_version_string(void) { return "1.0.0"; }
