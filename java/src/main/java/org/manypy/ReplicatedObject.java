@@ -34,27 +34,17 @@ public final class ReplicatedObject extends NativeResource {
    * traceback) for an exception raised by the model.
    */
   public Object call(String method, List<?> args, Map<String, ?> kwargs, CallOptions options) {
-    long nativeArgs = Values.arguments(args);
-    long nativeKwargs = 0;
+    long object = acquire();
     try {
-      nativeKwargs = Values.keywordArguments(kwargs);
-      long object = acquire();
+      long nativeOptions = options == null ? 0 : options.acquire();
       try {
-        long nativeOptions = options == null ? 0 : options.acquire();
-        try {
-          long[] out = new long[1];
-          Status.check(ManypyNative.manypy_object_call(object, method, nativeArgs, nativeKwargs,
-              nativeOptions, out));
-          return Values.takeResult(out[0]);
-        } finally {
-          if (options != null) options.release();
-        }
+        return Values.call(args, kwargs, (a, k, out) ->
+            ManypyNative.manypy_object_call(object, method, a, k, nativeOptions, out));
       } finally {
-        release();
+        if (options != null) options.release();
       }
     } finally {
-      ManypyNative.manypy_value_free(nativeKwargs);
-      ManypyNative.manypy_value_free(nativeArgs);
+      release();
     }
   }
 

@@ -38,21 +38,12 @@ public final class ScriptModule extends NativeResource {
 
   /** Calls `method` (null: forward) in inference mode. */
   public Object call(String method, List<?> args, Map<String, ?> kwargs) {
-    long nativeArgs = Values.arguments(args);
-    long nativeKwargs = 0;
+    long module = acquire();
     try {
-      nativeKwargs = Values.keywordArguments(kwargs);
-      long module = acquire();
-      try {
-        long[] out = new long[1];
-        Status.check(ManypyNative.manypy_script_call(module, method, nativeArgs, nativeKwargs, out));
-        return Values.takeResult(out[0]);
-      } finally {
-        release();
-      }
+      return Values.call(args, kwargs, (a, k, out) ->
+          ManypyNative.manypy_script_call(module, method, a, k, out));
     } finally {
-      ManypyNative.manypy_value_free(nativeKwargs);
-      ManypyNative.manypy_value_free(nativeArgs);
+      release();
     }
   }
 
@@ -61,17 +52,14 @@ public final class ScriptModule extends NativeResource {
    * byte[] or String; may be null) as "extra/&lt;name&gt;", plus the export hook's.
    */
   public void save(Path path, Map<String, ?> extraFiles) {
-    long extra = Values.keywordArguments(extraFiles);
-    try {
+    Values.withDict(extraFiles, extra -> {
       long module = acquire();
       try {
         Status.check(ManypyNative.manypy_script_save_file(module, path.toString(), extra));
       } finally {
         release();
       }
-    } finally {
-      ManypyNative.manypy_value_free(extra);
-    }
+    });
   }
 
   /** Intra-op threads of the host's libtorch for TorchScript calls (threads not yet used). */

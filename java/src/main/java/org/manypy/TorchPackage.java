@@ -62,17 +62,14 @@ public final class TorchPackage extends NativeResource {
    * hook's files. The copy loads like the original.
    */
   public void save(Path path, Map<String, ?> extraFiles) {
-    long extra = Values.keywordArguments(extraFiles);
-    try {
+    Values.withDict(extraFiles, extra -> {
       long pkg = acquire();
       try {
         Status.check(ManypyNative.manypy_package_save_file(pkg, path.toString(), extra));
       } finally {
         release();
       }
-    } finally {
-      ManypyNative.manypy_value_free(extra);
-    }
+    });
   }
 
   static List<String> stringList(Object list) {

@@ -64,6 +64,40 @@ final class Values {
     return kwargs == null || kwargs.isEmpty() ? 0 : dict(kwargs);
   }
 
+  /** A C call taking native args and kwargs (0 for none) and filling out[0] with its result. */
+  @FunctionalInterface
+  interface NativeCall {
+    long run(long args, long kwargs, long[] out);
+  }
+
+  /**
+   * Converts `args` and `kwargs`, runs `call` with them, and returns its
+   * result in Java form; the native arguments and result are freed.
+   */
+  static Object call(List<?> args, Map<String, ?> kwargs, NativeCall call) {
+    long nativeArgs = arguments(args);
+    long nativeKwargs = 0;
+    try {
+      nativeKwargs = keywordArguments(kwargs);
+      long[] out = new long[1];
+      Status.check(call.run(nativeArgs, nativeKwargs, out));
+      return takeResult(out[0]);
+    } finally {
+      ManypyNative.manypy_value_free(nativeKwargs);
+      ManypyNative.manypy_value_free(nativeArgs);
+    }
+  }
+
+  /** Runs `use` with a native dict of `map` (0 for null or empty), freed afterwards. */
+  static void withDict(Map<String, ?> map, java.util.function.LongConsumer use) {
+    long dict = keywordArguments(map);
+    try {
+      use.accept(dict);
+    } finally {
+      ManypyNative.manypy_value_free(dict);
+    }
+  }
+
   private static long sequence(long sequence, List<?> items) {
     checkAllocated(sequence);
     try {

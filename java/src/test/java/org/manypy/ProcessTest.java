@@ -54,6 +54,17 @@ class ProcessTest {
   }
 
   @Test
+  void anExplicitPathNeedsNoLibraryPath() throws Exception {
+    // The directory, and the file itself, with java.library.path left empty.
+    Path lib = TestSupport.buildDir().resolve("lib");
+    for (Path path : List.of(lib, lib.resolve("libmanypy_jni.so"))) {
+      TestSupport.ChildResult child = TestSupport.runChild(env(TUNABLES),
+          List.of("-Djava.library.path=/nonexistent", "-Dmanypy.library.path=" + path), "load");
+      assertEquals("RESULT loaded " + Manypy.version(), resultLine(child), child.output());
+    }
+  }
+
+  @Test
   void aMismatchedLibraryIsRefusedAtLoad() throws Exception {
     // A libmanypy.so that says it is 1.0.0 (java/src/test/native), found
     // first through LD_LIBRARY_PATH.

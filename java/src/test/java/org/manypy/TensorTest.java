@@ -7,30 +7,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /** Tensors in and out: Java arrays, direct buffers (zero copy), strides, dtypes, errors. */
-class TensorTest {
-  static Pool pool;
-  static TorchPackage pkg;
-  static ReplicatedObject identity;
-
-  @BeforeAll
-  static void load() {
-    pool = Pool.create(1);
-    pkg = pool.loadPackage(TestSupport.archive("identity.pt"));
-    identity = pkg.loadPickle("model", "model.pkl");
-  }
-
-  @AfterAll
-  static void close() {
-    identity.close();
-    pkg.close();
-    pool.close();
-  }
-
+class TensorTest extends IdentityModelTest {
   @Test
   void everyArrayTypeRoundTrips() {
     try (Tensor f = (Tensor) identity.call(Tensor.of(new float[] {1.5f, -2, 3, 4, 5, 6}, 2, 3))) {

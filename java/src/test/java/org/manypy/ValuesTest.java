@@ -10,30 +10,10 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /** Java values to Python and back, through eval and an identity object. */
-class ValuesTest {
-  static Pool pool;
-  static TorchPackage pkg;
-  static ReplicatedObject identity;
-
-  @BeforeAll
-  static void load() {
-    pool = Pool.create(1);
-    pkg = pool.loadPackage(TestSupport.archive("identity.pt"));
-    identity = pkg.loadPickle("model", "model.pkl");
-  }
-
-  @AfterAll
-  static void close() {
-    identity.close();
-    pkg.close();
-    pool.close();
-  }
-
+class ValuesTest extends IdentityModelTest {
   @Test
   void pythonResultsBecomeJavaValues() {
     assertNull(pool.eval("None"));
