@@ -29,7 +29,9 @@ public final class Tensor implements AutoCloseable {
   private final long[] shape;
   private final long[] strides; // in elements
   private final boolean contiguous;
-  private final ByteBuffer data; // element 0 at index 0, native byte order
+  // Element 0 at index 0, native byte order. For a result, made on first use:
+  // a result that is only passed on or closed never pays for a ByteBuffer.
+  private volatile ByteBuffer data;
   private final NativeTensor owner; // null when the memory is Java's
 
   /** Native memory handed out by manypy (a refcounted DLPack holder). */
@@ -159,10 +161,26 @@ public final class Tensor implements AutoCloseable {
     int ndim = (int) layout[3];
     long[] shape = Arrays.copyOfRange(layout, 4, 4 + ndim);
     long[] strides = Arrays.copyOfRange(layout, 4 + ndim, 4 + 2 * ndim);
+    return new Tensor(dtype, shape, strides, null, owner);
+  }
+
+  /** The memory as a ByteBuffer (see the field); a result's is made on first use. */
+  private ByteBuffer data() {
+    ByteBuffer d = data;
+    if (d != null) return d;
     long bytes = byteExtent(dtype, shape, strides);
-    ByteBuffer data = bytes == 0 ? ByteBuffer.allocateDirect(0)
-        : (ByteBuffer) ManypyNative.manypy_jni_tensor_buffer(out[0], bytes);
-    return new Tensor(dtype, shape, strides, data.order(NATIVE), owner);
+    if (bytes == 0) {
+      d = ByteBuffer.allocateDirect(0);
+    } else {
+      long handle = owner.acquire();
+      try {
+        d = (ByteBuffer) ManypyNative.manypy_jni_tensor_buffer(handle, bytes);
+      } finally {
+        owner.release();
+      }
+    }
+    data = d.order(NATIVE);
+    return data;
   }
 
   /** A new native value for this tensor (owned by the caller), sharing its memory. */
@@ -215,7 +233,7 @@ public final class Tensor implements AutoCloseable {
    */
   public ByteBuffer buffer() {
     checkOpen();
-    return data.duplicate().order(NATIVE);
+    return data().duplicate().order(NATIVE);
   }
 
   public float[] toFloatArray() {
@@ -284,7 +302,7 @@ public final class Tensor implements AutoCloseable {
   /** The elements in C order: the buffer itself when contiguous, else a gathered copy. */
   private ByteBuffer contiguousBytes() {
     checkOpen();
-    ByteBuffer src = data.duplicate().order(NATIVE);
+    ByteBuffer src = data().duplicate().order(NATIVE);
     if (contiguous) return src;
     int size = dtype.byteSize();
     int count = (int) numel();
