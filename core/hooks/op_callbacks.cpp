@@ -47,10 +47,6 @@ struct Slot {
 std::mutex g_mu;  // guards slot assignment
 std::array<Slot, MPH_MAX_OP_CALLBACKS> g_slots;
 
-struct Started : at::ObserverContext {
-  int64_t start_ns;
-};
-
 uint8_t dl_code(c10::ScalarType t) {
   if (c10::isComplexType(t)) return 5;             // kDLComplex
   if (t == c10::ScalarType::BFloat16) return 4;    // kDLBfloat
@@ -59,8 +55,52 @@ uint8_t dl_code(c10::ScalarType t) {
   return 0;                                        // kDLInt
 }
 
-// Builds the event for `fn` and hands it to the slot's emitter.
-void emit(const Slot& slot, int phase, const at::RecordFunction& fn, int64_t start, int64_t end) {
+// What the enter callback saw, kept until the exit callback. The inputs are
+// described here, at enter, because torch only guarantees
+// RecordFunction::inputs() during start callbacks: by the exit callback the
+// operator's stack holds its outputs, and reading inputs() there read freed
+// tensors (a crash seen under load from a JVM).
+struct Started : at::ObserverContext {
+  int64_t start_ns = 0;
+  std::vector<mph_op_input> inputs;
+  std::vector<std::vector<int64_t>> shapes;  // inputs[k].shape points into shapes[k]
+};
+
+void describe_inputs(const at::RecordFunction& fn, Started* started) {
+  c10::ArrayRef<const c10::IValue> values = fn.inputs();
+  started->inputs.resize(values.size());
+  started->shapes.resize(values.size());
+  for (size_t k = 0; k < values.size(); ++k) {
+    const c10::IValue& v = values[k];
+    mph_op_input& in = started->inputs[k];
+    in.kind = -1;
+    if (v.isTensor()) {
+      const at::Tensor& t = v.toTensor();
+      in.kind = 5;
+      if (t.defined()) {
+        in.dtype_code = dl_code(t.scalar_type());
+        in.dtype_bits = uint8_t(t.element_size() * 8);
+        in.dtype_lanes = 1;
+        started->shapes[k] = t.sizes().vec();
+        in.ndim = int32_t(started->shapes[k].size());
+        in.shape = started->shapes[k].data();
+      }
+    } else if (v.isInt()) {
+      in.kind = 2;
+    } else if (v.isDouble()) {
+      in.kind = 3;
+    } else if (v.isBool()) {
+      in.kind = 1;
+    } else if (v.isNone()) {
+      in.kind = 0;
+    }
+  }
+}
+
+// Builds the event for `fn` and hands it to the slot's emitter. `started` is
+// what the enter callback recorded (NULL if torch gave no context).
+void emit(const Slot& slot, int phase, const at::RecordFunction& fn, const Started* started,
+          int64_t end) {
   uint64_t id = slot.id.load(std::memory_order_acquire);
   if (id == 0) return;
   mph_op_event ev{};
@@ -68,44 +108,14 @@ void emit(const Slot& slot, int phase, const at::RecordFunction& fn, int64_t sta
   ev.sequence_number = fn.seqNr();
   ev.thread_id = os_thread_id();
   ev.interpreter = slot.interpreter;
-  ev.start_ns = start;
+  ev.start_ns = started ? started->start_ns : 0;
   ev.end_ns = end;
   auto* ctx = static_cast<CallContext*>(c10::ThreadLocalDebugInfo::get(kContextKind));
   ev.model_id = ctx ? ctx->model_id.c_str() : "";
   ev.request_id = ctx ? ctx->request_id.c_str() : "";
-  std::vector<mph_op_input> inputs;
-  std::vector<std::vector<int64_t>> shapes;
-  if (fn.needsInputs()) {
-    c10::ArrayRef<const c10::IValue> values = fn.inputs();
-    inputs.resize(values.size());
-    shapes.resize(values.size());
-    for (size_t k = 0; k < values.size(); ++k) {
-      const c10::IValue& v = values[k];
-      mph_op_input& in = inputs[k];
-      in.kind = -1;
-      if (v.isTensor()) {
-        const at::Tensor& t = v.toTensor();
-        in.kind = 5;
-        if (t.defined()) {
-          in.dtype_code = dl_code(t.scalar_type());
-          in.dtype_bits = uint8_t(t.element_size() * 8);
-          in.dtype_lanes = 1;
-          shapes[k] = t.sizes().vec();
-          in.ndim = int32_t(shapes[k].size());
-          in.shape = shapes[k].data();
-        }
-      } else if (v.isInt()) {
-        in.kind = 2;
-      } else if (v.isDouble()) {
-        in.kind = 3;
-      } else if (v.isBool()) {
-        in.kind = 1;
-      } else if (v.isNone()) {
-        in.kind = 0;
-      }
-    }
-    ev.num_inputs = inputs.size();
-    ev.inputs = inputs.data();
+  if (started && !started->inputs.empty()) {
+    ev.num_inputs = started->inputs.size();
+    ev.inputs = started->inputs.data();
   }
   slot.emit(id, phase, &ev);
 }
@@ -114,14 +124,14 @@ template <size_t S>
 std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
   auto started = std::make_unique<Started>();
   started->start_ns = now_ns();
-  emit(g_slots[S], 0, fn, started->start_ns, 0);
+  if (fn.needsInputs()) describe_inputs(fn, started.get());
+  emit(g_slots[S], 0, fn, started.get(), 0);
   return started;
 }
 
 template <size_t S>
 void on_exit(const at::RecordFunction& fn, at::ObserverContext* ctx) {
-  int64_t start = ctx ? static_cast<Started*>(ctx)->start_ns : 0;
-  emit(g_slots[S], 1, fn, start, now_ns());
+  emit(g_slots[S], 1, fn, static_cast<const Started*>(ctx), now_ns());
 }
 
 template <size_t... S>

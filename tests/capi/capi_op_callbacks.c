@@ -173,10 +173,46 @@ static void test_sampling_is_binomial(void** state) {
   manypy_pool_destroy(pool);
 }
 
+/* Exit events report the inputs the operator was called with. torch 1.13
+ * keeps RecordFunction's inputs only for the enter callbacks: on the boxed
+ * path (torch.ops, TorchScript) they are a view of the operator's stack,
+ * which holds its outputs by exit. Reading them at exit reported matmul's
+ * [3, 4, 10] output as its first input, and read freed memory past the
+ * stack (a crash under load from a JVM). So they are described at enter and
+ * carried to exit. */
+static atomic_long matmul_exits, matmul_exits_with_inputs;
+
+static void on_matmul_exit(const manypy_op_event* e, void* user_data) {
+  (void)user_data;
+  if (strcmp(e->name, "aten::matmul") != 0) return;
+  atomic_fetch_add(&matmul_exits, 1);
+  const manypy_op_input* in = e->inputs;
+  if (e->num_inputs == 2 && in[0].kind == MANYPY_VALUE_TENSOR && in[0].ndim == 3 &&
+      in[0].shape[2] == 64 && in[1].kind == MANYPY_VALUE_TENSOR && in[1].ndim == 2 &&
+      in[1].shape[0] == 64 && in[1].shape[1] == 10) {
+    atomic_fetch_add(&matmul_exits_with_inputs, 1);
+  }
+}
+
+static void test_exit_events_carry_the_inputs(void** state) {
+  (void)state;
+  manypy_pool* pool = MAKE_POOL(1, MANYPY_THREAD_MODE_DIRECT);
+  uint64_t id = 0;
+  ASSERT_OK(manypy_add_op_callbacks(NULL, on_matmul_exit, NULL, NULL, 1.0, 1, &id));
+  ASSERT_OK(manypy_pool_exec(pool, 0,
+                             "import torch\nx, w = torch.ones(3, 4, 64), torch.ones(64, 10)\n"
+                             "for _ in range(200):\n    y = torch.ops.aten.matmul(x, w)\n"));
+  ASSERT_OK(manypy_remove_op_callbacks(id));
+  assert_int_equal(atomic_load(&matmul_exits), 200);
+  assert_int_equal(atomic_load(&matmul_exits_with_inputs), 200);
+  manypy_pool_destroy(pool);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_callbacks),
       cmocka_unit_test(test_sampling_is_binomial),
+      cmocka_unit_test(test_exit_events_carry_the_inputs),
   };
   return cmocka_run_group_tests_name("capi_op_callbacks", tests, NULL, NULL);
 }
