@@ -84,7 +84,8 @@ typedef enum manypy_code {
    * GLIBC_TUNABLES=glibc.rtld.optional_static_tls=<bytes>. */
   MANYPY_ERR_STATIC_TLS = 7,
   /* A platform resource is exhausted: link-map namespaces, pthread keys,
-   * threads, memory. */
+   * threads, memory; or, in DIRECT mode, the calling thread's stack (a call
+   * needs 256 KiB of it free; see docs/threads.md). */
   MANYPY_ERR_RESOURCE_EXHAUSTED = 8,
   /* The dynamic loader or the Python runtime could not be started. */
   MANYPY_ERR_LOADER = 9,

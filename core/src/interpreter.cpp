@@ -3,6 +3,7 @@
 #include "operator_callbacks.h"
 #include "operator_libraries.h"
 #include "runtime_paths.h"
+#include "stack_headroom.h"
 
 namespace manypy {
 
@@ -124,6 +125,7 @@ Value Interpreter::run(ThreadMode mode, const Call& call) {
   if (mode == ThreadMode::kHandoff) {
     run_on_home(call, outcome);
   } else {
+    require_stack_headroom();
     run_here(call, outcome);
   }
   if (outcome.error) throw *outcome.error;

@@ -339,9 +339,51 @@ static void test_destroy_waits_for_calls_in_flight(void** state) {
   check_destroy_waits(MANYPY_THREAD_MODE_HANDOFF);
 }
 
-/* ---- two live pools lease disjoint interpreters ---------------------------- */
-
 static manypy_pool* g_other_pool;
+
+/* ---- a thread with a small stack gets an error, not a crash ----------------- */
+
+typedef struct small_stack_call {
+  manypy_pool* direct;
+  manypy_pool* handoff;
+  manypy_status* direct_status;
+  manypy_status* handoff_status;
+} small_stack_call;
+
+static void* call_on_small_stack(void* arg) {
+  small_stack_call* c = arg;
+  manypy_value* v = NULL;
+  c->direct_status = manypy_pool_eval(c->direct, 0, "1 + 1", &v);
+  manypy_value_free(v);
+  v = NULL;
+  /* HANDOFF runs the call on the library's thread: the caller's stack is enough. */
+  c->handoff_status = manypy_pool_eval(c->handoff, 0, "1 + 1", &v);
+  manypy_value_free(v);
+  return NULL;
+}
+
+static void test_small_stack_is_refused_in_direct_mode(void** state) {
+  (void)state;
+  small_stack_call c = {0};
+  c.direct = g_pool = MAKE_POOL(1, MANYPY_THREAD_MODE_DIRECT);
+  c.handoff = g_other_pool = MAKE_POOL(1, MANYPY_THREAD_MODE_HANDOFF);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 160 * 1024); /* a JVM thread this small crashed */
+  pthread_t thread;
+  assert_int_equal(pthread_create(&thread, &attr, call_on_small_stack, &c), 0);
+  pthread_join(thread, NULL);
+  pthread_attr_destroy(&attr);
+  assert_int_equal(manypy_status_code(c.direct_status), MANYPY_ERR_RESOURCE_EXHAUSTED);
+  ASSERT_CONTAINS(manypy_status_message(c.direct_status), "KiB of stack left");
+  ASSERT_CONTAINS(manypy_status_message(c.direct_status), "HANDOFF");
+  manypy_status_free(c.direct_status);
+  ASSERT_OK(c.handoff_status);
+  /* The interpreter is unharmed: a normal thread still calls it. */
+  assert_int_equal(EVAL_INT64(c.direct, 0, "2 + 2"), 4);
+}
+
+/* ---- two live pools lease disjoint interpreters ---------------------------- */
 
 static int teardown_both_pools(void** state) {
   manypy_pool_destroy(g_other_pool);
@@ -381,7 +423,8 @@ int main(void) {
       cmocka_unit_test_teardown(test_handoff_concurrent_threads, teardown_pool),
       cmocka_unit_test_teardown(test_direct_concurrent_threads, teardown_pool),
       cmocka_unit_test_teardown(test_destroy_waits_for_calls_in_flight, teardown_pool),
-      /* Last: it starts 2 more interpreters. */
+      /* Last: they start 2 more interpreters. */
+      cmocka_unit_test_teardown(test_small_stack_is_refused_in_direct_mode, teardown_both_pools),
       cmocka_unit_test_teardown(test_two_live_pools_are_disjoint, teardown_both_pools),
   };
   return cmocka_run_group_tests_name("capi_lifecycle", tests, NULL, NULL);

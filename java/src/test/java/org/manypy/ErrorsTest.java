@@ -155,6 +155,25 @@ class ErrorsTest {
   }
 
   @Test
+  void aThreadWithASmallStackGetsAnErrorNotACrash() throws Exception {
+    // A 160 KB thread stack overflowed inside torch and killed the JVM.
+    Throwable[] thrown = new Throwable[1];
+    Thread small = new Thread(null, () -> {
+      try {
+        pool.eval("1 + 1");
+      } catch (Throwable e) {
+        thrown[0] = e;
+      }
+    }, "small-stack", 160 * 1024);
+    small.start();
+    small.join();
+    ResourceExhaustedException e = assertInstanceOf(ResourceExhaustedException.class, thrown[0]);
+    assertTrue(e.getMessage().contains("KiB of stack left") && e.getMessage().contains("-Xss"),
+        e.getMessage());
+    assertEquals(2L, pool.eval("1 + 1")); // this thread's stack is fine
+  }
+
+  @Test
   void sixteenCallbackRegistrationsAtMost() {
     List<OpCallbackRegistration> registrations = new ArrayList<>();
     try {
