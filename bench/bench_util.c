@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 int64_t now_ns(void) {
@@ -73,4 +74,37 @@ int cmp_long(const void* a, const void* b) {
 int cmp_i64(const void* a, const void* b) {
   int64_t x = *(const int64_t*)a, y = *(const int64_t*)b;
   return (x > y) - (x < y);
+}
+
+void bench_threads_init(bench_threads* t, int count) {
+  atomic_init(&t->ctl.warm_stop, 0);
+  atomic_init(&t->ctl.stop, 0);
+  if (pthread_barrier_init(&t->ctl.measure, NULL, (unsigned)count + 1) != 0) {
+    die("pthread_barrier_init failed");
+  }
+  t->count = count;
+  t->ids = xmalloc((size_t)count * sizeof *t->ids);
+}
+
+void bench_threads_start(bench_threads* t, void* workers, size_t worker_size,
+                         void* (*main)(void*)) {
+  for (int k = 0; k < t->count; ++k) {
+    int rc = pthread_create(&t->ids[k], NULL, main, (char*)workers + (size_t)k * worker_size);
+    if (rc != 0) die("pthread_create: %s", strerror(rc));
+  }
+}
+
+void bench_threads_warm_up(bench_threads* t, double seconds) {
+  sleep_s(seconds);
+  atomic_store(&t->ctl.warm_stop, 1);
+  pthread_barrier_wait(&t->ctl.measure); /* every warm-up call has completed */
+}
+
+void bench_threads_finish(bench_threads* t, double seconds) {
+  sleep_s(seconds);
+  atomic_store(&t->ctl.stop, 1);
+  for (int k = 0; k < t->count; ++k) pthread_join(t->ids[k], NULL);
+  pthread_barrier_destroy(&t->ctl.measure);
+  free(t->ids);
+  t->ids = NULL;
 }

@@ -1,8 +1,11 @@
 /* What the benchmarks share: clocks, progress lines, dying on a failed call,
- * sorting helpers. Each program sets bench_program to its name. */
+ * the thread harness of the throughput runs, sorting helpers. Each program
+ * sets bench_program to its name. */
 #ifndef MANYPY_BENCH_UTIL_H
 #define MANYPY_BENCH_UTIL_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,6 +37,39 @@ void* xmalloc(size_t n);
 
 /* "meets" or "misses", for target tables. */
 const char* verdict(int ok);
+
+/* The thread harness of the throughput runs. Each worker thread warms up
+ * (calling until warm_stop), waits at `measure` with the main thread, then
+ * calls until `stop`. The main thread:
+ *
+ *   bench_threads t;
+ *   bench_threads_init(&t, n);                 // workers[k].ctl = &t.ctl
+ *   bench_threads_start(&t, workers, sizeof *workers, worker_main);
+ *   bench_threads_warm_up(&t, warmup);         // returns when measuring starts
+ *   ... sample clocks ...
+ *   bench_threads_finish(&t, seconds);         // stops, joins every worker
+ *   ... sample clocks, sum the workers' results ... */
+typedef struct bench_control {
+  atomic_int warm_stop;
+  atomic_int stop;
+  pthread_barrier_t measure; /* workers + main: start of the measured phase */
+} bench_control;
+
+typedef struct bench_threads {
+  bench_control ctl;
+  int count;
+  pthread_t* ids;
+} bench_threads;
+
+void bench_threads_init(bench_threads* t, int count);
+/* Starts thread k on `main(workers + k * worker_size)`. */
+void bench_threads_start(bench_threads* t, void* workers, size_t worker_size,
+                         void* (*main)(void*));
+/* Lets the workers warm up for `seconds`, then ends the warm-up and returns
+ * once every worker has finished its last warm-up call. */
+void bench_threads_warm_up(bench_threads* t, double seconds);
+/* Measures for `seconds`, stops the workers and joins them. */
+void bench_threads_finish(bench_threads* t, double seconds);
 
 /* qsort comparators. */
 int cmp_double(const void* a, const void* b);

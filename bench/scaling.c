@@ -239,14 +239,8 @@ static const char* check_result(int wl, const manypy_value* v) {
 /* Throughput runs                                                          */
 /* ------------------------------------------------------------------------ */
 
-typedef struct run_control {
-  atomic_int warm_stop;
-  atomic_int stop;
-  pthread_barrier_t measure; /* workers + main: start of the measured phase */
-} run_control;
-
 typedef struct worker {
-  run_control* ctl;
+  bench_control* ctl;
   manypy_pool* pool;
   int32_t index;
   int wl;
@@ -297,7 +291,7 @@ static int worker_torch_threads(worker* w) {
 
 static void* worker_main(void* arg) {
   worker* w = arg;
-  run_control* ctl = w->ctl;
+  bench_control* ctl = w->ctl;
   /* Warm-up: at least one (checked) call, until the main thread says stop. */
   int ok = worker_call(w, 1) && worker_torch_threads(w);
   while (ok && !atomic_load(&ctl->warm_stop)) ok = worker_call(w, 0);
@@ -361,34 +355,24 @@ typedef struct run_result {
 static run_result run_throughput(manypy_pool* pool, int threads, int wl, double warmup,
                                  double seconds) {
   const size_t size = manypy_pool_size(pool);
-  run_control ctl;
-  atomic_init(&ctl.warm_stop, 0);
-  atomic_init(&ctl.stop, 0);
-  if (pthread_barrier_init(&ctl.measure, NULL, (unsigned)threads + 1) != 0) {
-    die("pthread_barrier_init failed");
-  }
+  bench_threads t;
+  bench_threads_init(&t, threads);
   worker* ws = calloc((size_t)threads, sizeof *ws);
-  pthread_t* tids = calloc((size_t)threads, sizeof *tids);
-  if (!ws || !tids) die("out of memory");
+  if (!ws) die("out of memory");
   for (int k = 0; k < threads; ++k) {
-    ws[k].ctl = &ctl;
+    ws[k].ctl = &t.ctl;
     ws[k].pool = pool;
     ws[k].index = (int32_t)((size_t)k % size);
     ws[k].wl = wl;
-    int rc = pthread_create(&tids[k], NULL, worker_main, &ws[k]);
-    if (rc != 0) die("pthread_create: %s", strerror(rc));
   }
-  sleep_s(warmup);
-  atomic_store(&ctl.warm_stop, 1);
-  pthread_barrier_wait(&ctl.measure); /* every warm-up call has completed */
+  bench_threads_start(&t, ws, sizeof *ws, worker_main);
+  bench_threads_warm_up(&t, warmup);
   unsigned long long self0, machine0, self1, machine1;
   cpu_ticks(&self0, &machine0);
   const double t0 = now_s();
-  sleep_s(seconds);
-  atomic_store(&ctl.stop, 1);
+  bench_threads_finish(&t, seconds);
   long total_calls = 0;
   double t_end = t0;
-  for (int k = 0; k < threads; ++k) pthread_join(tids[k], NULL);
   cpu_ticks(&self1, &machine1);
   const double t1 = now_s();
   run_result r = {0, INT32_MAX, 0, 0, 0};
@@ -399,9 +383,7 @@ static run_result run_throughput(manypy_pool* pool, int threads, int wl, double 
     if (ws[k].torch_threads < r.torch_threads_min) r.torch_threads_min = (int)ws[k].torch_threads;
     if (ws[k].torch_threads > r.torch_threads_max) r.torch_threads_max = (int)ws[k].torch_threads;
   }
-  pthread_barrier_destroy(&ctl.measure);
   free(ws);
-  free(tids);
   const double elapsed = t_end - t0;
   r.throughput =
       elapsed > 0 ? (double)total_calls * (double)kWorkloads[wl].iterations / elapsed : 0.0;

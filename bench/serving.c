@@ -396,12 +396,6 @@ static void check_each_interpreter(const char* model, manypy_pool* pool, const c
 /* Throughput runs (sections A and C)                                       */
 /* ------------------------------------------------------------------------ */
 
-typedef struct run_control {
-  atomic_int warm_stop;
-  atomic_int stop;
-  pthread_barrier_t measure; /* workers + main: start of the measured phase */
-} run_control;
-
 /* The calling thread's time on a CPU and waiting for one (runnable but not
  * running), in seconds, from /proc/thread-self/schedstat. 0 if unavailable. */
 static int thread_schedstat(double* on_cpu, double* runqueue) {
@@ -422,7 +416,7 @@ typedef struct thread_time {
 } thread_time;
 
 typedef struct worker {
-  run_control* ctl;
+  bench_control* ctl;
   const target* tgt;
   int torch_min, torch_max; /* torch.get_num_threads() in each interpreter */
   samples lat;
@@ -470,7 +464,7 @@ static int worker_torch_threads(worker* w) {
 
 static void* worker_main(void* arg) {
   worker* w = arg;
-  run_control* ctl = w->ctl;
+  bench_control* ctl = w->ctl;
   /* Warm-up: at least one call, until the main thread says stop. */
   int ok = worker_torch_threads(w) && worker_call(w, 0);
   while (ok && !atomic_load(&ctl->warm_stop)) ok = worker_call(w, 0);
@@ -516,29 +510,19 @@ static double tput_rate(const tput_result* r) {
 /* One round: `threads` threads call `tgt` for `seconds` after `warmup`. */
 static void run_round(const target* tgt, int threads, double warmup, double seconds,
                       tput_result* acc) {
-  run_control ctl;
-  atomic_init(&ctl.warm_stop, 0);
-  atomic_init(&ctl.stop, 0);
-  if (pthread_barrier_init(&ctl.measure, NULL, (unsigned)threads + 1) != 0) {
-    die("pthread_barrier_init failed");
-  }
+  bench_threads t;
+  bench_threads_init(&t, threads);
   worker* ws = calloc((size_t)threads, sizeof *ws);
-  pthread_t* tids = calloc((size_t)threads, sizeof *tids);
-  if (!ws || !tids) die("out of memory");
+  if (!ws) die("out of memory");
   for (int k = 0; k < threads; ++k) {
-    ws[k].ctl = &ctl;
+    ws[k].ctl = &t.ctl;
     ws[k].tgt = tgt;
-    int rc = pthread_create(&tids[k], NULL, worker_main, &ws[k]);
-    if (rc != 0) die("pthread_create: %s", strerror(rc));
   }
-  sleep_s(warmup);
-  atomic_store(&ctl.warm_stop, 1);
-  pthread_barrier_wait(&ctl.measure); /* every warm-up call has completed */
+  bench_threads_start(&t, ws, sizeof *ws, worker_main);
+  bench_threads_warm_up(&t, warmup);
   const cpu_sample c0 = cpu_now();
   const double t0 = c0.t;
-  sleep_s(seconds);
-  atomic_store(&ctl.stop, 1);
-  for (int k = 0; k < threads; ++k) pthread_join(tids[k], NULL);
+  bench_threads_finish(&t, seconds);
   const cpu_sample c1 = cpu_now();
   double t_end = t0;
   for (int k = 0; k < threads; ++k) {
@@ -556,9 +540,7 @@ static void run_round(const target* tgt, int threads, double warmup, double seco
   }
   acc->elapsed += t_end - t0;
   cpu_add(&acc->cpu, c0, c1);
-  pthread_barrier_destroy(&ctl.measure);
   free(ws);
-  free(tids);
 }
 
 /* A configuration of a throughput section. */
