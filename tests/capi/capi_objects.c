@@ -45,13 +45,6 @@ static manypy_value* heavy_args(void) {
   return LIST_OF(1, items);
 }
 
-static manypy_value* heavy_kwargs(void) {
-  manypy_value* kwargs = manypy_value_new_dict();
-  ASSERT_OK(manypy_value_dict_set(kwargs, "steps", manypy_value_new_int64(5)));
-  ASSERT_OK(manypy_value_dict_set(kwargs, "normalize", manypy_value_new_bool(0)));
-  return kwargs;
-}
-
 /* Checks python_heavy's result against the expected files. */
 static void check_heavy_result(const manypy_value* result, const char* what) {
   assert_int_equal(manypy_value_get_kind(result), MANYPY_VALUE_DICT);
@@ -83,7 +76,7 @@ static void check_heavy_result(const manypy_value* result, const char* what) {
 static void test_python_heavy_on_every_interpreter(void** state) {
   (void)state;
   manypy_value* args = heavy_args();
-  manypy_value* kwargs = heavy_kwargs();
+  manypy_value* kwargs = capi_heavy_kwargs();
   for (int32_t i = 0; i < POOL_SIZE; ++i) {
     manypy_call_options* options = pinned(i);
     manypy_value* result = NULL;
@@ -145,7 +138,7 @@ static void test_python_heavy_kwargs_matter(void** state) {
 static void test_method_by_name(void** state) {
   (void)state;
   manypy_value* args = heavy_args();
-  manypy_value* kwargs = heavy_kwargs();
+  manypy_value* kwargs = capi_heavy_kwargs();
   manypy_call_options* options = pinned(1);
   manypy_value* result = NULL;
   ASSERT_OK(manypy_object_call(g_heavy, "forward", args, kwargs, options, &result));
@@ -395,7 +388,7 @@ static void test_wrong_arguments(void** state) {
   manypy_value_free(bad);
   assert_ptr_equal(result, SENTINEL_VALUE);
   /* Every interpreter still serves. */
-  manypy_value* kw = heavy_kwargs();
+  manypy_value* kw = capi_heavy_kwargs();
   for (int32_t i = 0; i < POOL_SIZE; ++i) {
     manypy_call_options* options = pinned(i);
     manypy_value* r = NULL;
@@ -417,7 +410,7 @@ static void test_args_must_be_sequence(void** state) {
   ASSERT_CONTAINS(manypy_status_message(s), "args must be a list or tuple");
   ASSERT_CONTAINS(manypy_status_message(s), "int64");
   manypy_status_free(s);
-  manypy_value* dict = heavy_kwargs();
+  manypy_value* dict = capi_heavy_kwargs();
   s = EXPECT_CODE(manypy_object_call(g_heavy, NULL, dict, NULL, NULL, &result),
                   MANYPY_ERR_INVALID_ARGUMENT);
   ASSERT_CONTAINS(manypy_status_message(s), "args must be a list or tuple");
@@ -626,10 +619,7 @@ static void test_handles_package_first(void** state) {
 static int group_setup(void** state) {
   (void)state;
   double t0 = capi_now();
-  manypy_pool_options* options = manypy_pool_options_new();
-  manypy_status* s = manypy_pool_options_set_interpreters(options, POOL_SIZE);
-  if (s == NULL) s = manypy_pool_create(options, &g_pool);
-  manypy_pool_options_free(options);
+  manypy_status* s = capi_create_pool(POOL_SIZE, &g_pool);
   if (s == NULL) {
     s = manypy_package_load_file(g_pool, capi_archive("python_heavy.pt"), &g_heavy_package);
   }

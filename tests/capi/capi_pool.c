@@ -457,11 +457,7 @@ static void test_torch_everywhere_one_process(void** state) {
 static int group_setup(void** state) {
   (void)state;
   double t0 = capi_now();
-  manypy_pool_options* options = manypy_pool_options_new();
-  if (options == NULL) return -1;
-  manypy_status* s = manypy_pool_options_set_interpreters(options, POOL_SIZE);
-  if (s == NULL) s = manypy_pool_create(options, &g_pool);
-  manypy_pool_options_free(options);
+  manypy_status* s = capi_create_pool(POOL_SIZE, &g_pool);
   if (s != NULL) {
     capi_print_status("creating the pool", s, __FILE__, __LINE__);
     manypy_status_free(s);

@@ -42,19 +42,12 @@ static manypy_value* heavy_args(void) {
   return TUPLE_OF(1, items);
 }
 
-static manypy_value* heavy_kwargs(void) {
-  manypy_value* kwargs = manypy_value_new_dict();
-  ASSERT_OK(manypy_value_dict_set(kwargs, "steps", manypy_value_new_int64(5)));
-  ASSERT_OK(manypy_value_dict_set(kwargs, "normalize", manypy_value_new_bool(0)));
-  return kwargs;
-}
-
 /* Runs python_heavy's TorchScript with the expected-file inputs and checks
  * the outputs (float32 within 1e-5 relative). */
 static void check_heavy_script(manypy_script_module* module, const char* method,
                                const char* what) {
   manypy_value* args = heavy_args();
-  manypy_value* kwargs = heavy_kwargs();
+  manypy_value* kwargs = capi_heavy_kwargs();
   manypy_value* result = NULL;
   ASSERT_OK(manypy_script_call(module, method, args, kwargs, &result));
   manypy_value_free(kwargs);
@@ -145,7 +138,7 @@ static void test_input_with_byte_offset(void** state) {
   ASSERT_OK(manypy_value_new_tensor(t, &x));
   manypy_value* args = manypy_value_new_list();
   ASSERT_OK(manypy_value_append(args, x));
-  manypy_value* kwargs = heavy_kwargs();
+  manypy_value* kwargs = capi_heavy_kwargs();
   manypy_value* result = NULL;
   ASSERT_OK(manypy_script_call(module, NULL, args, kwargs, &result));
   const manypy_value* logits = NULL;

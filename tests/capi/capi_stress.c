@@ -285,9 +285,7 @@ static void test_stress_python_heavy(void** state) {
   const int64_t shape[2] = {4, 64};
   manypy_value* items[1] = {F32_TENSOR(g_heavy_input, 2, shape)};
   manypy_value* args = LIST_OF(1, items);
-  manypy_value* kwargs = manypy_value_new_dict();
-  ASSERT_OK(manypy_value_dict_set(kwargs, "steps", manypy_value_new_int64(5)));
-  ASSERT_OK(manypy_value_dict_set(kwargs, "normalize", manypy_value_new_bool(0)));
+  manypy_value* kwargs = capi_heavy_kwargs();
 
   struct heavy_worker workers[THREADS];
   pthread_t threads[THREADS];

@@ -151,6 +151,24 @@ manypy_pool* capi_make_pool(size_t count, manypy_thread_mode mode, const char* f
   return pool;
 }
 
+manypy_status* capi_create_pool(size_t count, manypy_pool** out_pool) {
+  manypy_pool_options* options = manypy_pool_options_new();
+  manypy_status* status = manypy_pool_options_set_interpreters(options, count);
+  if (status == NULL) status = manypy_pool_create(options, out_pool);
+  manypy_pool_options_free(options);
+  return status;
+}
+
+manypy_value* capi_heavy_kwargs(void) {
+  manypy_value* kwargs = manypy_value_new_dict();
+  assert_non_null(kwargs);
+  capi_assert_ok(manypy_value_dict_set(kwargs, "steps", manypy_value_new_int64(5)),
+                 "manypy_value_dict_set", __FILE__, __LINE__);
+  capi_assert_ok(manypy_value_dict_set(kwargs, "normalize", manypy_value_new_bool(0)),
+                 "manypy_value_dict_set", __FILE__, __LINE__);
+  return kwargs;
+}
+
 int capi_eval_int64_nofail(manypy_pool* pool, int32_t interp, const char* expr, int64_t* out,
                            char* error, size_t error_size) {
   manypy_value* value = NULL;

@@ -51,6 +51,15 @@ char* capi_eval_string(manypy_pool* pool, int32_t interp, const char* expr, size
  * defaults); fails the test on error. */
 manypy_pool* capi_make_pool(size_t count, manypy_thread_mode mode, const char* file, int line);
 
+/* Non-asserting, for cmocka group setups (which report failure by
+ * returning non-zero): creates a pool of `count` interpreters with default
+ * options. Returns the failing status (owned by the caller) or NULL. */
+manypy_status* capi_create_pool(size_t count, manypy_pool** out_pool);
+
+/* The keyword arguments python_heavy's expected files were made with:
+ * {"steps": 5, "normalize": False}. Owned by the caller. */
+manypy_value* capi_heavy_kwargs(void);
+
 /* Thread-safe, non-asserting: evaluates an int64 expression. Returns 0 and
  * sets *out on success; otherwise returns -1 and writes a description of the
  * failure into `error` (at most error_size bytes). */
