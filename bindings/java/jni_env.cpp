@@ -44,6 +44,12 @@ void delete_global_ref(void* ref) {
   if (JNIEnv* env = callback_env()) env->DeleteGlobalRef(static_cast<jobject>(ref));
 }
 
+bool throw_java(JNIEnv* env, const char* class_name, const char* message) {
+  jclass type = env->FindClass(class_name);
+  if (type) env->ThrowNew(type, message);  // else FindClass left its own error pending
+  return false;
+}
+
 void clear_pending_exception(JNIEnv* env) {
   if (!env->ExceptionCheck()) return;
   std::fprintf(stderr, "manypy: a Java callback raised an error it did not catch:\n");

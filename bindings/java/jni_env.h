@@ -26,6 +26,11 @@ const Dispatch& dispatch();
  * release callbacks of everything the glue registers. */
 void delete_global_ref(void* ref);
 
+/* Raises a Java exception of class `class_name` (e.g.
+ * "java/lang/IllegalArgumentException") for the glue's caller to see when the
+ * native method returns. Always returns false, for `return throw_java(...)`. */
+bool throw_java(JNIEnv* env, const char* class_name, const char* message);
+
 /* A backstop after every call into Java: CallbackDispatch catches every
  * Throwable itself, but an Error raised before its try block (a stack
  * overflow, out of memory) must not stay pending in native code. */

@@ -20,11 +20,7 @@ void unref(manypy_jni_tensor* tensor) {
   delete tensor;
 }
 
-bool throw_java(JNIEnv* jenv, const char* class_name, const char* message) {
-  jclass type = jenv->FindClass(class_name);
-  if (type) jenv->ThrowNew(type, message);
-  return false;
-}
+using manypy_jni::throw_java;
 
 bool throw_illegal_argument(JNIEnv* jenv, const char* message) {
   return throw_java(jenv, "java/lang/IllegalArgumentException", message);

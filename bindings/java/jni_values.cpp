@@ -1,14 +1,15 @@
 // Strings, bytes and profiler entries as Java byte arrays.
 #include <cstring>
 
+#include "jni_env.h"
 #include "jni_glue.h"
 
 namespace {
 
 jbyteArray new_byte_array(JNIEnv* jenv, const void* data, size_t length) {
   if (length > INT32_MAX) {
-    jclass type = jenv->FindClass("java/lang/OutOfMemoryError");
-    if (type) jenv->ThrowNew(type, "manypy: more than 2 GiB of bytes for one Java array");
+    manypy_jni::throw_java(jenv, "java/lang/OutOfMemoryError",
+                           "manypy: more than 2 GiB of bytes for one Java array");
     return nullptr;
   }
   jbyteArray array = jenv->NewByteArray(static_cast<jsize>(length));
@@ -23,9 +24,8 @@ jbyteArray new_byte_array(JNIEnv* jenv, const void* data, size_t length) {
 
 bool manypy_jni_check_out_array(JNIEnv* jenv, jarray array) {
   if (array && jenv->GetArrayLength(array) >= 1) return true;
-  jclass type = jenv->FindClass("java/lang/IllegalArgumentException");
-  if (type) jenv->ThrowNew(type, "manypy: an out-parameter array of length >= 1 is required");
-  return false;
+  return manypy_jni::throw_java(jenv, "java/lang/IllegalArgumentException",
+                                "manypy: an out-parameter array of length >= 1 is required");
 }
 
 jbyteArray manypy_jni_utf8_bytes(JNIEnv* jenv, const char* utf8) {

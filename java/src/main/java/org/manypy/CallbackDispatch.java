@@ -39,7 +39,7 @@ final class CallbackDispatch {
   static long exportHook(Object hook) {
     try {
       var files = ((ExportHook) hook).extraFiles();
-      return files == null || files.isEmpty() ? 0 : Values.keywordArguments(files);
+      return files == null || files.isEmpty() ? 0 : Values.optionalDict(files);
     } catch (Throwable error) {
       Manypy.reportCallbackError(error);
       return 0;

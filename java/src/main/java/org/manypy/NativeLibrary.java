@@ -33,34 +33,28 @@ final class NativeLibrary {
   static synchronized void load(Path path) {
     if (loaded) return;
     if (permanentFailure != null) throw copy(permanentFailure);
-    String tried;
+    String property = System.getProperty(PATH_PROPERTY);
+    if (path == null && property != null && !property.isEmpty()) path = Path.of(property);
+    Path file = path == null ? null
+        : Files.isDirectory(path) ? path.resolve(System.mapLibraryName(NAME)) : path;
+    String tried = file != null ? file.toAbsolutePath().toString()
+        : System.mapLibraryName(NAME) + " from java.library.path ("
+            + System.getProperty("java.library.path") + ")";
     try {
-      String property = System.getProperty(PATH_PROPERTY);
-      if (path == null && property != null && !property.isEmpty()) path = Path.of(property);
-      if (path != null) {
-        Path file = Files.isDirectory(path) ? path.resolve(System.mapLibraryName(NAME)) : path;
-        tried = file.toAbsolutePath().toString();
+      if (file != null) {
         System.load(tried);
       } else {
-        tried = System.mapLibraryName(NAME) + " on java.library.path ("
-            + System.getProperty("java.library.path") + ")";
         System.loadLibrary(NAME);
       }
     } catch (UnsatisfiedLinkError e) {
       throw new LibraryLoadException(
-          "manypy: could not load " + describe(path) + ": " + e.getMessage()
+          "manypy: could not load " + tried + ": " + e.getMessage()
               + ". Put the directory holding libmanypy_jni.so and libmanypy.so on"
               + " -Djava.library.path, or set -D" + PATH_PROPERTY + "=<file or directory>.",
           e);
     }
     checkVersions(tried);
     loaded = true;
-  }
-
-  private static String describe(Path path) {
-    return path != null ? path.toAbsolutePath().toString()
-        : System.mapLibraryName(NAME) + " from java.library.path ("
-            + System.getProperty("java.library.path") + ")";
   }
 
   private static void checkVersions(String tried) {

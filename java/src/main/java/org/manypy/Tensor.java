@@ -44,8 +44,9 @@ public final class Tensor implements AutoCloseable {
   private Tensor(DType dtype, long[] shape, long[] strides, ByteBuffer data, NativeTensor owner) {
     this.dtype = dtype;
     this.shape = shape;
-    this.strides = strides != null ? strides : contiguousStrides(shape);
-    this.contiguous = Arrays.equals(this.strides, contiguousStrides(shape));
+    long[] dense = contiguousStrides(shape);
+    this.strides = strides != null ? strides : dense;
+    this.contiguous = Arrays.equals(this.strides, dense);
     this.data = data;
     this.owner = owner;
   }

@@ -59,9 +59,9 @@ final class Values {
     return args == null || args.isEmpty() ? 0 : sequence(ManypyNative.manypy_value_new_tuple(), args);
   }
 
-  /** A native dict of keyword arguments (0 for none). */
-  static long keywordArguments(Map<String, ?> kwargs) {
-    return kwargs == null || kwargs.isEmpty() ? 0 : dict(kwargs);
+  /** A native dict of `map` (keyword arguments, extra files), or 0 for null or empty. */
+  static long optionalDict(Map<String, ?> map) {
+    return map == null || map.isEmpty() ? 0 : dict(map);
   }
 
   /** A C call taking native args and kwargs (0 for none) and filling out[0] with its result. */
@@ -78,7 +78,7 @@ final class Values {
     long nativeArgs = arguments(args);
     long nativeKwargs = 0;
     try {
-      nativeKwargs = keywordArguments(kwargs);
+      nativeKwargs = optionalDict(kwargs);
       long[] out = new long[1];
       Status.check(call.run(nativeArgs, nativeKwargs, out));
       return takeResult(out[0]);
@@ -90,7 +90,7 @@ final class Values {
 
   /** Runs `use` with a native dict of `map` (0 for null or empty), freed afterwards. */
   static void withDict(Map<String, ?> map, java.util.function.LongConsumer use) {
-    long dict = keywordArguments(map);
+    long dict = optionalDict(map);
     try {
       use.accept(dict);
     } finally {
