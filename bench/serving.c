@@ -363,7 +363,7 @@ typedef struct target {
 } target;
 
 static manypy_status* target_call(const target* t, manypy_value** out) {
-  if (t->script) return manypy_script_call(t->script, NULL, t->args, t->kwargs, out);
+  if (t->script) return manypy_script_call(t->script, NULL, t->args, t->kwargs, NULL, out);
   return manypy_object_call(t->object, NULL, t->args, t->kwargs, t->options, out);
 }
 
@@ -1025,7 +1025,7 @@ int main(int argc, char** argv) {
                          resnet_out, 1, -1);
   {
     manypy_value* r = NULL;
-    CHECK(manypy_script_call(resnet_script, NULL, resnet_args, NULL, &r),
+    CHECK(manypy_script_call(resnet_script, NULL, resnet_args, NULL, NULL, &r),
           "manypy_script_call(resnet18_script.pt)");
     check_output("resnet18_script.pt, TorchScript on the host", r, resnet_out, 1, -1);
     manypy_value_free(r);

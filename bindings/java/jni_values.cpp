@@ -56,7 +56,7 @@ jbyteArray manypy_jni_value_bytes(JNIEnv* jenv, const manypy_value* value) {
 
 jbyteArray manypy_jni_value_dict_key(JNIEnv* jenv, const manypy_value* value, size_t index) {
   const char* key = nullptr;
-  if (manypy_status* status = manypy_value_dict_key(value, index, &key)) {
+  if (manypy_status* status = manypy_value_dict_key(value, index, &key, NULL)) {
     manypy_status_free(status);
     return nullptr;
   }

@@ -27,6 +27,10 @@
  * Debian's libdlpack-dev 0.6. */
 #include <dlpack/dlpack.h>
 
+/* DLPack's type code for bool (kDLBool from DLPack 0.8 on: 8 bits, 1 lane,
+ * one byte per element holding 0 or 1). DLPack 0.6 has no name for it. */
+#define MANYPY_DL_BOOL 6
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -35,6 +39,19 @@ extern "C" {
 #define MANYPY_API __attribute__((visibility("default")))
 #else
 #define MANYPY_API
+#endif
+
+/* Marks every function that returns a manypy_status*: dropping the result
+ * leaks the status and ignores a failure, so compilers warn. (In C, GCC's
+ * warn_unused_result is not silenced by a cast to void: free the status.) */
+#if defined(__cplusplus) && __cplusplus >= 201703L
+#define MANYPY_NODISCARD [[nodiscard]]
+#elif defined(__GNUC__) || defined(__clang__)
+#define MANYPY_NODISCARD __attribute__((warn_unused_result))
+#elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 202311L
+#define MANYPY_NODISCARD [[nodiscard]]
+#else
+#define MANYPY_NODISCARD
 #endif
 
 /* ------------------------------------------------------------------------ */
@@ -107,7 +124,13 @@ typedef enum manypy_code {
   /* A tensor with a dtype, device, shape or strides manypy cannot accept. */
   MANYPY_ERR_BAD_TENSOR = 17,
   /* A name (attribute, method, record, dict key) that does not exist. */
-  MANYPY_ERR_NO_SUCH_NAME = 18
+  MANYPY_ERR_NO_SUCH_NAME = 18,
+  /* The call's deadline (manypy_call_options_set_timeout or _set_deadline)
+   * passed before it finished; its Python code was stopped. */
+  MANYPY_ERR_DEADLINE_EXCEEDED = 19,
+  /* The call's cancel token (manypy_call_options_set_cancel_token) was
+   * cancelled before it finished; its Python code was stopped. */
+  MANYPY_ERR_CANCELLED = 20
 } manypy_code;
 
 /* Owned by the caller; free with manypy_status_free(). Not thread safe:
@@ -180,55 +203,63 @@ MANYPY_API manypy_value* manypy_value_new_dict(void);
 MANYPY_API manypy_value* manypy_value_new_bytes(const void* data, size_t length);
 /* Copies `length` bytes, which must be valid UTF-8 (MANYPY_ERR_INVALID_ARGUMENT
  * otherwise). */
-MANYPY_API manypy_status* manypy_value_new_string(const char* utf8, size_t length,
-                                                  manypy_value** out_value);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_value_new_string(
+    const char* utf8, size_t length, manypy_value** out_value);
 
 /* Appends `item` to a list or tuple. Takes ownership of `item` whether or not
  * the call succeeds. */
-MANYPY_API manypy_status* manypy_value_append(manypy_value* sequence, manypy_value* item);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_value_append(
+    manypy_value* sequence, manypy_value* item);
 /* Sets `key` (UTF-8, copied) of a dict to `item`, replacing an earlier value.
  * Takes ownership of `item` whether or not the call succeeds. */
-MANYPY_API manypy_status* manypy_value_dict_set(manypy_value* dict, const char* key,
-                                                manypy_value* item);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_value_dict_set(
+    manypy_value* dict, const char* key, manypy_value* item);
 
 /* The value's kind. MANYPY_VALUE_NONE for a NULL value. */
 MANYPY_API manypy_value_kind manypy_value_get_kind(const manypy_value* value);
 
 /* Typed accessors. Each fails with MANYPY_ERR_WRONG_KIND when the value is of
  * another kind and MANYPY_ERR_INVALID_ARGUMENT on NULL arguments. */
-MANYPY_API manypy_status* manypy_value_get_bool(const manypy_value* value, int* out);
-MANYPY_API manypy_status* manypy_value_get_int64(const manypy_value* value, int64_t* out);
-MANYPY_API manypy_status* manypy_value_get_double(const manypy_value* value, double* out);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_value_get_bool(
+    const manypy_value* value, int* out);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_value_get_int64(
+    const manypy_value* value, int64_t* out);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_value_get_double(
+    const manypy_value* value, double* out);
 
 /* The UTF-8 bytes of a string value and their length (the string may contain
  * NUL; it is also NUL-terminated). The bytes are owned by the value.
  * `out_length` may be NULL when the caller only needs the NUL-terminated
  * string. */
-MANYPY_API manypy_status* manypy_value_get_string(const manypy_value* value,
-                                                  const char** out_utf8,
-                                                  size_t* out_length);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_value_get_string(
+    const manypy_value* value, const char** out_utf8, size_t* out_length);
 
 /* The bytes of a bytes value, owned by the value. */
-MANYPY_API manypy_status* manypy_value_get_bytes(const manypy_value* value, const void** out_data,
-                                                 size_t* out_length);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_value_get_bytes(
+    const manypy_value* value, const void** out_data, size_t* out_length);
 
 /* Number of items of a list, tuple or dict (MANYPY_ERR_WRONG_KIND for other
  * kinds). */
-MANYPY_API manypy_status* manypy_value_length(const manypy_value* value, size_t* out_length);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_value_length(
+    const manypy_value* value, size_t* out_length);
 
 /* Item `index` of a list or tuple, or the value of the `index`-th entry of a
- * dict. Borrowed: owned by `value`. MANYPY_ERR_OUT_OF_RANGE past the end. */
-MANYPY_API manypy_status* manypy_value_get_item(const manypy_value* value, size_t index,
-                                                const manypy_value** out_item);
+ * dict. Borrowed: owned by `value`, and valid until `value` is freed (later
+ * appends and dict_sets on `value` do not move it; a dict_set that replaces
+ * this entry's value frees it). MANYPY_ERR_OUT_OF_RANGE past the end. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_value_get_item(
+    const manypy_value* value, size_t index, const manypy_value** out_item);
 
-/* The key of the `index`-th entry of a dict (insertion order). Owned by
- * `value`. */
-MANYPY_API manypy_status* manypy_value_dict_key(const manypy_value* value, size_t index,
-                                                const char** out_key);
+/* The key of the `index`-th entry of a dict (insertion order): UTF-8,
+ * NUL-terminated, owned by `value`. A key from Python may contain NUL;
+ * `out_length` (may be NULL) receives its full length in bytes. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_value_dict_key(
+    const manypy_value* value, size_t index, const char** out_key, size_t* out_length);
 
-/* The value under `key` in a dict. Borrowed. MANYPY_ERR_NO_SUCH_NAME if absent. */
-MANYPY_API manypy_status* manypy_value_dict_get(const manypy_value* value, const char* key,
-                                                const manypy_value** out_item);
+/* The value under `key` in a dict. Borrowed, valid as manypy_value_get_item's
+ * results are. MANYPY_ERR_NO_SUCH_NAME if absent. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_value_dict_get(
+    const manypy_value* value, const char* key, const manypy_value** out_item);
 
 /* Frees a value and its children. Accepts NULL. Tensor memory it shares with
  * DLManagedTensors handed out by manypy_value_get_tensor stays valid until
@@ -245,12 +276,13 @@ MANYPY_API void manypy_value_free(manypy_value* value);
  * manypy_value_free, if a model kept the tensor), or at once if this call
  * fails. Any thread may run the deleter. The data must stay valid and
  * unmodified until then. Strided tensors are accepted (strides NULL means
- * C-contiguous; byte_offset is honoured). Fails with MANYPY_ERR_BAD_TENSOR
- * for a device other than kDLCPU, a dtype torch cannot represent (bool has
- * no DLPack 0.6 code), a negative size or stride, or a layout too large to
+ * C-contiguous; byte_offset is honoured). Dtypes: int8/16/32/64, uint8,
+ * float16/32/64, bfloat16, complex64/128 and bool (MANYPY_DL_BOOL, 8 bits),
+ * one lane. Fails with MANYPY_ERR_BAD_TENSOR for a device other than kDLCPU,
+ * another dtype, a negative size or stride, or a layout too large to
  * address. */
-MANYPY_API manypy_status* manypy_value_new_tensor(DLManagedTensor* tensor,
-                                                  manypy_value** out_value);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_value_new_tensor(
+    DLManagedTensor* tensor, manypy_value** out_value);
 
 /* A tensor over a caller's buffer, for callers without a DLManagedTensor.
  * `shape` has `ndim` entries; `strides` (in elements) is NULL for
@@ -262,7 +294,7 @@ MANYPY_API manypy_status* manypy_value_new_tensor(DLManagedTensor* tensor,
  * buffer, or at once if this call fails.
  * Copied (`copy` = 1): the bytes are copied now (a contiguous copy); `release`
  * is called before this function returns. */
-MANYPY_API manypy_status* manypy_value_new_tensor_from_buffer(
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_value_new_tensor_from_buffer(
     void* data, size_t data_size, DLDataType dtype, int32_t ndim, const int64_t* shape,
     const int64_t* strides, int copy, void (*release)(void* release_ctx), void* release_ctx,
     manypy_value** out_value);
@@ -270,9 +302,9 @@ MANYPY_API manypy_status* manypy_value_new_tensor_from_buffer(
 /* A tensor value's data as a new DLManagedTensor, without copying. The
  * caller owns the result and must call its deleter exactly once; the data
  * stays valid until then, even after the value is freed. Any thread may call
- * the deleter. */
-MANYPY_API manypy_status* manypy_value_get_tensor(const manypy_value* value,
-                                                  DLManagedTensor** out_tensor);
+ * the deleter. A bool tensor has dtype {MANYPY_DL_BOOL, 8, 1}. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_value_get_tensor(
+    const manypy_value* value, DLManagedTensor** out_tensor);
 
 /* ------------------------------------------------------------------------ */
 /* Pool options                                                             */
@@ -303,21 +335,21 @@ MANYPY_API void manypy_pool_options_free(manypy_pool_options* options);
 
 /* Number of interpreters, 1 to manypy_max_interpreters(). Checked by
  * manypy_pool_create, which fails with MANYPY_ERR_OUT_OF_RANGE outside it. */
-MANYPY_API manypy_status* manypy_pool_options_set_interpreters(manypy_pool_options* options,
-                                                              size_t count);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_options_set_interpreters(
+    manypy_pool_options* options, size_t count);
 
 /* Appends a directory to every interpreter's sys.path for the pool's lifetime
  * (as torch::deploy's PathEnvironment). The string is copied. */
-MANYPY_API manypy_status* manypy_pool_options_add_sys_path(manypy_pool_options* options,
-                                                          const char* path);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_options_add_sys_path(
+    manypy_pool_options* options, const char* path);
 
 /* Intra-op threads per interpreter (torch.set_num_threads), >= 1. Default 1:
  * parallelism comes from interpreters, not from inside one op. */
-MANYPY_API manypy_status* manypy_pool_options_set_intra_op_threads(
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_options_set_intra_op_threads(
     manypy_pool_options* options, int threads);
 
-MANYPY_API manypy_status* manypy_pool_options_set_thread_mode(manypy_pool_options* options,
-                                                             manypy_thread_mode mode);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_options_set_thread_mode(
+    manypy_pool_options* options, manypy_thread_mode mode);
 
 /* ------------------------------------------------------------------------ */
 /* Pool                                                                     */
@@ -342,13 +374,19 @@ typedef struct manypy_pool manypy_pool;
  * on first use (each imports torch, about a second); later pools reuse them.
  * `options` is borrowed; NULL means defaults. On success *out_pool is owned by
  * the caller; free it with manypy_pool_destroy(). */
-MANYPY_API manypy_status* manypy_pool_create(const manypy_pool_options* options,
-                                            manypy_pool** out_pool);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_create(
+    const manypy_pool_options* options, manypy_pool** out_pool);
 
-/* Destroys a pool and returns its interpreters to the process-wide set,
- * cleaned: objects it created and modules it imported are dropped and
- * sys.path is restored. Waits for calls in flight on other threads to finish
- * (but must not be called concurrently with new calls). Accepts NULL. */
+/* Frees the caller's pool handle. Accepts NULL. Must not race with other
+ * calls that use this same handle: it is gone when this returns.
+ *
+ * Packages and objects of the pool keep it alive, so this call alone may
+ * leave the interpreters leased: they go back to the process-wide set when
+ * the last of the pool handle, its packages and its objects is freed. That
+ * last free waits for the pool's calls still running (a call through an
+ * object holds the pool, so none can start after it), then cleans each
+ * interpreter (objects the pool created and modules it imported are dropped,
+ * sys.path is restored) and returns it for later pools to reuse. */
 MANYPY_API void manypy_pool_destroy(manypy_pool* pool);
 
 /* Number of interpreters in the pool. 0 for NULL. */
@@ -357,20 +395,21 @@ MANYPY_API size_t manypy_pool_size(const manypy_pool* pool);
 /* Runs Python source (statements) in an interpreter's global namespace, which
  * persists for the pool's lifetime. `interpreter` is an index in
  * [0, manypy_pool_size) or MANYPY_ANY_INTERPRETER. */
-MANYPY_API manypy_status* manypy_pool_exec(manypy_pool* pool, int32_t interpreter,
-                                          const char* source);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_exec(
+    manypy_pool* pool, int32_t interpreter, const char* source);
 
 /* Runs the same source in every interpreter of the pool, in index order, and
  * stops at the first failure, whose message names the interpreter. Use it to
  * define functions or register module source everywhere. */
-MANYPY_API manypy_status* manypy_pool_exec_all(manypy_pool* pool, const char* source);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_exec_all(
+    manypy_pool* pool, const char* source);
 
 /* Evaluates one Python expression and returns its result as a value: None,
  * bool, int (fitting int64), float, str, bytes, a torch.Tensor, and lists,
  * tuples and str-keyed dicts of these; others fail with
  * MANYPY_ERR_UNSUPPORTED_TYPE. On success *out_value is owned by the caller. */
-MANYPY_API manypy_status* manypy_pool_eval(manypy_pool* pool, int32_t interpreter,
-                                          const char* expression, manypy_value** out_value);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_eval(
+    manypy_pool* pool, int32_t interpreter, const char* expression, manypy_value** out_value);
 
 /* ------------------------------------------------------------------------ */
 /* torch.package archives                                                   */
@@ -388,12 +427,12 @@ typedef struct manypy_package manypy_package;
  * archive), MANYPY_ERR_UNSUPPORTED_VERSION. Record checksums are checked
  * when an interpreter first opens the package (manypy_package_load_pickle).
  * On success *out_package is owned by the caller. */
-MANYPY_API manypy_status* manypy_package_load_file(manypy_pool* pool, const char* path,
-                                                   manypy_package** out_package);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_package_load_file(
+    manypy_pool* pool, const char* path, manypy_package** out_package);
 
 /* The same from `size` bytes in memory, which are copied. */
-MANYPY_API manypy_status* manypy_package_load_bytes(manypy_pool* pool, const void* data,
-                                                    size_t size, manypy_package** out_package);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_package_load_bytes(
+    manypy_pool* pool, const void* data, size_t size, manypy_package** out_package);
 
 /* Frees the caller's handle. Objects loaded from the package keep it alive.
  * Accepts NULL. */
@@ -402,13 +441,13 @@ MANYPY_API void manypy_package_free(manypy_package* package);
 /* The names of every record in the archive, as a list of strings (e.g.
  * "model/model.pkl", ".data/version"), read without running Python. The
  * caller owns *out_list. */
-MANYPY_API manypy_status* manypy_package_list_files(const manypy_package* package,
-                                                    manypy_value** out_list);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_package_list_files(
+    const manypy_package* package, manypy_value** out_list);
 
 /* One record's bytes (text or binary) as a bytes value, read without running
  * Python. MANYPY_ERR_NO_SUCH_NAME if the archive has no such record. */
-MANYPY_API manypy_status* manypy_package_read_file(const manypy_package* package,
-                                                   const char* name, manypy_value** out_bytes);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_package_read_file(
+    const manypy_package* package, const char* name, manypy_value** out_bytes);
 
 /* ------------------------------------------------------------------------ */
 /* Replicated objects                                                       */
@@ -427,31 +466,82 @@ typedef struct manypy_object manypy_object;
  * module is MANYPY_ERR_MODULE_NOT_FOUND), and lazily in the others. On
  * success *out_object is owned by the caller. A record whose checksum fails
  * (a corrupt pickle or source file) is MANYPY_ERR_BAD_ARCHIVE. */
-MANYPY_API manypy_status* manypy_package_load_pickle(manypy_package* package, const char* module,
-                                                     const char* name,
-                                                     manypy_object** out_object);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_package_load_pickle(
+    manypy_package* package, const char* module, const char* name, manypy_object** out_object);
 
-/* Unloads: drops the replica in every interpreter and frees the handle.
- * Waits for calls in flight on it. Accepts NULL. */
+/* Frees the handle and unloads the object. Accepts NULL. Calls on it
+ * already running on other threads finish first: this waits for them (they
+ * are not stopped; give them a deadline or a cancel token to bound the
+ * wait). A call must not start with this handle concurrently with, or
+ * after, this free. Then the replica in every interpreter is dropped; the
+ * package and pool stay alive while other handles hold them. */
 MANYPY_API void manypy_object_free(manypy_object* object);
 
+/* A cancel token: created by the caller, cancelled from any thread, and
+ * shared by any number of calls (through their call options). Cancelling
+ * stops every call that uses it, running or waiting, with
+ * MANYPY_ERR_CANCELLED, and makes every later call that uses it fail at
+ * once. A token cannot be reset. Thread safe. */
+typedef struct manypy_cancel_token manypy_cancel_token;
+
+/* A new, uncancelled token owned by the caller. NULL only when memory is
+ * exhausted. */
+MANYPY_API manypy_cancel_token* manypy_cancel_token_new(void);
+
+/* Cancels the token. Idempotent; any thread; accepts NULL. Returns once
+ * every running call that uses the token has been asked to stop (they stop
+ * soon after, on their own threads). */
+MANYPY_API void manypy_cancel_token_cancel(manypy_cancel_token* token);
+
+/* 1 if the token was cancelled, else 0 (also for NULL). */
+MANYPY_API int manypy_cancel_token_is_cancelled(const manypy_cancel_token* token);
+
+/* Frees the caller's handle. Accepts NULL. Call options and calls that use
+ * the token keep it alive, so it may be freed at any time. */
+MANYPY_API void manypy_cancel_token_free(manypy_cancel_token* token);
+
+/* CLOCK_MONOTONIC now, in nanoseconds: the clock of deadlines. Any thread. */
+MANYPY_API int64_t manypy_monotonic_ns(void);
+
 /* Per-call options. Owned by the caller; read-only during a call, so one
- * options object may serve many threads at once. */
+ * options object may serve many threads at once. Setters are not thread
+ * safe: set them before sharing. */
 typedef struct manypy_call_options manypy_call_options;
 
-/* Defaults: any interpreter. NULL only when memory is exhausted. */
+/* Defaults: any interpreter, no deadline, no cancel token. NULL only when
+ * memory is exhausted. */
 MANYPY_API manypy_call_options* manypy_call_options_new(void);
 MANYPY_API void manypy_call_options_free(manypy_call_options* options);
 /* Pins calls to interpreter `index` of the pool, or MANYPY_ANY_INTERPRETER. */
-MANYPY_API manypy_status* manypy_call_options_set_interpreter(manypy_call_options* options,
-                                                             int32_t index);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_call_options_set_interpreter(
+    manypy_call_options* options, int32_t index);
+
+/* Bounds each call made with these options to `timeout_ns` nanoseconds from
+ * its start, waiting for an interpreter included. 0 removes the timeout;
+ * negative is MANYPY_ERR_OUT_OF_RANGE. Replaces any deadline set with
+ * manypy_call_options_set_deadline. What happens when it passes: see
+ * "Deadlines and cancellation" below. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_call_options_set_timeout(
+    manypy_call_options* options, int64_t timeout_ns);
+
+/* Bounds calls made with these options by an absolute deadline on
+ * CLOCK_MONOTONIC (manypy_monotonic_ns()), in nanoseconds. 0 removes it;
+ * negative is MANYPY_ERR_OUT_OF_RANGE. A deadline already past fails calls
+ * at once with MANYPY_ERR_DEADLINE_EXCEEDED. Replaces any timeout. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_call_options_set_deadline(
+    manypy_call_options* options, int64_t deadline_ns);
+
+/* Calls made with these options stop with MANYPY_ERR_CANCELLED when `token`
+ * is cancelled. The options keep the token alive (the caller's handle may be
+ * freed). NULL removes the token. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_call_options_set_cancel_token(
+    manypy_call_options* options, manypy_cancel_token* token);
 
 /* Sets the caller's context for calls made with these options: every
  * operator callback (manypy_add_op_callbacks) of every operator such a call
  * runs reports these ids. Both strings are copied; NULL means "". */
-MANYPY_API manypy_status* manypy_call_options_set_context(manypy_call_options* options,
-                                                         const char* model_id,
-                                                         const char* request_id);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_call_options_set_context(
+    manypy_call_options* options, const char* model_id, const char* request_id);
 
 /* Calls the object. `method` NULL calls the object itself (for an nn.Module,
  * __call__, which runs forward with its hooks); otherwise the named method.
@@ -461,19 +551,45 @@ MANYPY_API manypy_status* manypy_call_options_set_context(manypy_call_options* o
  * result is owned by the caller. A missing method is MANYPY_ERR_NO_SUCH_NAME;
  * a wrong number of arguments MANYPY_ERR_PYTHON (TypeError); a result that is
  * not representable MANYPY_ERR_UNSUPPORTED_TYPE. */
-MANYPY_API manypy_status* manypy_object_call(manypy_object* object, const char* method,
-                                             const manypy_value* args, const manypy_value* kwargs,
-                                             const manypy_call_options* options,
-                                             manypy_value** out_result);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_object_call(
+    manypy_object* object, const char* method, const manypy_value* args, const manypy_value* kwargs,
+    const manypy_call_options* options, manypy_value** out_result);
 
-/* The attribute `name` of the object, converted to a value. */
-MANYPY_API manypy_status* manypy_object_getattr(manypy_object* object, const char* name,
-                                                const manypy_call_options* options,
-                                                manypy_value** out_value);
+/* The attribute `name` of the object, converted to a value. `options` as
+ * for manypy_object_call (a property runs Python code). */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_object_getattr(
+    manypy_object* object, const char* name, const manypy_call_options* options,
+    manypy_value** out_value);
 
 /* Whether the object has the attribute `name`: *out_has is 1 or 0. */
-MANYPY_API manypy_status* manypy_object_hasattr(manypy_object* object, const char* name,
-                                                int* out_has);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_object_hasattr(
+    manypy_object* object, const char* name, int* out_has);
+
+/* Deadlines and cancellation, for manypy_object_call, manypy_object_getattr
+ * and manypy_script_call made with a timeout, a deadline or a cancel token:
+ *
+ *  - A deadline already past or a token already cancelled fails the call
+ *    before anything runs.
+ *  - A call waiting for its interpreter gives up at its deadline, or when
+ *    its token is cancelled, without running: in HANDOFF mode it leaves the
+ *    interpreter's queue; in DIRECT mode it waits for the interpreter's GIL,
+ *    which running Python code hands over every few milliseconds (C code
+ *    that holds the GIL does not), and returns as soon as it has it.
+ *  - Python code that is running is stopped at its next bytecode boundary:
+ *    the interpreter raises manypy.DeadlineExceeded (or manypy.Cancelled),
+ *    a BaseException, in the call's thread, and raises it again at every
+ *    line run after that, so code that catches it cannot keep the call
+ *    alive. What cannot be stopped finishes first: a torch operator already
+ *    running, a blocking system call (time.sleep, I/O), C code holding the
+ *    GIL. The status's traceback shows where the code was stopped. The
+ *    interpreter then serves other calls as before; state that the model
+ *    changed before the stop stays changed.
+ *  - TorchScript on the host stops before its next tensor operator.
+ *
+ * A call that finishes after its deadline passed or its token was cancelled
+ * returns MANYPY_ERR_DEADLINE_EXCEEDED or MANYPY_ERR_CANCELLED (whichever
+ * came first), never its result. Calls without a deadline or token pay
+ * nothing for this. */
 
 /* ------------------------------------------------------------------------ */
 /* TorchScript on the host: no Python, no interpreter                       */
@@ -485,28 +601,33 @@ typedef struct manypy_script_module manypy_script_module;
 
 /* Loads a TorchScript archive (torch.jit.save). MANYPY_ERR_NOT_FOUND,
  * MANYPY_ERR_BAD_ARCHIVE, MANYPY_ERR_UNSUPPORTED_VERSION as for packages. */
-MANYPY_API manypy_status* manypy_script_load_file(const char* path,
-                                                  manypy_script_module** out_module);
-MANYPY_API manypy_status* manypy_script_load_bytes(const void* data, size_t size,
-                                                   manypy_script_module** out_module);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_script_load_file(
+    const char* path, manypy_script_module** out_module);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_script_load_bytes(
+    const void* data, size_t size, manypy_script_module** out_module);
 MANYPY_API void manypy_script_free(manypy_script_module* module);
 
 /* Calls `method` (NULL: forward) with the same value conventions as
  * manypy_object_call. Runs in inference mode. An error raised by the method
- * is MANYPY_ERR_PYTHON, with TorchScript's message. */
-MANYPY_API manypy_status* manypy_script_call(manypy_script_module* module, const char* method,
-                                             const manypy_value* args, const manypy_value* kwargs,
-                                             manypy_value** out_result);
+ * is MANYPY_ERR_PYTHON, with TorchScript's message. `options` (may be NULL)
+ * gives the call its deadline, cancel token and the context its operator
+ * callbacks report; its interpreter index is ignored (there is none). */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_script_call(
+    manypy_script_module* module, const char* method, const manypy_value* args,
+    const manypy_value* kwargs, const manypy_call_options* options, manypy_value** out_result);
 
 /* ------------------------------------------------------------------------ */
 /* Operator callbacks                                                       */
 /* ------------------------------------------------------------------------ */
 
-/* One input of an operator (when inputs were asked for): never its data. */
+/* One input of an operator (when inputs were asked for): never its data.
+ * Fields are only ever appended: step through an array of them by
+ * struct_size, not by sizeof (manypy_op_event_input does). */
 typedef struct manypy_op_input {
+  uint32_t struct_size; /* this library's sizeof(manypy_op_input) */
   /* MANYPY_VALUE_TENSOR, _INT64, _DOUBLE, _BOOL, _NONE, or -1 for others. */
   int32_t kind;
-  DLDataType dtype; /* tensors: the element type (bool reads as uint8) */
+  DLDataType dtype; /* tensors: the element type ({MANYPY_DL_BOOL, 8, 1} for bool) */
   int32_t ndim;     /* tensors */
   const int64_t* shape;
 } manypy_op_input;
@@ -528,6 +649,13 @@ typedef struct manypy_op_event {
   const manypy_op_input* inputs;
 } manypy_op_event;
 
+/* Input `index` (< event->num_inputs) of an event. */
+static inline const manypy_op_input* manypy_op_event_input(const manypy_op_event* event,
+                                                           size_t index) {
+  return (const manypy_op_input*)((const char*)event->inputs +
+                                  index * event->inputs->struct_size);
+}
+
 typedef void (*manypy_op_callback_fn)(const manypy_op_event* event, void* user_data);
 
 /* Registers callbacks around torch operators, sampled with probability
@@ -540,16 +668,14 @@ typedef void (*manypy_op_callback_fn)(const manypy_op_event* event, void* user_d
  * (MANYPY_ERR_RESOURCE_EXHAUSTED). free_user_data runs exactly once: when
  * the registration is removed, or at once if this call fails. On success
  * *out_id identifies the registration. Thread safety: any thread. */
-MANYPY_API manypy_status* manypy_add_op_callbacks(manypy_op_callback_fn enter,
-                                                  manypy_op_callback_fn exit, void* user_data,
-                                                  void (*free_user_data)(void*),
-                                                  double sampling_probability, int needs_inputs,
-                                                  uint64_t* out_id);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_add_op_callbacks(
+    manypy_op_callback_fn enter, manypy_op_callback_fn exit, void* user_data,
+    void (*free_user_data)(void*), double sampling_probability, int needs_inputs, uint64_t* out_id);
 
 /* Removes a registration: when this returns, no callback of it runs or will
  * run, and its free_user_data has run. MANYPY_ERR_NO_SUCH_NAME for an
  * unknown id. */
-MANYPY_API manypy_status* manypy_remove_op_callbacks(uint64_t id);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_remove_op_callbacks(uint64_t id);
 
 /* ------------------------------------------------------------------------ */
 /* The built-in sampled profiler                                            */
@@ -561,13 +687,17 @@ typedef struct manypy_profiler manypy_profiler;
 
 /* Starts profiling every interpreter and the host with the given sampling
  * probability in (0, 1]. Uses one of the 16 callback registrations. */
-MANYPY_API manypy_status* manypy_profiler_start(double sampling_probability,
-                                                manypy_profiler** out_profiler);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_profiler_start(
+    double sampling_probability, manypy_profiler** out_profiler);
 
 /* Stops (no event is recorded after it returns) and frees. Accepts NULL. */
 MANYPY_API void manypy_profiler_free(manypy_profiler* profiler);
 
+/* One (model, operator) aggregate. Fields are only ever appended: step
+ * through an array of them by struct_size, not by sizeof
+ * (manypy_profile_entry_at does). */
 typedef struct manypy_profile_entry {
+  uint32_t struct_size; /* this library's sizeof(manypy_profile_entry) */
   const char* model_id; /* "" for operators run without a context */
   const char* op_name;
   uint64_t count;       /* sampled calls */
@@ -578,21 +708,26 @@ typedef struct manypy_profile_entry {
 /* The aggregates so far. *out_entries (an array of *out_count entries, with
  * their strings) is owned by the caller: free it with
  * manypy_profile_entries_free. */
-MANYPY_API manypy_status* manypy_profiler_snapshot(const manypy_profiler* profiler,
-                                                   manypy_profile_entry** out_entries,
-                                                   size_t* out_count);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_profiler_snapshot(
+    const manypy_profiler* profiler, manypy_profile_entry** out_entries, size_t* out_count);
 MANYPY_API void manypy_profile_entries_free(manypy_profile_entry* entries, size_t count);
+
+/* Entry `index` (< the snapshot's count) of a snapshot's array. */
+static inline const manypy_profile_entry* manypy_profile_entry_at(
+    const manypy_profile_entry* entries, size_t index) {
+  return (const manypy_profile_entry*)((const char*)entries + index * entries->struct_size);
+}
 
 /* The aggregates in the Prometheus text exposition format (a summary,
  * manypy_operator_duration_seconds{model, operator, quantile}), as a string
  * value, for a service's /metrics endpoint. */
-MANYPY_API manypy_status* manypy_profiler_prometheus(const manypy_profiler* profiler,
-                                                     manypy_value** out_text);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_profiler_prometheus(
+    const manypy_profiler* profiler, manypy_value** out_text);
 
 /* The latest (up to 100,000) sampled events as Chrome trace-event JSON
  * (opens in Perfetto or chrome://tracing), as a string value. */
-MANYPY_API manypy_status* manypy_profiler_chrome_trace(const manypy_profiler* profiler,
-                                                       manypy_value** out_json);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_profiler_chrome_trace(
+    const manypy_profiler* profiler, manypy_value** out_json);
 
 /* ------------------------------------------------------------------------ */
 /* API usage logging                                                        */
@@ -614,13 +749,12 @@ typedef void (*manypy_api_usage_fn)(const char* key, void* user_data);
  * still sees each key once. `handler` NULL removes it. free_user_data, if
  * not NULL, runs exactly once, when the handler is replaced or removed.
  * Thread safety: any thread. */
-MANYPY_API manypy_status* manypy_set_api_usage_handler(manypy_api_usage_fn handler,
-                                                       void* user_data,
-                                                       void (*free_user_data)(void*));
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_set_api_usage_handler(
+    manypy_api_usage_fn handler, void* user_data, void (*free_user_data)(void*));
 
 /* Logs a key of the caller's (copied). A key already seen is ignored.
  * Thread safety: any thread. */
-MANYPY_API manypy_status* manypy_log_api_usage(const char* key);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_log_api_usage(const char* key);
 
 /* ------------------------------------------------------------------------ */
 /* Archive metadata                                                         */
@@ -629,27 +763,26 @@ MANYPY_API manypy_status* manypy_log_api_usage(const char* key);
 /* The records of any PyTorch archive (TorchScript or torch.package), e.g.
  * "extra/producer_info.json", read with libtorch's reader, without Python.
  * Errors as for manypy_package_load_file. The caller owns the result. */
-MANYPY_API manypy_status* manypy_archive_list_files(const char* path, manypy_value** out_list);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_archive_list_files(
+    const char* path, manypy_value** out_list);
 
 /* One record's bytes (extra files are "extra/<name>"). MANYPY_ERR_NO_SUCH_NAME
  * if absent. */
-MANYPY_API manypy_status* manypy_archive_read_file(const char* path, const char* name,
-                                                   manypy_value** out_bytes);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_archive_read_file(
+    const char* path, const char* name, manypy_value** out_bytes);
 
 /* Saves a TorchScript module (torch.jit.save) to `path`, with `extra_files`
  * (a dict of name -> bytes or string, borrowed; NULL for none) stored as
  * "extra/<name>", plus the export hook's files. */
-MANYPY_API manypy_status* manypy_script_save_file(const manypy_script_module* module,
-                                                  const char* path,
-                                                  const manypy_value* extra_files);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_script_save_file(
+    const manypy_script_module* module, const char* path, const manypy_value* extra_files);
 
 /* Writes a copy of a loaded torch.package archive to `path` (libtorch's
  * writer) with `extra_files` (a dict of name -> bytes or string, borrowed;
  * NULL for none) stored as "extra/<name>", plus the export hook's files.
  * The copy loads like the original. */
-MANYPY_API manypy_status* manypy_package_save_file(const manypy_package* package,
-                                                   const char* path,
-                                                   const manypy_value* extra_files);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_package_save_file(
+    const manypy_package* package, const char* path, const manypy_value* extra_files);
 
 /* The process-wide export hook: returns a new dict value (name -> bytes or
  * string; ownership passes to manypy) of files to add to an archive being
@@ -663,8 +796,8 @@ typedef manypy_value* (*manypy_export_hook_fn)(void* user_data);
 /* Installs the hook, replacing any earlier one (whose free_user_data runs
  * once no call of it is in progress). `hook` NULL removes it (and frees
  * `user_data` at once). Thread safety: any thread. */
-MANYPY_API manypy_status* manypy_set_export_hook(manypy_export_hook_fn hook, void* user_data,
-                                                 void (*free_user_data)(void*));
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_set_export_hook(
+    manypy_export_hook_fn hook, void* user_data, void (*free_user_data)(void*));
 
 /* ------------------------------------------------------------------------ */
 /* Custom operators                                                         */
@@ -677,12 +810,12 @@ MANYPY_API manypy_status* manypy_set_export_hook(manypy_export_hook_fn hook, voi
  * torch.ops.<namespace>.<op>. MANYPY_ERR_NOT_FOUND if there is no such file;
  * MANYPY_ERR_LOADER with the loader's (or Python's) message if it does not
  * load. A library is never unloaded. Thread safety: any thread. */
-MANYPY_API manypy_status* manypy_load_operator_library(const char* path);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_load_operator_library(const char* path);
 
 /* Intra-op threads of the host's libtorch (torch.set_num_threads), used by
  * TorchScript calls. Applies to threads that have not yet run an operator.
  * Interpreters have their own setting (manypy_pool_options). */
-MANYPY_API manypy_status* manypy_script_set_intra_op_threads(int threads);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_script_set_intra_op_threads(int threads);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -43,6 +43,11 @@ struct manypy_call_options {
   manypy::CallOptions options;
 };
 
+// Shared ownership: call options that name a token keep it alive.
+struct manypy_cancel_token {
+  std::shared_ptr<manypy::CancelToken> token;
+};
+
 struct manypy_script_module {
   std::unique_ptr<manypy::ScriptModule> module;
 };
@@ -69,6 +74,9 @@ manypy_status* invalid_argument(const char* function, const char* what) noexcept
 
 // Wraps a core Value in a new caller-owned handle.
 manypy_value* new_value(manypy::Value value);
+
+// The options a NULL manypy_call_options* stands for.
+const CallOptions& options_of(const manypy_call_options* options);
 
 // Runs `body(function)`, which returns a manypy_status* (usually nullptr),
 // and turns any exception it throws into a status. Every public entry point

@@ -1,12 +1,25 @@
 // manypy_object: replicated objects, and per-call options.
 #include "handles.h"
 
+namespace manypy::capi {
+
+const CallOptions& options_of(const manypy_call_options* options) {
+  static const CallOptions defaults;
+  return options ? options->options : defaults;
+}
+
+}  // namespace manypy::capi
+
+using manypy::capi::options_of;
+
 namespace {
 
-const manypy::CallOptions kDefaultOptions;
-
-const manypy::CallOptions& options_of(const manypy_call_options* options) {
-  return options ? options->options : kDefaultOptions;
+// A setter's check of a time in nanoseconds: >= 0.
+manypy_status* check_nanoseconds(const char* api_function, const char* what, int64_t ns) {
+  if (ns >= 0) return nullptr;
+  return manypy::capi::make_status(
+      MANYPY_ERR_OUT_OF_RANGE,
+      std::string(api_function) + ": " + what + " must be >= 0 (0: none), not " + std::to_string(ns));
 }
 
 }  // namespace
@@ -47,6 +60,58 @@ manypy_status* manypy_call_options_set_interpreter(manypy_call_options* options,
     return nullptr;
   });
 }
+
+manypy_status* manypy_call_options_set_timeout(manypy_call_options* options, int64_t timeout_ns) {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
+    MANYPY_NOT_NULL(options);
+    if (manypy_status* s = check_nanoseconds(api_function, "timeout_ns", timeout_ns)) return s;
+    options->options.limits.timeout_ns = timeout_ns;
+    options->options.limits.deadline_ns = 0;
+    return nullptr;
+  });
+}
+
+manypy_status* manypy_call_options_set_deadline(manypy_call_options* options,
+                                                int64_t deadline_ns) {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
+    MANYPY_NOT_NULL(options);
+    if (manypy_status* s = check_nanoseconds(api_function, "deadline_ns", deadline_ns)) return s;
+    options->options.limits.deadline_ns = deadline_ns;
+    options->options.limits.timeout_ns = 0;
+    return nullptr;
+  });
+}
+
+manypy_status* manypy_call_options_set_cancel_token(manypy_call_options* options,
+                                                    manypy_cancel_token* token) {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
+    MANYPY_NOT_NULL(options);
+    options->options.limits.token = token ? token->token : nullptr;
+    return nullptr;
+  });
+}
+
+manypy_cancel_token* manypy_cancel_token_new(void) {
+  try {
+    auto handle = std::make_unique<manypy_cancel_token>();
+    handle->token = std::make_shared<manypy::CancelToken>();
+    return handle.release();
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+void manypy_cancel_token_cancel(manypy_cancel_token* token) {
+  if (token != nullptr) token->token->cancel();
+}
+
+int manypy_cancel_token_is_cancelled(const manypy_cancel_token* token) {
+  return token != nullptr && token->token->cancelled() ? 1 : 0;
+}
+
+void manypy_cancel_token_free(manypy_cancel_token* token) { delete token; }
+
+int64_t manypy_monotonic_ns(void) { return manypy::monotonic_ns(); }
 
 manypy_status* manypy_object_call(manypy_object* object, const char* method,
                                   const manypy_value* args, const manypy_value* kwargs,

@@ -24,6 +24,7 @@ void deliver(const Callbacks& cb, int phase, const mph_op_event& e) {
   std::vector<manypy_op_input> inputs(e.num_inputs);
   for (size_t k = 0; k < e.num_inputs; ++k) {
     const mph_op_input& in = e.inputs[k];
+    inputs[k].struct_size = sizeof(manypy_op_input);
     inputs[k].kind = in.kind;
     inputs[k].dtype = DLDataType{in.dtype_code, in.dtype_bits, in.dtype_lanes};
     inputs[k].ndim = in.ndim;

@@ -47,6 +47,7 @@ manypy_status* manypy_profiler_snapshot(const manypy_profiler* profiler,
     if (out == nullptr) throw std::bad_alloc();
     try {
       for (size_t k = 0; k < entries.size(); ++k) {
+        out[k].struct_size = sizeof(manypy_profile_entry);
         out[k].model_id = copy_string(entries[k].model_id);
         out[k].op_name = copy_string(entries[k].op_name);
         out[k].count = entries[k].count;

@@ -31,6 +31,7 @@ void manypy_script_free(manypy_script_module* module) { delete module; }
 
 manypy_status* manypy_script_call(manypy_script_module* module, const char* method,
                                   const manypy_value* args, const manypy_value* kwargs,
+                                  const manypy_call_options* options,
                                   manypy_value** out_result) {
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(module);
@@ -39,7 +40,8 @@ manypy_status* manypy_script_call(manypy_script_module* module, const char* meth
     manypy::Value result =
         module->module->call(method ? &method_name : nullptr,
                              args ? &manypy::capi::value_of(args) : nullptr,
-                             kwargs ? &manypy::capi::value_of(kwargs) : nullptr);
+                             kwargs ? &manypy::capi::value_of(kwargs) : nullptr,
+                             manypy::capi::options_of(options));
     *out_result = manypy::capi::new_value(std::move(result));
     return nullptr;
   });

@@ -73,6 +73,8 @@ const char* manypy_code_name(manypy_code code) {
     case MANYPY_ERR_MODULE_NOT_FOUND: return "MANYPY_ERR_MODULE_NOT_FOUND";
     case MANYPY_ERR_BAD_TENSOR: return "MANYPY_ERR_BAD_TENSOR";
     case MANYPY_ERR_NO_SUCH_NAME: return "MANYPY_ERR_NO_SUCH_NAME";
+    case MANYPY_ERR_DEADLINE_EXCEEDED: return "MANYPY_ERR_DEADLINE_EXCEEDED";
+    case MANYPY_ERR_CANCELLED: return "MANYPY_ERR_CANCELLED";
   }
   return "MANYPY_UNKNOWN";
 }

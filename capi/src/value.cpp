@@ -244,7 +244,7 @@ manypy_status* manypy_value_get_item(const manypy_value* value, size_t index,
 }
 
 manypy_status* manypy_value_dict_key(const manypy_value* value, size_t index,
-                                     const char** out_key) {
+                                     const char** out_key, size_t* out_length) {
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(value);
     MANYPY_NOT_NULL(out_key);
@@ -256,6 +256,7 @@ manypy_status* manypy_value_dict_key(const manypy_value* value, size_t index,
                                        std::to_string(value_of(value).keys.size()) + ")");
     }
     *out_key = value_of(value).keys[index].c_str();
+    if (out_length != nullptr) *out_length = value_of(value).keys[index].size();
     return nullptr;
   });
 }

@@ -25,7 +25,7 @@ extern "C" {
  * dtype and shape, 2 int, 3 double, 1 bool, 0 None, -1 anything else. */
 typedef struct mph_op_input {
   int32_t kind;
-  uint8_t dtype_code, dtype_bits; /* DLPack codes (tensors only) */
+  uint8_t dtype_code, dtype_bits; /* DLPack codes (tensors only; bool: 6) */
   uint16_t dtype_lanes;
   int32_t ndim;
   const int64_t* shape;

@@ -51,7 +51,8 @@ uint8_t dl_code(c10::ScalarType t) {
   if (c10::isComplexType(t)) return 5;             // kDLComplex
   if (t == c10::ScalarType::BFloat16) return 4;    // kDLBfloat
   if (c10::isFloatingType(t)) return 2;            // kDLFloat
-  if (t == c10::ScalarType::Byte || t == c10::ScalarType::Bool) return 1;  // kDLUInt
+  if (t == c10::ScalarType::Bool) return 6;        // kDLBool (DLPack >= 0.8)
+  if (t == c10::ScalarType::Byte) return 1;        // kDLUInt
   return 0;                                        // kDLInt
 }
 

@@ -7,6 +7,30 @@
 static PyObject* g_tensor_type; /* torch.Tensor */
 static PyObject* g_to_dlpack;   /* torch._C._to_dlpack */
 static PyObject* g_from_dlpack; /* torch._C._from_dlpack */
+static PyObject* g_bool;        /* torch.bool */
+static PyObject* g_uint8;       /* torch.uint8 */
+/* Whether this torch's DLPack speaks bool (kDLBool). torch 1.13's does not:
+ * bool tensors then cross as uint8 and are viewed as bool on the other side,
+ * zero-copy both ways. The only place that knows the difference. */
+static int g_bool_native;
+
+static int probe_bool_dlpack(PyObject* torch) {
+  PyObject* zeros = PyObject_GetAttrString(torch, "zeros");
+  PyObject* t = zeros ? PyObject_CallFunction(zeros, "(i)", 1) : NULL;
+  PyObject* b = t ? PyObject_CallMethod(t, "to", "O", g_bool) : NULL;
+  PyObject* capsule = b ? PyObject_CallOneArg(g_to_dlpack, b) : NULL;
+  if (capsule != NULL) {
+    DLManagedTensor* m = (DLManagedTensor*)PyCapsule_GetPointer(capsule, "dltensor");
+    g_bool_native = m != NULL && m->dl_tensor.dtype.code == MPI_DL_BOOL;
+  }
+  int ok = b != NULL; /* a refusal by _to_dlpack is an answer, not a failure */
+  PyErr_Clear();
+  Py_XDECREF(capsule); /* its destructor runs the deleter */
+  Py_XDECREF(b);
+  Py_XDECREF(t);
+  Py_XDECREF(zeros);
+  return ok ? 0 : -1;
+}
 
 int mpi_init_tensors(void) {
   PyObject* torch = PyImport_ImportModule("torch");
@@ -15,9 +39,13 @@ int mpi_init_tensors(void) {
   g_tensor_type = PyObject_GetAttrString(torch, "Tensor");
   g_to_dlpack = c ? PyObject_GetAttrString(c, "_to_dlpack") : NULL;
   g_from_dlpack = c ? PyObject_GetAttrString(c, "_from_dlpack") : NULL;
+  g_bool = PyObject_GetAttrString(torch, "bool");
+  g_uint8 = PyObject_GetAttrString(torch, "uint8");
+  int rc = g_tensor_type && g_to_dlpack && g_from_dlpack && g_bool && g_uint8 ? 0 : -1;
+  if (rc == 0) rc = probe_bool_dlpack(torch);
   Py_XDECREF(c);
   Py_DECREF(torch);
-  return g_tensor_type && g_to_dlpack && g_from_dlpack ? 0 : -1;
+  return rc;
 }
 
 /* The destructor of a "dltensor" capsule: runs the tensor's deleter unless
@@ -42,6 +70,10 @@ void mpi_release_tensors(const mpi_value* value) {
 }
 
 static PyObject* tensor_to_python(DLManagedTensor* tensor) {
+  /* The DLManagedTensor is ours (a fresh one per call): its dtype may be
+   * rewritten. */
+  int bool_as_uint8 = !g_bool_native && tensor->dl_tensor.dtype.code == MPI_DL_BOOL;
+  if (bool_as_uint8) tensor->dl_tensor.dtype.code = kDLUInt;
   PyObject* capsule = PyCapsule_New(tensor, "dltensor", mpi_capsule_destructor);
   if (capsule == NULL) {
     tensor->deleter(tensor);
@@ -51,6 +83,9 @@ static PyObject* tensor_to_python(DLManagedTensor* tensor) {
       ? PyObject_CallOneArg(g_from_dlpack, capsule)
       : (PyErr_SetString(PyExc_RuntimeError, "tensors need torch, which is not imported"), NULL);
   Py_DECREF(capsule); /* runs the deleter if torch did not take the tensor */
+  if (bool_as_uint8 && result != NULL) {
+    Py_SETREF(result, PyObject_CallMethod(result, "view", "O", g_bool));
+  }
   return result;
 }
 
@@ -62,7 +97,12 @@ static int fill(PyObject* container, const mpi_value* value) {
     int rc = -1;
     if (item != NULL) {
       if (value->kind == MPI_VALUE_DICT) {
-        rc = PyDict_SetItemString(container, value->keys[k], item);
+        PyObject* key = PyUnicode_DecodeUTF8(
+            value->keys[k],
+            (Py_ssize_t)(value->key_lengths ? value->key_lengths[k] : strlen(value->keys[k])),
+            "strict");
+        rc = key ? PyDict_SetItem(container, key, item) : -1;
+        Py_XDECREF(key);
       } else {
         PyList_SET_ITEM(container, (Py_ssize_t)k, item);
         item = NULL; /* stolen */
@@ -135,7 +175,22 @@ static int unsupported(const mpi_sink* sink, const char* what, PyObject* obj) {
   return MPI_ERR_UNSUPPORTED_TYPE;
 }
 
-static int deliver_tensor(PyObject* obj, const mpi_sink* sink) {
+/* 1 if `obj` (a tensor) must cross as a uint8 view (see g_bool_native), 0
+ * if not, -1 with an exception set. */
+static int crosses_as_uint8(PyObject* obj) {
+  if (g_bool_native) return 0;
+  PyObject* dtype = PyObject_GetAttrString(obj, "dtype");
+  if (dtype == NULL) return -1;
+  int is_bool = dtype == g_bool;
+  Py_DECREF(dtype);
+  return is_bool;
+}
+
+static int deliver_tensor(PyObject* tensor, const mpi_sink* sink) {
+  int as_uint8 = crosses_as_uint8(tensor);
+  PyObject* obj = as_uint8 == 1 ? PyObject_CallMethod(tensor, "view", "O", g_uint8) : tensor;
+  if (as_uint8 < 0 || obj == NULL) return mpi_report_python_error_as(sink, MPI_ERR_BAD_TENSOR);
+  if (as_uint8 == 0) Py_INCREF(obj);
   /* Calls run under no_grad, so results rarely need detaching; only a
    * tensor that requires grad (a parameter, say) is refused by DLPack, and
    * then gets a detached view. Trying first saves a method call per tensor. */
@@ -146,14 +201,16 @@ static int deliver_tensor(PyObject* obj, const mpi_sink* sink) {
     capsule = detached ? PyObject_CallOneArg(g_to_dlpack, detached) : NULL;
     Py_XDECREF(detached);
   }
+  Py_DECREF(obj);
   if (capsule == NULL) return mpi_report_python_error_as(sink, MPI_ERR_BAD_TENSOR);
-  DLManagedTensor* tensor = (DLManagedTensor*)PyCapsule_GetPointer(capsule, "dltensor");
+  DLManagedTensor* managed = (DLManagedTensor*)PyCapsule_GetPointer(capsule, "dltensor");
   PyCapsule_SetName(capsule, "used_dltensor"); /* the host owns it now */
   Py_DECREF(capsule);
+  if (as_uint8) managed->dl_tensor.dtype.code = MPI_DL_BOOL;
   mpi_value v;
   memset(&v, 0, sizeof v);
   v.kind = MPI_VALUE_TENSOR;
-  v.tensor = tensor;
+  v.tensor = managed;
   sink->value(sink->ctx, &v);
   return MPI_OK;
 }

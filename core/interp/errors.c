@@ -30,7 +30,8 @@ static int code_for(PyObject* type, const char* message) {
   return MPI_ERR_PYTHON;
 }
 
-int mpi_report_python_error_as(const mpi_sink* sink, int forced_code) {
+int mpi_report_python_error_with(const mpi_sink* sink, int forced_code,
+                                 const char* forced_message) {
   PyObject *type = NULL, *value = NULL, *tb = NULL;
   PyErr_Fetch(&type, &value, &tb);
   if (type == NULL) {
@@ -46,7 +47,7 @@ int mpi_report_python_error_as(const mpi_sink* sink, int forced_code) {
   const char *name = NULL, *message = NULL, *trace = NULL;
   if (described != NULL && PyArg_ParseTuple(described, "sss", &name, &message, &trace)) {
     code = forced_code >= 0 ? forced_code : code_for(type, message);
-    mpi_report(sink, code, name, message, trace);
+    mpi_report(sink, code, name, forced_message ? forced_message : message, trace);
   } else {
     /* The describer itself failed (or the runtime is not loaded yet): fall
      * back to str() of the exception. */
@@ -55,7 +56,7 @@ int mpi_report_python_error_as(const mpi_sink* sink, int forced_code) {
     const char* utf8 = text ? PyUnicode_AsUTF8(text) : NULL;
     code = forced_code >= 0 ? forced_code : code_for(type, utf8);
     mpi_report(sink, code, ((PyTypeObject*)type)->tp_name,
-               utf8 ? utf8 : "(unprintable exception)", "");
+               forced_message ? forced_message : utf8 ? utf8 : "(unprintable exception)", "");
     Py_XDECREF(text);
     PyErr_Clear();
   }
@@ -64,6 +65,10 @@ int mpi_report_python_error_as(const mpi_sink* sink, int forced_code) {
   Py_XDECREF(value);
   Py_XDECREF(tb);
   return code;
+}
+
+int mpi_report_python_error_as(const mpi_sink* sink, int code) {
+  return mpi_report_python_error_with(sink, code, NULL);
 }
 
 int mpi_report_python_error(const mpi_sink* sink) { return mpi_report_python_error_as(sink, -1); }

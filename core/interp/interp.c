@@ -142,6 +142,7 @@ static int start(const mpi_start_options* options, const mpi_sink* sink) {
   mpi_host = options->host;
 
   int rc = load_runtime(sink);
+  if (rc == MPI_OK && mpi_init_stops() != 0) rc = mpi_report_python_error(sink);
   if (rc == MPI_OK) {
     PyObject* r = PyObject_CallMethod(mpi_runtime, "forbid_global_dlopen", NULL);
     if (r == NULL) rc = mpi_report_python_error(sink);
@@ -280,8 +281,9 @@ int mpi_object_load(uint64_t object_id, uint64_t package_id, const char* module,
 void mpi_object_drop(uint64_t object_id);
 int mpi_object_call(uint64_t object_id, const char* method, const mpi_value* args,
                     const mpi_value* kwargs, const char* model_id, const char* request_id,
-                    const mpi_sink* sink);
-int mpi_object_getattr(uint64_t object_id, const char* name, const mpi_sink* sink);
+                    mpi_call_control* control, const mpi_sink* sink);
+int mpi_object_getattr(uint64_t object_id, const char* name, mpi_call_control* control,
+                       const mpi_sink* sink);
 int mpi_object_hasattr(uint64_t object_id, const char* name, int* out_has,
                        const mpi_sink* sink);
 
@@ -303,6 +305,7 @@ static const manypy_interp_api kApi = {
     .load_library = load_library,
     .add_op_callbacks = add_op_callbacks,
     .remove_op_callbacks = remove_op_callbacks,
+    .interrupt = mpi_interrupt,
     .thread_exit = thread_exit,
 };
 

@@ -22,9 +22,10 @@
 extern "C" {
 #endif
 
-#define MANYPY_INTERP_API_VERSION 5u
+#define MANYPY_INTERP_API_VERSION 6u
 
-/* Status codes used across the boundary; they match manypy_code. */
+/* Status codes used across the boundary; they match manypy_code (the C
+ * API checks that at compile time, capi/src/abi_checks.cpp). */
 enum {
   MPI_OK = 0,
   MPI_ERR_INVALID_ARGUMENT = 1,
@@ -39,7 +40,9 @@ enum {
   MPI_ERR_BAD_ARCHIVE = 13,
   MPI_ERR_MODULE_NOT_FOUND = 16,
   MPI_ERR_BAD_TENSOR = 17,
-  MPI_ERR_NO_SUCH_NAME = 18
+  MPI_ERR_NO_SUCH_NAME = 18,
+  MPI_ERR_DEADLINE_EXCEEDED = 19,
+  MPI_ERR_CANCELLED = 20
 };
 
 enum {
@@ -55,6 +58,10 @@ enum {
   MPI_VALUE_DICT = 9
 };
 
+/* DLPack's type code for bool (kDLBool, DLPack >= 0.8), as MANYPY_DL_BOOL.
+ * Tensors cross the boundary with it whatever torch's DLPack can express. */
+#define MPI_DL_BOOL 6
+
 /* A value tree. As an argument (host to interpreter) the whole tree is
  * host memory, read-only, valid for the call; ownership of every `tensor`
  * passes to the interpreter, which runs its deleter exactly once. As a
@@ -69,8 +76,22 @@ typedef struct mpi_value {
   DLManagedTensor* tensor;       /* TENSOR */
   const struct mpi_value* items; /* LIST, TUPLE; DICT: the values */
   size_t count;
-  const char* const* keys; /* DICT: NUL-terminated UTF-8 keys */
+  const char* const* keys;  /* DICT: UTF-8 keys (NUL-terminated too) */
+  const size_t* key_lengths; /* DICT: each key's length (a key may hold NUL) */
 } mpi_value;
+
+/* The host's handle on one running call that may have to stop early (it
+ * has a deadline or a cancel token). Host memory, valid for the call.
+ * `stop` is 0 while the call may run; the host sets it, once, to
+ * MPI_ERR_DEADLINE_EXCEEDED or MPI_ERR_CANCELLED (with __atomic builtins,
+ * from any thread) and then calls interrupt(). The other fields belong to
+ * the interpreter side, which reads and writes them only under its GIL. */
+typedef struct mpi_call_control {
+  int stop;
+  void* running; /* the PyThreadState running the call, or NULL */
+  unsigned long thread_ident;
+  int interrupted; /* the interpreter raised the stop in the call */
+} mpi_call_control;
 
 /* Host-side receiver of results. Every pointer handed to it is borrowed for
  * the duration of the callback only (but for result tensors, see mpi_value).
@@ -154,11 +175,17 @@ typedef struct manypy_interp_api {
                      const char* name, const mpi_sink* sink);
   void (*object_drop)(uint64_t object_id);
   /* Calls the object (method NULL) or its method; args is a LIST or TUPLE or
-   * NULL, kwargs a DICT or NULL. The result goes to the sink. */
+   * NULL, kwargs a DICT or NULL. The result goes to the sink. `control` is
+   * NULL for a call that cannot stop early; otherwise a call whose
+   * control->stop is set before it starts runs nothing, and one stopped
+   * while running reports control->stop as its error, with the traceback of
+   * where it stopped. */
   int (*object_call)(uint64_t object_id, const char* method, const mpi_value* args,
                      const mpi_value* kwargs, const char* model_id, const char* request_id,
-                     const mpi_sink* sink);
-  int (*object_getattr)(uint64_t object_id, const char* name, const mpi_sink* sink);
+                     mpi_call_control* control, const mpi_sink* sink);
+  /* `control` (NULL for none) as for object_call. */
+  int (*object_getattr)(uint64_t object_id, const char* name, mpi_call_control* control,
+                        const mpi_sink* sink);
   int (*object_hasattr)(uint64_t object_id, const char* name, int* out_has,
                         const mpi_sink* sink);
 
@@ -170,6 +197,14 @@ typedef struct manypy_interp_api {
 
   /* torch.ops.load_library(path) in this interpreter. */
   int (*load_library)(const char* path, const mpi_sink* sink);
+
+  /* Stops the call of `control` if it is running Python code in this
+   * interpreter: raises the stop in its thread at the next bytecode
+   * boundary, and again at every line after that. Called by the host after
+   * it set control->stop, from a thread of its own; takes the GIL, so it
+   * waits while C code holds it. Does nothing if the call is not running
+   * (not started yet, or finished). */
+  void (*interrupt)(mpi_call_control* control);
 
   /* Called on a host thread that is about to exit, after its last call into
    * this interpreter: deletes its Python thread state. Never called on the

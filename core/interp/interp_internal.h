@@ -27,6 +27,20 @@ void mpi_report(const mpi_sink* sink, int code, const char* type, const char* me
 int mpi_report_python_error(const mpi_sink* sink);
 /* The same with the code chosen by the caller. */
 int mpi_report_python_error_as(const mpi_sink* sink, int code);
+/* The same with the code and the one-line message chosen by the caller; the
+ * exception still gives the type and the traceback. */
+int mpi_report_python_error_with(const mpi_sink* sink, int code, const char* message);
+
+/* Stopping calls early (stop.c). mpi_init_stops runs once the runtime is
+ * loaded. Around a call that may stop, with the GIL held: mpi_call_begin
+ * (MPI_OK, or the stop already set, reported), then mpi_call_end right after
+ * the Python code returns (0, or the stop to report with mpi_report_stop,
+ * which also consumes the pending exception). */
+int mpi_init_stops(void);
+int mpi_call_begin(mpi_call_control* control, const mpi_sink* sink);
+int mpi_call_end(mpi_call_control* control);
+int mpi_report_stop(int stop, const mpi_sink* sink);
+void mpi_interrupt(mpi_call_control* control);
 
 /* Builds a Python object from an argument tree; NULL with a Python exception
  * set on failure. Either way every tensor in `value` has been taken care of

@@ -127,24 +127,29 @@ static PyObject* find_object(uint64_t object_id, const mpi_sink* sink) {
   return obj;
 }
 
-/* getattr that reports a missing attribute as MPI_ERR_NO_SUCH_NAME. */
+/* Reports a failed getattr: a missing attribute is MPI_ERR_NO_SUCH_NAME. */
+static int report_attribute_error(const mpi_sink* sink) {
+  return mpi_report_python_error_as(
+      sink, PyErr_ExceptionMatches(PyExc_AttributeError) ? MPI_ERR_NO_SUCH_NAME : -1);
+}
+
+/* getattr that reports its failure. */
 static PyObject* get_attribute(PyObject* obj, const char* name, const mpi_sink* sink, int* rc) {
   PyObject* attr = PyObject_GetAttrString(obj, name);
-  if (attr == NULL) {
-    *rc = mpi_report_python_error_as(
-        sink, PyErr_ExceptionMatches(PyExc_AttributeError) ? MPI_ERR_NO_SUCH_NAME : -1);
-  }
+  if (attr == NULL) *rc = report_attribute_error(sink);
   return attr;
 }
 
 int mpi_object_call(uint64_t object_id, const char* method, const mpi_value* args,
                     const mpi_value* kwargs, const char* model_id, const char* request_id,
-                    const mpi_sink* sink) {
+                    mpi_call_control* control, const mpi_sink* sink) {
   mpi_enter();
-  int rc = MPI_OK;
+  int rc = mpi_call_begin(control, sink);
   PyObject *obj = NULL, *target = NULL, *py_args = NULL, *py_kwargs = NULL, *result = NULL;
-  obj = find_object(object_id, sink);
-  if (obj == NULL) {
+  obj = rc == MPI_OK ? find_object(object_id, sink) : NULL;
+  if (rc != MPI_OK) {
+    /* stopped before it started: nothing runs */
+  } else if (obj == NULL) {
     rc = MPI_ERR_INTERNAL;
   } else if (method != NULL) {
     target = get_attribute(obj, method, sink, &rc);
@@ -155,6 +160,7 @@ int mpi_object_call(uint64_t object_id, const char* method, const mpi_value* arg
   if (target == NULL) {
     mpi_release_tensors(args);
     mpi_release_tensors(kwargs);
+    (void)mpi_call_end(control);
     goto done;
   }
   if (args != NULL) {
@@ -166,10 +172,12 @@ int mpi_object_call(uint64_t object_id, const char* method, const mpi_value* arg
   }
   if (py_args == NULL) {
     mpi_release_tensors(kwargs);
+    (void)mpi_call_end(control);
     rc = mpi_report_python_error(sink);
     goto done;
   }
   if (kwargs != NULL && (py_kwargs = mpi_to_python(kwargs)) == NULL) {
+    (void)mpi_call_end(control);
     rc = mpi_report_python_error(sink);
     goto done;
   }
@@ -183,6 +191,7 @@ int mpi_object_call(uint64_t object_id, const char* method, const mpi_value* arg
   int with_context = mpi_hooks != NULL && (model_id != NULL || request_id != NULL);
   if (with_context) mpi_hooks->push_context(model_id, request_id);
   result = PyObject_Call(target, py_args, py_kwargs);
+  int stop = mpi_call_end(control);
   if (with_context) mpi_hooks->pop_context();
   if (was_enabled != NULL) {
     PyObject *exc_type, *exc_value, *exc_tb;
@@ -192,7 +201,12 @@ int mpi_object_call(uint64_t object_id, const char* method, const mpi_value* arg
     PyErr_Restore(exc_type, exc_value, exc_tb);
     Py_DECREF(was_enabled);
   }
-  rc = result ? mpi_deliver(result, sink) : mpi_report_python_error(sink);
+  if (stop != 0) {
+    Py_CLEAR(result);
+    rc = mpi_report_stop(stop, sink);
+  } else {
+    rc = result ? mpi_deliver(result, sink) : mpi_report_python_error(sink);
+  }
 done:
   Py_XDECREF(result);
   Py_XDECREF(py_kwargs);
@@ -203,12 +217,31 @@ done:
   return rc;
 }
 
-int mpi_object_getattr(uint64_t object_id, const char* name, const mpi_sink* sink) {
+int mpi_object_getattr(uint64_t object_id, const char* name, mpi_call_control* control,
+                       const mpi_sink* sink) {
   mpi_enter();
-  int rc = MPI_OK;
+  int rc = mpi_call_begin(control, sink);
+  if (rc != MPI_OK) {
+    mpi_leave();
+    return rc;
+  }
   PyObject* obj = find_object(object_id, sink);
-  PyObject* attr = obj ? get_attribute(obj, name, sink, &rc) : NULL;
-  if (obj == NULL) rc = MPI_ERR_INTERNAL;
+  PyObject* attr = NULL;
+  if (obj == NULL) {
+    rc = MPI_ERR_INTERNAL;
+    (void)mpi_call_end(control);
+  } else {
+    /* A property runs Python code, which a stop interrupts; a failure is
+     * then reported as the stop, not as get_attribute's error. */
+    attr = PyObject_GetAttrString(obj, name);
+    int stop = mpi_call_end(control);
+    if (stop != 0) {
+      Py_CLEAR(attr);
+      rc = mpi_report_stop(stop, sink);
+    } else if (attr == NULL) {
+      rc = report_attribute_error(sink);
+    }
+  }
   if (attr != NULL) rc = mpi_deliver(attr, sink);
   Py_XDECREF(attr);
   Py_XDECREF(obj);

@@ -10,6 +10,22 @@ import sys
 import traceback
 
 
+class DeadlineExceeded(BaseException):
+    """Raised in model code whose call ran past its deadline.
+
+    A BaseException, so `except Exception` lets it through; manypy raises it
+    again at every line until the call ends (core/interp/stop.c).
+    """
+
+    __module__ = "manypy"
+
+
+class Cancelled(BaseException):
+    """Raised in model code whose call's cancel token was cancelled."""
+
+    __module__ = "manypy"
+
+
 def forbid_global_dlopen():
     """Clear RTLD_GLOBAL for every dlopen made from Python.
 

@@ -28,6 +28,8 @@ enum class Code : int {
   kModuleNotFound = 16,
   kBadTensor = 17,
   kNoSuchName = 18,
+  kDeadlineExceeded = 19,
+  kCancelled = 20,
 };
 
 class Error : public std::exception {
@@ -48,6 +50,10 @@ class Error : public std::exception {
   // The same error with `prefix` put before its message ("interpreter 2: ").
   Error prefixed(const std::string& prefix) const {
     return Error(code_, prefix + message_, python_type_, traceback_);
+  }
+  // The same error with `traceback` (TorchScript's, say).
+  Error with_traceback(std::string traceback) const {
+    return Error(code_, message_, python_type_, std::move(traceback));
   }
 
  private:

@@ -38,8 +38,13 @@ void ArgTree::build(const Value& value, mpi_value& out) {
       out.count = items.size();
       if (value.kind == ValueKind::kDict) {
         std::vector<const char*>& keys = key_arrays_.emplace_back();
-        for (const std::string& key : value.keys) keys.push_back(key.c_str());
+        std::vector<size_t>& lengths = key_length_arrays_.emplace_back();
+        for (const std::string& key : value.keys) {
+          keys.push_back(key.c_str());
+          lengths.push_back(key.size());
+        }
         out.keys = keys.data();
+        out.key_lengths = lengths.data();
       }
       break;
     }
@@ -104,8 +109,7 @@ void Outcome::on_begin(void* ctx, int kind, size_t count) {
   try {
     Value& out = self->slot();
     out.kind = static_cast<ValueKind>(kind);
-    // Reserved in full, so pointers to nested containers stay valid.
-    out.items.reserve(count);
+    (void)count;  // items is a deque: pointers to nested containers stay valid
     self->open_.push_back(&out);
   } catch (const std::exception& e) {
     if (!self->error) self->error.emplace(Code::kResourceExhausted, e.what());

@@ -31,6 +31,7 @@ class ArgTree {
   mpi_value root_{};
   std::deque<std::vector<mpi_value>> item_arrays_;
   std::deque<std::vector<const char*>> key_arrays_;
+  std::deque<std::vector<size_t>> key_length_arrays_;
   bool handed_over_ = false;
 };
 
@@ -38,7 +39,6 @@ class ArgTree {
 class Outcome {
  public:
   std::optional<Error> error;
-  bool done = false;  // for hand-over: set by the home thread under its lock
 
   mpi_sink sink() {
     return mpi_sink{this, &Outcome::on_error, &Outcome::on_value, &Outcome::on_begin,

@@ -93,43 +93,102 @@ void Interpreter::run_here(const Call& call, Outcome& outcome) {
   }
 }
 
-void Interpreter::run_on_home(const Call& call, Outcome& outcome) {
-  // The caller waits on its own condition variable so a busy home thread does
-  // not wake every waiter.
-  std::mutex done_mu;
-  std::condition_variable done_cv;
+namespace {
+
+// One handed-over call, shared by its caller and the task queued for the home
+// thread: a caller that gives up while the task waits in the queue leaves,
+// and the home thread then skips the task.
+struct Handoff {
+  std::mutex mu;
+  std::condition_variable cv;  // the caller waits on it, so a busy home
+                               // thread does not wake every waiter
+  bool started = false;
+  bool done = false;
+  bool abandoned = false;
+
+  static void wake(void* self) {
+    auto* h = static_cast<Handoff*>(self);
+    { std::lock_guard<std::mutex> lock(h->mu); }
+    h->cv.notify_all();
+  }
+};
+
+}  // namespace
+
+void Interpreter::run_on_home(const Call& call, Outcome& outcome, CallStop* stop) {
+  auto handoff = std::make_shared<Handoff>();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    tasks_.emplace_back([&] {
+    // `call`, `outcome` and `stop` outlive the task unless it is abandoned,
+    // and an abandoned task touches nothing but `handoff`.
+    tasks_.emplace_back([this, handoff, &call, &outcome, stop] {
+      {
+        std::lock_guard<std::mutex> lock(handoff->mu);
+        if (handoff->abandoned) return;
+        handoff->started = true;
+      }
+      if (stop) stop->in_interpreter.store(true, std::memory_order_seq_cst);
       try {
         run_here(call, outcome);
       } catch (const std::exception& e) {
         if (!outcome.error) outcome.error.emplace(Code::kInternal, e.what());
       }
-      std::lock_guard<std::mutex> done_lock(done_mu);
-      outcome.done = true;
-      done_cv.notify_one();
+      {
+        std::lock_guard<std::mutex> lock(handoff->mu);
+        handoff->done = true;
+      }
+      handoff->cv.notify_all();
     });
   }
   tasks_cv_.notify_one();  // only the home thread waits on it
-  std::unique_lock<std::mutex> lock(done_mu);
-  done_cv.wait(lock, [&] { return outcome.done; });
+  if (stop) watchdog_.set_waiter(*stop, &Handoff::wake, handoff.get());
+  std::unique_lock<std::mutex> lock(handoff->mu);
+  while (!handoff->done) {
+    if (stop == nullptr || handoff->started) {
+      handoff->cv.wait(lock);  // a started call is the watchdog's to stop
+    } else if (stop->check(monotonic_ns()) != 0) {
+      handoff->abandoned = true;
+      lock.unlock();
+      watchdog_.set_waiter(*stop, nullptr, nullptr);
+      throw stop->error("while waiting for the interpreter (busy with earlier calls)");
+    } else if (stop->deadline_ns() == CallStop::kNoDeadline) {
+      handoff->cv.wait(lock);
+    } else {
+      handoff->cv.wait_until(lock, std::chrono::steady_clock::time_point(
+                                       std::chrono::nanoseconds(stop->deadline_ns())));
+    }
+  }
+  lock.unlock();
+  if (stop) watchdog_.set_waiter(*stop, nullptr, nullptr);
 }
 
-Value Interpreter::run(ThreadMode mode, const Call& call) {
+Value Interpreter::run(ThreadMode mode, const Call& call, CallStop* stop) {
   if (!healthy_.load(std::memory_order_acquire)) {
     throw Error(Code::kInterpreterBroken, "interpreter " + std::to_string(slot_) +
                                               " failed to start and cannot run code");
   }
   Outcome outcome;
-  if (mode == ThreadMode::kHandoff) {
-    run_on_home(call, outcome);
-  } else {
-    require_stack_headroom();
-    run_here(call, outcome);
+  if (stop) watchdog_.watch(*stop);
+  try {
+    if (mode == ThreadMode::kHandoff) {
+      run_on_home(call, outcome, stop);
+    } else {
+      require_stack_headroom();
+      if (stop) stop->in_interpreter.store(true, std::memory_order_seq_cst);
+      run_here(call, outcome);
+    }
+  } catch (...) {
+    if (stop) watchdog_.unwatch(*stop);
+    throw;
   }
+  if (stop) watchdog_.unwatch(*stop);
   if (outcome.error) throw *outcome.error;
   return outcome.take_value();
+}
+
+void Interpreter::interrupt(CallStop& stop) {
+  ns_->prepare_thread();
+  ns_->api().interrupt(stop.control());
 }
 
 void Interpreter::lease_begin(const LeaseSettings& settings) {
@@ -197,7 +256,8 @@ void Interpreter::object_drop(uint64_t object_id) noexcept {
 
 Value Interpreter::object_call(ThreadMode mode, uint64_t object_id, const std::string* method,
                                const Value* args, const Value* kwargs,
-                               const std::string& model_id, const std::string& request_id) {
+                               const std::string& model_id, const std::string& request_id,
+                               CallStop* stop) {
   const bool context = !model_id.empty() || !request_id.empty();
   return run(mode, [&](const manypy_interp_api& api, const mpi_sink& sink) {
     // Fresh DLPack handles for each attempt: the interpreter takes them.
@@ -210,14 +270,16 @@ Value Interpreter::object_call(ThreadMode mode, uint64_t object_id, const std::s
                            arg_tree ? arg_tree->get() : nullptr,
                            kwarg_tree ? kwarg_tree->get() : nullptr,
                            context ? model_id.c_str() : nullptr,
-                           context ? request_id.c_str() : nullptr, &sink);
-  });
+                           context ? request_id.c_str() : nullptr,
+                           stop ? stop->control() : nullptr, &sink);
+  }, stop);
 }
 
-Value Interpreter::object_getattr(ThreadMode mode, uint64_t object_id, const std::string& name) {
+Value Interpreter::object_getattr(ThreadMode mode, uint64_t object_id, const std::string& name,
+                                  CallStop* stop) {
   return run(mode, [&](const manypy_interp_api& api, const mpi_sink& sink) {
-    return api.object_getattr(object_id, name.c_str(), &sink);
-  });
+    return api.object_getattr(object_id, name.c_str(), stop ? stop->control() : nullptr, &sink);
+  }, stop);
 }
 
 void Interpreter::add_op_callbacks(uint64_t id, double sampling_probability, bool needs_inputs,
@@ -225,8 +287,12 @@ void Interpreter::add_op_callbacks(uint64_t id, double sampling_probability, boo
   run(ThreadMode::kDirect, [&](const manypy_interp_api& api, const mpi_sink& sink) {
     int rc = api.add_op_callbacks(id, sampling_probability, needs_inputs ? 1 : 0,
                                   static_cast<int32_t>(slot_), emit);
-    if (rc != MPI_OK) {
+    if (rc == MPI_ERR_RESOURCE_EXHAUSTED) {
       sink.error(sink.ctx, rc, "", "no operator callback slot left in this interpreter", "");
+    } else if (rc != MPI_OK) {
+      sink.error(sink.ctx, rc, "",
+                 "operator callbacks are unavailable: the hooks library is not loaded in this "
+                 "interpreter", "");
     }
     return rc;
   });

@@ -14,10 +14,12 @@
 #include <thread>
 #include <vector>
 
+#include "call_stop.h"
 #include "error.h"
 #include "interp_values.h"
 #include "isolation/namespace.h"
 #include "value.h"
+#include "watchdog.h"
 
 namespace manypy {
 
@@ -58,10 +60,12 @@ class Interpreter {
                    const std::string& module, const std::string& name);
   void object_drop(uint64_t object_id) noexcept;
   // `method` empty: call the object itself. args: a list/tuple or none.
+  // `stop` (nullptr: unbounded) stops the call early (call_stop.h).
   Value object_call(ThreadMode mode, uint64_t object_id, const std::string* method,
-                    const Value* args, const Value* kwargs, const std::string& model_id = {},
-                    const std::string& request_id = {});
-  Value object_getattr(ThreadMode mode, uint64_t object_id, const std::string& name);
+                    const Value* args, const Value* kwargs, const std::string& model_id,
+                    const std::string& request_id, CallStop* stop);
+  Value object_getattr(ThreadMode mode, uint64_t object_id, const std::string& name,
+                       CallStop* stop);
   bool object_hasattr(ThreadMode mode, uint64_t object_id, const std::string& name);
 
   // torch.ops.load_library(path).
@@ -76,15 +80,18 @@ class Interpreter {
   using Call = std::function<int(const manypy_interp_api&, const mpi_sink&)>;
 
   // Runs `call` inside the interpreter and turns its sink output into a Value
-  // or an Error.
-  Value run(ThreadMode mode, const Call& call);
+  // or an Error. With a `stop`, the watchdog watches the call, and a call
+  // still waiting for the home thread gives up when the stop is set.
+  Value run(ThreadMode mode, const Call& call, CallStop* stop = nullptr);
   // Runs a step that cannot fail usefully (closing, dropping, removing),
   // swallowing any error.
   void run_clean_up(ThreadMode mode,
                     const std::function<void(const manypy_interp_api&)>& step) noexcept;
   void run_here(const Call& call, Outcome& outcome);
-  void run_on_home(const Call& call, Outcome& outcome);
+  void run_on_home(const Call& call, Outcome& outcome, CallStop* stop);
   void home_main();
+  // The watchdog's interrupt: runs on its thread.
+  void interrupt(CallStop& stop);
 
   const unsigned slot_;
   const unsigned band_;
@@ -98,6 +105,7 @@ class Interpreter {
   std::optional<Error> start_error_;
   std::deque<std::function<void()>> tasks_;
   std::thread home_;
+  Watchdog watchdog_{[this](CallStop& stop) { interrupt(stop); }};
 };
 
 // The host services every interpreter may call (package records); set by

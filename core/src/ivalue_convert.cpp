@@ -10,7 +10,24 @@ namespace manypy {
 
 namespace {
 
-bool all_of_kind(const std::vector<Value>& items, ValueKind kind) {
+// The host's libtorch and DLPack. torch 1.13's DLPack has no bool: a bool
+// tensor crosses as uint8 and is viewed back as bool, zero-copy. Only these
+// two functions know it.
+at::Tensor from_dlpack(DLManagedTensor* managed) {
+  const bool is_bool = managed->dl_tensor.dtype.code == kDLBoolCode;
+  if (is_bool) managed->dl_tensor.dtype.code = kDLUInt;  // ours: a fresh share
+  at::Tensor t = at::fromDLPack(managed);
+  return is_bool ? t.view(at::kBool) : t;
+}
+
+DLManagedTensor* to_dlpack(const at::Tensor& t) {
+  if (t.scalar_type() != at::kBool) return at::toDLPack(t);
+  DLManagedTensor* managed = at::toDLPack(t.view(at::kByte));
+  managed->dl_tensor.dtype.code = kDLBoolCode;
+  return managed;
+}
+
+bool all_of_kind(const std::deque<Value>& items, ValueKind kind) {
   for (const Value& v : items) {
     if (v.kind != kind) return false;
   }
@@ -19,7 +36,7 @@ bool all_of_kind(const std::vector<Value>& items, ValueKind kind) {
 
 // TorchScript checks argument types against the method's schema, so a list
 // of tensors must arrive as List[Tensor], not List[Any].
-c10::IValue list_to_ivalue(const std::vector<Value>& items) {
+c10::IValue list_to_ivalue(const std::deque<Value>& items) {
   if (!items.empty() && all_of_kind(items, ValueKind::kTensor)) {
     c10::List<at::Tensor> list;
     for (const Value& v : items) list.push_back(to_ivalue(v).toTensor());
@@ -74,7 +91,7 @@ c10::IValue to_ivalue(const Value& value) {
     case ValueKind::kInt64: return c10::IValue(value.i);
     case ValueKind::kDouble: return c10::IValue(value.d);
     case ValueKind::kString: return c10::IValue(value.s);
-    case ValueKind::kTensor: return c10::IValue(at::fromDLPack(Tensor::share(value.tensor)));
+    case ValueKind::kTensor: return c10::IValue(from_dlpack(Tensor::share(value.tensor)));
     case ValueKind::kBytes:
       throw Error(Code::kUnsupportedType, "TorchScript has no bytes type");
     case ValueKind::kList: return list_to_ivalue(value.items);
@@ -96,7 +113,7 @@ Value from_ivalue(const c10::IValue& iv) {
   if (iv.isString()) return Value::of_string(iv.toStringRef());
   if (iv.isTensor()) {
     // DLPack carries no autograd state; the managed tensor keeps the storage.
-    return Value::of_tensor(Tensor::adopt(at::toDLPack(iv.toTensor().detach())));
+    return Value::of_tensor(Tensor::adopt(to_dlpack(iv.toTensor().detach())));
   }
   if (iv.isList() || iv.isTuple()) {
     Value out = Value::container(iv.isList() ? ValueKind::kList : ValueKind::kTuple);

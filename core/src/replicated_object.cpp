@@ -1,6 +1,7 @@
 #include "replicated_object.h"
 
 #include <atomic>
+#include <optional>
 
 #include "api_usage.h"
 
@@ -86,16 +87,21 @@ Value ReplicatedObject::call(const CallOptions& options, const std::string* meth
                 std::string("kwargs must be a dict, not ") + kind_name(kwargs->kind));
   }
   ThreadMode mode = package_->pool().mode();
+  std::optional<CallStop> stop;
+  if (options.limits.bounded()) stop.emplace(options.limits);
   return on_replica(options.interpreter, [&](Interpreter& interp) {
     return interp.object_call(mode, id_, method, args, kwargs, options.model_id,
-                              options.request_id);
+                              options.request_id, stop ? &*stop : nullptr);
   });
 }
 
 Value ReplicatedObject::getattr(const CallOptions& options, const std::string& name) {
   ThreadMode mode = package_->pool().mode();
-  return on_replica(options.interpreter,
-                    [&](Interpreter& interp) { return interp.object_getattr(mode, id_, name); });
+  std::optional<CallStop> stop;
+  if (options.limits.bounded()) stop.emplace(options.limits);
+  return on_replica(options.interpreter, [&](Interpreter& interp) {
+    return interp.object_getattr(mode, id_, name, stop ? &*stop : nullptr);
+  });
 }
 
 bool ReplicatedObject::hasattr(const std::string& name) {

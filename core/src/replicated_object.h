@@ -9,16 +9,10 @@
 #include <mutex>
 #include <string>
 
+#include "call_options.h"
 #include "package.h"
 
 namespace manypy {
-
-struct CallOptions {
-  int interpreter = Pool::kAnyInterpreter;
-  // Reported to operator callbacks for every operator the call runs.
-  std::string model_id;
-  std::string request_id;
-};
 
 class ReplicatedObject {
  public:

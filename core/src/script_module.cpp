@@ -7,11 +7,14 @@
 #include <torch/script.h>
 
 #include <cctype>
+#include <optional>
 
 #include "api_usage.h"
 #include "archive.h"
 #include "error.h"
 #include "ivalue_convert.h"
+#include "op_callbacks.h"
+#include "script_stop.h"
 
 namespace manypy {
 
@@ -92,7 +95,8 @@ std::unique_ptr<ScriptModule> ScriptModule::load_bytes(const void* data, size_t 
   return std::unique_ptr<ScriptModule>(new ScriptModule(std::move(impl)));
 }
 
-Value ScriptModule::call(const std::string* method, const Value* args, const Value* kwargs) {
+Value ScriptModule::call(const std::string* method, const Value* args, const Value* kwargs,
+                         const CallOptions& options) {
   const std::string name = method ? *method : "forward";
   auto found = impl_->module.find_method(name);
   if (!found) {
@@ -106,6 +110,8 @@ Value ScriptModule::call(const std::string* method, const Value* args, const Val
     throw Error(Code::kInvalidArgument,
                 std::string("kwargs must be a dict, not ") + kind_name(kwargs->kind));
   }
+  std::optional<CallStop> stop;
+  if (options.limits.bounded()) stop.emplace(options.limits);
   c10::InferenceMode inference;
   std::vector<c10::IValue> stack;
   if (args) {
@@ -117,15 +123,30 @@ Value ScriptModule::call(const std::string* method, const Value* args, const Val
       named[kwargs->keys[k]] = to_ivalue(kwargs->items[k]);
     }
   }
+  const bool context = !options.model_id.empty() || !options.request_id.empty();
+  if (context) hooks::push_context(options.model_id.c_str(), options.request_id.c_str());
+  struct PopContext {
+    bool active;
+    ~PopContext() {
+      if (active) hooks::pop_context();
+    }
+  } pop_context{context};
   c10::IValue result;
   try {
+    ScriptStopScope stop_scope(stop ? &*stop : nullptr);
     result = (*found)(std::move(stack), named);
   } catch (const c10::Error& e) {
-    throw script_error(name, e.what_without_backtrace());
+    std::string text = e.what_without_backtrace();
+    if (stop && stop->stop() != 0) throw stop->error("while it ran").with_traceback(text);
+    throw script_error(name, text);
   } catch (const std::exception& e) {
+    if (stop && stop->stop() != 0) throw stop->error("while it ran").with_traceback(e.what());
     // The TorchScript interpreter rethrows an operator's failure as a plain
     // std::runtime_error carrying its own traceback.
     throw script_error(name, e.what());
+  }
+  if (stop && stop->check(monotonic_ns()) != 0) {
+    throw stop->error("when the call finished (its result was dropped)");
   }
   return from_ivalue(result);
 }

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "call_options.h"
 #include "value.h"
 
 namespace manypy {
@@ -16,8 +17,11 @@ class ScriptModule {
   static std::unique_ptr<ScriptModule> load_bytes(const void* data, size_t size);
   ~ScriptModule();
 
-  // method nullptr: forward. Thread safe.
-  Value call(const std::string* method, const Value* args, const Value* kwargs);
+  // method nullptr: forward. Thread safe. `options` gives the context its
+  // operator callbacks report and what bounds it (its interpreter is
+  // ignored).
+  Value call(const std::string* method, const Value* args, const Value* kwargs,
+             const CallOptions& options);
 
   // torch.jit.save to `path` with `extra_files` (a dict of name -> bytes or
   // string, or nullptr) under extra/, plus the export hook's files.

@@ -48,6 +48,7 @@ const char* code_name(uint8_t code) {
     case kDLFloat: return "float";
     case kDLBfloat: return "bfloat";
     case kDLComplex: return "complex";
+    case kDLBoolCode: return "bool";
     default: return "code";
   }
 }
@@ -134,6 +135,7 @@ std::string unsupported_dtype_reason(DLDataType dtype) {
       case kDLFloat: ok = dtype.bits == 16 || dtype.bits == 32 || dtype.bits == 64; break;
       case kDLBfloat: ok = dtype.bits == 16; break;
       case kDLComplex: ok = dtype.bits == 64 || dtype.bits == 128; break;
+      case kDLBoolCode: ok = dtype.bits == 8; break;
       default: break;
     }
   }
@@ -141,7 +143,7 @@ std::string unsupported_dtype_reason(DLDataType dtype) {
   return std::string("dtype ") + code_name(dtype.code) + "(code " + std::to_string(dtype.code) +
          ") with " + std::to_string(dtype.bits) + " bits x " + std::to_string(dtype.lanes) +
          " lanes has no torch equivalent (supported: int8/16/32/64, uint8, float16/32/64, "
-         "bfloat16, complex64/128, one lane)";
+         "bfloat16, complex64/128, bool (code 6) of 8 bits, one lane)";
 }
 
 std::shared_ptr<Tensor> Tensor::adopt(DLManagedTensor* managed) {
@@ -243,7 +245,9 @@ DLManagedTensor* Tensor::share(const std::shared_ptr<Tensor>& tensor) {
 
 std::string Tensor::describe() const {
   const DLTensor& t = dl();
-  std::string text = std::string(code_name(t.dtype.code)) + std::to_string(t.dtype.bits) + "[";
+  std::string text = code_name(t.dtype.code);
+  if (t.dtype.code != kDLBoolCode) text += std::to_string(t.dtype.bits);
+  text += "[";
   for (int32_t k = 0; k < t.ndim; ++k) text += (k ? ", " : "") + std::to_string(t.shape[k]);
   return text + "]";
 }

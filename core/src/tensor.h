@@ -12,6 +12,10 @@
 
 namespace manypy {
 
+// DLPack's type code for bool (kDLBool from DLPack 0.8; manypy.h's
+// MANYPY_DL_BOOL): 8 bits, 1 lane. Debian's DLPack 0.6 has no name for it.
+constexpr uint8_t kDLBoolCode = 6;
+
 class Tensor {
  public:
   // Takes ownership of `managed` (its deleter runs when the Tensor dies).

@@ -4,9 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "tensor.h"
 
@@ -35,8 +35,12 @@ struct Value {
   double d = 0.0;
   std::string s;                   // kString (UTF-8), kBytes
   std::shared_ptr<Tensor> tensor;  // kTensor
-  std::vector<Value> items;        // kList, kTuple; kDict: the values
-  std::vector<std::string> keys;   // kDict: the keys, in insertion order
+  // Deques, not vectors: the C API hands out pointers to items and keys,
+  // which must survive later appends (a deque's push_back moves no element).
+  // A deque of the enclosing, still incomplete type is fine with libstdc++,
+  // the only standard library manypy builds with (Debian's libtorch's).
+  std::deque<Value> items;        // kList, kTuple; kDict: the values
+  std::deque<std::string> keys;   // kDict: the keys (any bytes), in insertion order
 
   static Value none() { return Value{}; }
   static Value of_bool(bool v) { Value x; x.kind = ValueKind::kBool; x.b = v; return x; }

@@ -132,7 +132,7 @@ static void check_every_interpreter(manypy_object* object, const demo_model* m, 
     const char* key = NULL;
     const manypy_value* v = NULL;
     int64_t x = 0;
-    demo_check(manypy_value_dict_key(m->scalars, i, &key), "scalars");
+    demo_check(manypy_value_dict_key(m->scalars, i, &key, NULL), "scalars");
     demo_check(manypy_value_get_item(m->scalars, i, &v), "scalars");
     demo_check(manypy_value_get_int64(v, &x), "scalars");
     len += (size_t)snprintf(scalars + len, sizeof scalars - len, " and %s = %lld", key,

@@ -126,7 +126,7 @@ void demo_model_load(demo_model* m, manypy_pool* pool, const char* dir) {
   for (size_t i = 0; i < m->n_outputs; ++i) {
     demo_output* o = &m->outputs[i];
     const manypy_value* spec = NULL;
-    demo_check(manypy_value_dict_key(outputs, i, &o->key), path);
+    demo_check(manypy_value_dict_key(outputs, i, &o->key, NULL), path);
     demo_check(manypy_value_get_item(outputs, i, &spec), path);
     o->ndim = get_shape(dict_get(spec, "shape", path), o->shape, path);
     o->count = element_count(o->shape, o->ndim);
@@ -225,7 +225,7 @@ int demo_model_matches(const demo_model* m, const manypy_value* result, double* 
     const char* key = NULL;
     const manypy_value *want = NULL, *got = NULL;
     int64_t w = 0, g = 0;
-    demo_check(manypy_value_dict_key(m->scalars, i, &key), "scalars");
+    demo_check(manypy_value_dict_key(m->scalars, i, &key, NULL), "scalars");
     demo_check(manypy_value_get_item(m->scalars, i, &want), "scalars");
     demo_check(manypy_value_get_int64(want, &w), "scalars");
     manypy_status* st = manypy_value_dict_get(result, key, &got);

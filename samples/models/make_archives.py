@@ -28,8 +28,10 @@ sys.path.insert(0, HERE)  # for python_heavy, identity, big_weights
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 
 from big_weights import BigWeights  # noqa: E402
+from encoder import Encoder  # noqa: E402
 from identity import Identity  # noqa: E402
 from python_heavy import PythonHeavy  # noqa: E402
+from stuck import Loop, Stuck  # noqa: E402
 
 # Keyword arguments used for python_heavy's expected outputs.  They are not
 # the defaults (steps=8, normalize=True) on purpose: a host that drops the
@@ -149,6 +151,29 @@ def write_case(name, model, x, kwargs):
         f.write("\n")
     record(f"{name}.json", f"{name}: shapes, dtypes, kwargs and scalar outputs")
     return expected
+
+
+def write_encoder_case(encoder):
+    """encoder.src.bin (float32 [3, 7, 32]), encoder.mask.bin (bool [3, 7] as
+    one byte per element, True = padding) and encoder.expected.out.bin, the
+    loaded-back package's output under no_grad."""
+    src = make_input([3, 7, 32])
+    lengths = torch.tensor([7, 4, 1])
+    mask = torch.arange(7)[None, :] >= lengths[:, None]
+    loaded = load_package("encoder.pt")
+    with torch.no_grad():
+        before = encoder(src, mask)
+        expected = loaded(src, mask)
+    same_outputs(before, expected, exact=True, what="encoder.pt load-back")
+    with torch.no_grad():
+        unmasked = loaded(src, torch.zeros_like(mask))
+    check(not torch.allclose(unmasked, expected), "encoder: the padding mask changes nothing")
+    check(torch.equal(loaded.invert(mask), ~mask), "encoder: invert(mask) is not ~mask")
+    write_bytes("encoder.src.bin", tensor_bytes(src), "encoder: src (float32 LE [3, 7, 32])")
+    write_bytes("encoder.mask.bin", mask.numpy().astype("u1").tobytes(),
+                "encoder: src_key_padding_mask (bool [3, 7], one byte each, 1 = padding)")
+    write_bytes("encoder.expected.out.bin", tensor_bytes(expected),
+                "encoder: expected output (float32 LE [3, 7, 32])")
 
 
 def write_script(name, scripted, x, kwargs, expected, purpose):
@@ -336,6 +361,23 @@ def main():
     # The sample prints out[:, :5]; a slice of zeros (all ReLU'd away) would
     # make its check meaningless.
     check(bool((expected[:, :5] != 0).any()), "seed_example: out[:, :5] is all zeros")
+
+    # stuck, loop_script --------------------------------------------------
+    export_package("stuck.pt", Stuck().eval(), intern=["stuck"])
+    record("stuck.pt", "torch.package of Stuck: methods that never return (deadline tests)")
+    check(torch.equal(load_package("stuck.pt")(torch.ones(2)), torch.full((2,), 2.0)),
+          "stuck.pt: forward(x) is not x * 2")
+    loop = torch.jit.script(Loop())
+    check(torch.equal(loop(torch.zeros(2), 3), torch.full((2,), 3.0)), "loop: wrong result")
+    torch.jit.save(loop, path("loop_script.pt"))
+    record("loop_script.pt", "TorchScript of Loop: forward(x, n) adds 1 n times")
+
+    # encoder: bool padding mask --------------------------------------------
+    torch.manual_seed(0)
+    encoder = Encoder().eval()
+    export_package("encoder.pt", encoder, intern=["encoder"])
+    record("encoder.pt", "torch.package of a 2-layer nn.TransformerEncoder (seed 0)")
+    write_encoder_case(encoder)
 
     # big_weights ---------------------------------------------------------
     torch.manual_seed(0)

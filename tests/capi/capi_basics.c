@@ -57,9 +57,14 @@ static void test_code_names(void** state) {
   assert_int_equal(MANYPY_ERR_INVALID_ARGUMENT, 1);
   assert_int_equal(MANYPY_ERR_STATIC_TLS, 7);
   assert_int_equal(MANYPY_ERR_INTERNAL, 11);
-  /* Values this version does not know. */
   assert_string_equal(manypy_code_name(MANYPY_ERR_NO_SUCH_NAME), "MANYPY_ERR_NO_SUCH_NAME");
-  assert_string_equal(manypy_code_name((manypy_code)19), "MANYPY_UNKNOWN");
+  assert_string_equal(manypy_code_name(MANYPY_ERR_DEADLINE_EXCEEDED),
+                      "MANYPY_ERR_DEADLINE_EXCEEDED");
+  assert_string_equal(manypy_code_name(MANYPY_ERR_CANCELLED), "MANYPY_ERR_CANCELLED");
+  assert_int_equal(MANYPY_ERR_DEADLINE_EXCEEDED, 19);
+  assert_int_equal(MANYPY_ERR_CANCELLED, 20);
+  /* Values this version does not know. */
+  assert_string_equal(manypy_code_name((manypy_code)21), "MANYPY_UNKNOWN");
   assert_string_equal(manypy_code_name((manypy_code)999), "MANYPY_UNKNOWN");
 }
 

@@ -54,7 +54,7 @@ static void check_heavy_result(const manypy_value* result, const char* what) {
   const char* keys[3] = {"logits", "norm", "steps"};
   for (size_t k = 0; k < 3; ++k) {
     const char* key = NULL;
-    ASSERT_OK(manypy_value_dict_key(result, k, &key));
+    ASSERT_OK(manypy_value_dict_key(result, k, &key, NULL));
     assert_string_equal(key, keys[k]);
   }
   const manypy_value* logits = NULL;

@@ -112,7 +112,7 @@ static void test_callbacks(void** state) {
   ASSERT_OK(manypy_value_append(args, x));
   manypy_value* out = NULL;
   long host_before = atomic_load(&c.by_interpreter[0]);
-  ASSERT_OK(manypy_script_call(script, NULL, args, NULL, &out));
+  ASSERT_OK(manypy_script_call(script, NULL, args, NULL, NULL, &out));
   manypy_value_free(out);
   assert_true(atomic_load(&c.by_interpreter[0]) > host_before);
   manypy_script_free(script);

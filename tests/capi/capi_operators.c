@@ -93,7 +93,7 @@ static void test_operator_library_everywhere(void** state) {
   manypy_script_module* script = NULL;
   ASSERT_OK(manypy_script_load_file(script_path, &script));
   manypy_value* out = NULL;
-  ASSERT_OK(manypy_script_call(script, NULL, args, NULL, &out));
+  ASSERT_OK(manypy_script_call(script, NULL, args, NULL, NULL, &out));
   assert_model_result(out);
   manypy_value_free(out);
 

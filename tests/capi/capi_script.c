@@ -49,7 +49,7 @@ static void check_heavy_script(manypy_script_module* module, const char* method,
   manypy_value* args = heavy_args();
   manypy_value* kwargs = capi_heavy_kwargs();
   manypy_value* result = NULL;
-  ASSERT_OK(manypy_script_call(module, method, args, kwargs, &result));
+  ASSERT_OK(manypy_script_call(module, method, args, kwargs, NULL, &result));
   manypy_value_free(kwargs);
   manypy_value_free(args);
   assert_int_equal(manypy_value_get_kind(result), MANYPY_VALUE_DICT);
@@ -80,7 +80,7 @@ static void test_python_heavy_script(void** state) {
   manypy_value* items[1] = {F32_TENSOR(g_heavy_input, 2, kHeavyInput)};
   manypy_value* args = LIST_OF(1, items);
   manypy_value* result = NULL;
-  ASSERT_OK(manypy_script_call(module, NULL, args, NULL, &result));
+  ASSERT_OK(manypy_script_call(module, NULL, args, NULL, NULL, &result));
   const manypy_value* steps = NULL;
   ASSERT_OK(manypy_value_dict_get(result, "steps", &steps));
   int64_t s = 0;
@@ -99,7 +99,7 @@ static void test_resnet18_script(void** state) {
   manypy_value* items[1] = {F32_TENSOR(input, 4, kResnetInput)};
   manypy_value* args = LIST_OF(1, items);
   manypy_value* result = NULL;
-  ASSERT_OK(manypy_script_call(module, NULL, args, NULL, &result));
+  ASSERT_OK(manypy_script_call(module, NULL, args, NULL, NULL, &result));
   double e = ASSERT_F32_TENSOR(result, 2, kResnetOut, expected, 1e-4, "resnet18_script.pt");
   fprintf(stderr, "  resnet18_script.pt: max |diff| %.3g\n", e);
   manypy_value_free(result);
@@ -140,7 +140,7 @@ static void test_input_with_byte_offset(void** state) {
   ASSERT_OK(manypy_value_append(args, x));
   manypy_value* kwargs = capi_heavy_kwargs();
   manypy_value* result = NULL;
-  ASSERT_OK(manypy_script_call(module, NULL, args, kwargs, &result));
+  ASSERT_OK(manypy_script_call(module, NULL, args, kwargs, NULL, &result));
   const manypy_value* logits = NULL;
   ASSERT_OK(manypy_value_dict_get(result, "logits", &logits));
   ASSERT_F32_TENSOR(logits, 2, kHeavyLogits, g_heavy_logits, 1e-5,
@@ -197,35 +197,36 @@ static void test_call_errors(void** state) {
   manypy_value* args = heavy_args();
   manypy_value* result = SENTINEL_VALUE;
   /* A missing method. */
-  manypy_status* s = EXPECT_CODE(manypy_script_call(module, "no_such_method", args, NULL, &result),
-                                 MANYPY_ERR_NO_SUCH_NAME);
+  manypy_status* s =
+      EXPECT_CODE(manypy_script_call(module, "no_such_method", args, NULL, NULL, &result),
+                  MANYPY_ERR_NO_SUCH_NAME);
   ASSERT_CONTAINS(manypy_status_message(s), "no_such_method");
   manypy_status_free(s);
   /* No arguments: the method raises. */
-  s = EXPECT_CODE(manypy_script_call(module, NULL, NULL, NULL, &result), MANYPY_ERR_PYTHON);
+  s = EXPECT_CODE(manypy_script_call(module, NULL, NULL, NULL, NULL, &result), MANYPY_ERR_PYTHON);
   ASSERT_CONTAINS(manypy_status_message(s), "forward");
   ASSERT_CONTAINS(manypy_status_message(s), "x");
   manypy_status_free(s);
   /* An argument of the wrong type (a string for steps). */
   manypy_value* kwargs = manypy_value_new_dict();
   ASSERT_OK(manypy_value_dict_set(kwargs, "steps", STRING("five")));
-  ASSERT_CODE(manypy_script_call(module, NULL, args, kwargs, &result), MANYPY_ERR_PYTHON);
+  ASSERT_CODE(manypy_script_call(module, NULL, args, kwargs, NULL, &result), MANYPY_ERR_PYTHON);
   manypy_value_free(kwargs);
   /* Bytes have no TorchScript type. */
   manypy_value* bytes_items[1] = {manypy_value_new_bytes("ab", 2)};
   manypy_value* with_bytes = LIST_OF(1, bytes_items);
-  s = EXPECT_CODE(manypy_script_call(module, NULL, with_bytes, NULL, &result),
+  s = EXPECT_CODE(manypy_script_call(module, NULL, with_bytes, NULL, NULL, &result),
                   MANYPY_ERR_UNSUPPORTED_TYPE);
   ASSERT_CONTAINS(manypy_status_message(s), "bytes");
   manypy_status_free(s);
   manypy_value_free(with_bytes);
   /* args must be a list or tuple, kwargs a dict. */
   manypy_value* num = manypy_value_new_int64(1);
-  s = EXPECT_CODE(manypy_script_call(module, NULL, num, NULL, &result),
+  s = EXPECT_CODE(manypy_script_call(module, NULL, num, NULL, NULL, &result),
                   MANYPY_ERR_INVALID_ARGUMENT);
   ASSERT_CONTAINS(manypy_status_message(s), "args must be a list or tuple");
   manypy_status_free(s);
-  s = EXPECT_CODE(manypy_script_call(module, NULL, args, num, &result),
+  s = EXPECT_CODE(manypy_script_call(module, NULL, args, num, NULL, &result),
                   MANYPY_ERR_INVALID_ARGUMENT);
   ASSERT_CONTAINS(manypy_status_message(s), "kwargs must be a dict");
   manypy_status_free(s);
@@ -249,7 +250,7 @@ static void test_error_raised_by_method(void** state) {
   manypy_value* bad_items[1] = {F32_TENSOR(small, 2, bad_shape)};
   manypy_value* bad = LIST_OF(1, bad_items);
   manypy_value* result = SENTINEL_VALUE;
-  manypy_status* s = manypy_script_call(module, NULL, bad, NULL, &result);
+  manypy_status* s = manypy_script_call(module, NULL, bad, NULL, NULL, &result);
   manypy_value_free(bad);
   manypy_script_free(module);
   s = EXPECT_CODE(s, MANYPY_ERR_PYTHON);
@@ -274,10 +275,10 @@ static void test_null_arguments_and_threads(void** state) {
                      "out_module");
   assert_ptr_equal(module, SENTINEL_MODULE);
   manypy_value* result = SENTINEL_VALUE;
-  ASSERT_INVALID_ARG(manypy_script_call(NULL, NULL, NULL, NULL, &result), "manypy_script_call",
-                     "module");
+  ASSERT_INVALID_ARG(manypy_script_call(NULL, NULL, NULL, NULL, NULL, &result),
+                     "manypy_script_call", "module");
   module = load_script(ARCHIVE("python_heavy_script.pt"));
-  ASSERT_INVALID_ARG(manypy_script_call(module, NULL, NULL, NULL, NULL), "manypy_script_call",
+  ASSERT_INVALID_ARG(manypy_script_call(module, NULL, NULL, NULL, NULL, NULL), "manypy_script_call",
                      "out_result");
   assert_ptr_equal(result, SENTINEL_VALUE);
   manypy_script_free(module);

@@ -763,8 +763,8 @@ static void test_deleters_after_failed_calls(void** state) {
   ASSERT_OK(manypy_script_load_file(capi_archive("python_heavy_script.pt"), &module));
   manypy_value* sitems[2] = {COUNTED(), STRING("not an int")};
   manypy_value* sargs = LIST_OF(2, sitems);
-  ASSERT_CODE(manypy_script_call(module, "nope", sargs, NULL, &r), MANYPY_ERR_NO_SUCH_NAME);
-  ASSERT_CODE(manypy_script_call(module, NULL, sargs, NULL, &r), MANYPY_ERR_PYTHON);
+  ASSERT_CODE(manypy_script_call(module, "nope", sargs, NULL, NULL, &r), MANYPY_ERR_NO_SUCH_NAME);
+  ASSERT_CODE(manypy_script_call(module, NULL, sargs, NULL, NULL, &r), MANYPY_ERR_PYTHON);
   manypy_script_free(module);
   manypy_value_free(sargs);
   assert_int_equal(atomic_load(&deleted), expected += 1);
@@ -793,7 +793,13 @@ static int child_call_with(DLManagedTensor* t, const float* expected, int64_t n,
     return ok ? 0 : 1;
   }
   manypy_value* args = manypy_value_new_list();
-  manypy_value_append(args, v);
+  s = manypy_value_append(args, v);
+  if (s != NULL) {
+    fprintf(stderr, "child: manypy_value_append: %s\n", manypy_status_message(s));
+    manypy_status_free(s);
+    manypy_value_free(args);
+    return 1;
+  }
   manypy_value* r = NULL;
   manypy_script_module* module = NULL;
   manypy_pool* pool = NULL;
@@ -801,7 +807,7 @@ static int child_call_with(DLManagedTensor* t, const float* expected, int64_t n,
   manypy_object* identity = NULL;
   if (script) {
     s = manypy_script_load_file(capi_archive("python_heavy_script.pt"), &module);
-    if (s == NULL) s = manypy_script_call(module, NULL, args, NULL, &r);
+    if (s == NULL) s = manypy_script_call(module, NULL, args, NULL, NULL, &r);
   } else {
     s = manypy_pool_create(NULL, &pool);
     if (s == NULL) s = manypy_package_load_file(pool, capi_archive("identity.pt"), &package);
@@ -816,7 +822,12 @@ static int child_call_with(DLManagedTensor* t, const float* expected, int64_t n,
     manypy_status_free(s);
   } else if (expected != NULL) {
     DLManagedTensor* m = NULL;
-    manypy_value_get_tensor(r, &m);
+    s = manypy_value_get_tensor(r, &m);
+    if (s != NULL) {
+      fprintf(stderr, "child: manypy_value_get_tensor: %s\n", manypy_status_message(s));
+      manypy_status_free(s);
+      return 1;
+    }
     for (int64_t k = 0; k < n; ++k) {
       if (*(const float*)capi_element(&m->dl_tensor, k) != expected[k]) rc = 1;
     }

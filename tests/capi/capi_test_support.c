@@ -506,8 +506,8 @@ static int equal_at(const manypy_value* a, const manypy_value* b, char* why, siz
         char sub[256];
         if (ka == MANYPY_VALUE_DICT) {
           const char *key_a = NULL, *key_b = NULL;
-          s = manypy_value_dict_key(a, k, &key_a);
-          if (s == NULL) s = manypy_value_dict_key(b, k, &key_b);
+          s = manypy_value_dict_key(a, k, &key_a, NULL);
+          if (s == NULL) s = manypy_value_dict_key(b, k, &key_b, NULL);
           if (s != NULL) break;
           if (strcmp(key_a, key_b) != 0) {
             return differ(why, size, path, "key %zu: '%s' vs '%s'", k, key_a, key_b);

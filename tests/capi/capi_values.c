@@ -255,11 +255,11 @@ static void test_dict(void** state) {
   ASSERT_OK(manypy_value_dict_set(dict, "zeta", manypy_value_new_int64(2)));
   assert_int_equal(length_of(dict), 3);
   const char* key = NULL;
-  ASSERT_OK(manypy_value_dict_key(dict, 0, &key));
+  ASSERT_OK(manypy_value_dict_key(dict, 0, &key, NULL));
   assert_string_equal(key, "zeta");
-  ASSERT_OK(manypy_value_dict_key(dict, 1, &key));
+  ASSERT_OK(manypy_value_dict_key(dict, 1, &key, NULL));
   assert_string_equal(key, "alpha");
-  ASSERT_OK(manypy_value_dict_key(dict, 2, &key));
+  ASSERT_OK(manypy_value_dict_key(dict, 2, &key, NULL));
   assert_string_equal(key, "h\xc3\xa9");
   const manypy_value* v = NULL;
   ASSERT_OK(manypy_value_dict_get(dict, "zeta", &v));
@@ -280,7 +280,7 @@ static void test_dict(void** state) {
   ASSERT_CODE(manypy_value_dict_get(dict, "zet", &v), MANYPY_ERR_NO_SUCH_NAME);
 
   key = SENTINEL_STR;
-  s = EXPECT_CODE(manypy_value_dict_key(dict, 3, &key), MANYPY_ERR_OUT_OF_RANGE);
+  s = EXPECT_CODE(manypy_value_dict_key(dict, 3, &key, NULL), MANYPY_ERR_OUT_OF_RANGE);
   ASSERT_CONTAINS(manypy_status_message(s), "manypy_value_dict_key");
   ASSERT_CONTAINS(manypy_status_message(s), "index 3");
   manypy_status_free(s);
@@ -358,7 +358,7 @@ static void test_wrong_kinds(void** state) {
   ASSERT_CONTAINS(manypy_status_message(s), "manypy_value_get_item");
   manypy_status_free(s);
   assert_ptr_equal(item, SENTINEL_CVALUE);
-  s = EXPECT_CODE(manypy_value_dict_key(list, 0, &key), MANYPY_ERR_WRONG_KIND);
+  s = EXPECT_CODE(manypy_value_dict_key(list, 0, &key, NULL), MANYPY_ERR_WRONG_KIND);
   ASSERT_CONTAINS(manypy_status_message(s), "manypy_value_dict_key");
   manypy_status_free(s);
   assert_ptr_equal(key, SENTINEL_STR);
@@ -481,8 +481,9 @@ static void test_null_arguments(void** state) {
   ASSERT_INVALID_ARG(manypy_value_get_item(NULL, 0, &item), "manypy_value_get_item", "value");
   ASSERT_INVALID_ARG(manypy_value_get_item(list, 0, NULL), "manypy_value_get_item", "out_item");
   const char* key = NULL;
-  ASSERT_INVALID_ARG(manypy_value_dict_key(NULL, 0, &key), "manypy_value_dict_key", "value");
-  ASSERT_INVALID_ARG(manypy_value_dict_key(dict, 0, NULL), "manypy_value_dict_key", "out_key");
+  ASSERT_INVALID_ARG(manypy_value_dict_key(NULL, 0, &key, NULL), "manypy_value_dict_key", "value");
+  ASSERT_INVALID_ARG(manypy_value_dict_key(dict, 0, NULL, NULL), "manypy_value_dict_key",
+                     "out_key");
   ASSERT_INVALID_ARG(manypy_value_dict_get(NULL, "k", &item), "manypy_value_dict_get", "value");
   ASSERT_INVALID_ARG(manypy_value_dict_get(dict, NULL, &item), "manypy_value_dict_get", "key");
   ASSERT_INVALID_ARG(manypy_value_dict_get(dict, "k", NULL), "manypy_value_dict_get",
@@ -710,11 +711,11 @@ static void test_eval_list_tuple_dict(void** state) {
   assert_int_equal(manypy_value_get_kind(v), MANYPY_VALUE_DICT);
   assert_int_equal(length_of(v), 3);
   const char* key = NULL;
-  ASSERT_OK(manypy_value_dict_key(v, 0, &key));
+  ASSERT_OK(manypy_value_dict_key(v, 0, &key, NULL));
   assert_string_equal(key, "b");
-  ASSERT_OK(manypy_value_dict_key(v, 1, &key));
+  ASSERT_OK(manypy_value_dict_key(v, 1, &key, NULL));
   assert_string_equal(key, "a");
-  ASSERT_OK(manypy_value_dict_key(v, 2, &key));
+  ASSERT_OK(manypy_value_dict_key(v, 2, &key, NULL));
   assert_string_equal(key, "\xc3\xa9");
   const manypy_value* a = NULL;
   ASSERT_OK(manypy_value_dict_get(v, "a", &a));

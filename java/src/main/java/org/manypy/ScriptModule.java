@@ -41,7 +41,7 @@ public final class ScriptModule extends NativeResource {
     long module = acquire();
     try {
       return Values.call(args, kwargs, (a, k, out) ->
-          ManypyNative.manypy_script_call(module, method, a, k, out));
+          ManypyNative.manypy_script_call(module, method, a, k, 0, out));
     } finally {
       release();
     }
