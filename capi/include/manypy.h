@@ -58,17 +58,21 @@ extern "C" {
 /* Version                                                                  */
 /* ------------------------------------------------------------------------ */
 
+/* While the major is 0, the minor is the ABI: SONAME libmanypy.so.0.MINOR,
+ * symbol version MANYPY_0.MINOR. A patch release never changes the ABI. From
+ * 1.0 on, the major is the ABI. CMakeLists.txt's project version must match. */
 #define MANYPY_VERSION_MAJOR 0
-#define MANYPY_VERSION_MINOR 1
+#define MANYPY_VERSION_MINOR 2
 #define MANYPY_VERSION_PATCH 0
-#define MANYPY_VERSION_STRING "0.1.0"
+#define MANYPY_VERSION_STRING "0.2.0"
 /* Encoded as major * 10000 + minor * 100 + patch. */
 #define MANYPY_VERSION_NUMBER \
   (MANYPY_VERSION_MAJOR * 10000 + MANYPY_VERSION_MINOR * 100 + MANYPY_VERSION_PATCH)
 
 /* The version of the library actually loaded, encoded as MANYPY_VERSION_NUMBER.
  * Bindings compare it with the header they were built against: the major
- * numbers must match and the runtime minor must be >= the header's.
+ * numbers must match and, while the major is 0, the minor numbers too (from
+ * 1.0 on, the runtime minor must be >= the header's).
  * Thread safety: any thread, any time. */
 MANYPY_API uint32_t manypy_version_number(void);
 

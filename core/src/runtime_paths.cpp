@@ -11,6 +11,8 @@ namespace {
 
 constexpr const char* kInterpLibraryName = "libmanypy_interp.so";
 constexpr const char* kHooksLibraryName = "libmanypy_hooks.so";
+// The private directory, relative to the directory of the object holding the core.
+constexpr const char* kPrivateDirectory = "manypy";
 
 std::string directory_of_this_object() {
   Dl_info info{};
@@ -23,22 +25,27 @@ std::string directory_of_this_object() {
   return slash == std::string::npos ? std::string(".") : path.substr(0, slash);
 }
 
-// $variable, else `name` beside the core, else `built`.
-std::string find_library(const char* variable, const char* name, const char* built) {
+// $variable, else `name` in the private directory. The core's test programs
+// fall back to the build tree's copy (runtime_paths.h). When nothing is
+// found, the private directory's path is returned all the same, so the
+// loader's error names the place an installed library looks in.
+std::string find_library(const char* variable, const char* name) {
   if (const char* env = std::getenv(variable); env && *env) return env;
-  std::string beside = directory_of_this_object() + "/" + name;
-  if (access(beside.c_str(), R_OK) == 0) return beside;
-  return built;
+  std::string path = directory_of_this_object() + "/" + kPrivateDirectory + "/" + name;
+#ifdef MANYPY_BUILD_TREE_PRIVATE_DIR
+  if (access(path.c_str(), R_OK) != 0) return std::string(MANYPY_BUILD_TREE_PRIVATE_DIR) + "/" + name;
+#endif
+  return path;
 }
 
 }  // namespace
 
 std::string interp_library_path() {
-  return find_library("MANYPY_INTERP_LIBRARY", kInterpLibraryName, MANYPY_INTERP_BUILD_PATH);
+  return find_library("MANYPY_INTERP_LIBRARY", kInterpLibraryName);
 }
 
 std::string hooks_library_path() {
-  return find_library("MANYPY_HOOKS_LIBRARY", kHooksLibraryName, MANYPY_HOOKS_BUILD_PATH);
+  return find_library("MANYPY_HOOKS_LIBRARY", kHooksLibraryName);
 }
 
 std::string python_home() {

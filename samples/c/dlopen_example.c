@@ -162,13 +162,17 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  /* The version first: with another major version, the other entry points
-   * may not exist or may mean something else. Same rule as the bindings:
-   * majors equal, and the library's minor at least the header's. */
+  /* The version first: with another ABI, the other entry points may not
+   * exist or may mean something else. Same rule as the bindings
+   * (docs/c-api.md): majors equal and, while the major is 0, minors equal
+   * too; from 1.0 on, the library's minor at least the header's. */
   uint32_t (*version_number)(void) = NULL;
   if (!resolve(lib, "manypy_version_number", &version_number)) return 1;
   const uint32_t have = version_number();
-  if (have / 10000 != MANYPY_VERSION_MAJOR || have / 100 % 100 < MANYPY_VERSION_MINOR) {
+  const uint32_t have_minor = have / 100 % 100;
+  if (have / 10000 != MANYPY_VERSION_MAJOR ||
+      (MANYPY_VERSION_MAJOR == 0 ? have_minor != MANYPY_VERSION_MINOR
+                                 : have_minor < MANYPY_VERSION_MINOR)) {
     fprintf(stderr, "manypy_dlopen_example: %s is version %u.%u.%u; this program was built "
                     "for %s (MANYPY_VERSION_NUMBER %d)\n",
             library, have / 10000, have / 100 % 100, have % 100, MANYPY_VERSION_STRING,

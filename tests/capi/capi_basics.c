@@ -24,7 +24,7 @@
 static void test_version(void** state) {
   (void)state;
   assert_int_equal(manypy_version_number(), MANYPY_VERSION_NUMBER);
-  assert_int_equal(MANYPY_VERSION_NUMBER, 100);
+  assert_int_equal(MANYPY_VERSION_NUMBER, 200);
   assert_non_null(manypy_version_string());
   assert_string_equal(manypy_version_string(), MANYPY_VERSION_STRING);
   char expected[32];

@@ -67,8 +67,7 @@ final class NativeLibrary {
           + " but this jar is " + version(jar) + ": use the libmanypy_jni.so built with this jar";
     } else if (!compatible(jar, library)) {
       problem = "libmanypy.so is version " + version(library) + " but this jar needs "
-          + version(jar) + " (the same major version, and a minor version at least "
-          + (jar / 100 % 100) + "): use the libmanypy.so this jar was built with";
+          + abi(jar) + ": use the libmanypy.so this jar was built with";
     }
     if (problem != null) {
       permanentFailure = new LibraryLoadException("manypy: " + problem, null);
@@ -76,9 +75,24 @@ final class NativeLibrary {
     }
   }
 
-  /** Same rule as manypy.h: same major, and the library's minor >= the jar's. */
+  /**
+   * The ABI rule of manypy.h (docs/c-api.md): the same major; while the
+   * major is 0, the same minor too (any patch); from 1.0 on, a library
+   * minor at least the jar's.
+   */
   static boolean compatible(long jar, long library) {
-    return jar / 10000 == library / 10000 && library / 100 % 100 >= jar / 100 % 100;
+    long major = jar / 10000;
+    long jarMinor = jar / 100 % 100;
+    long libraryMinor = library / 100 % 100;
+    if (library / 10000 != major) return false;
+    return major == 0 ? libraryMinor == jarMinor : libraryMinor >= jarMinor;
+  }
+
+  /** The library versions `jar` accepts, for messages: "0.2.x", "1.3 or a later 1.x". */
+  static String abi(long jar) {
+    long major = jar / 10000;
+    long minor = jar / 100 % 100;
+    return major == 0 ? "0." + minor + ".x" : major + "." + minor + " or a later " + major + ".x";
   }
 
   static String version(long number) {

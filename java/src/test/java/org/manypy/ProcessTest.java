@@ -10,6 +10,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
+import org.manypy.internal.ManypyNativeConstants;
 
 /**
  * What happens to a whole JVM: loading the library (missing, mismatched),
@@ -37,10 +38,17 @@ class ProcessTest {
   @Test
   void versionsAgree() {
     assertEquals(Manypy.version(), Manypy.libraryVersion());
-    assertTrue(NativeLibrary.compatible(100, 100));
-    assertTrue(NativeLibrary.compatible(100, 205));   // newer minor: fine
-    assertFalse(NativeLibrary.compatible(200, 100));  // older minor: missing functions
-    assertFalse(NativeLibrary.compatible(100, 10100)); // another major
+    // While the major is 0, the minor is the ABI: any patch, nothing else.
+    assertTrue(NativeLibrary.compatible(200, 200));
+    assertTrue(NativeLibrary.compatible(200, 203));    // another patch: same ABI
+    assertFalse(NativeLibrary.compatible(200, 100));   // older minor
+    assertFalse(NativeLibrary.compatible(200, 300));   // newer minor: another ABI too
+    assertFalse(NativeLibrary.compatible(200, 10200)); // another major
+    // From 1.0 on, the major is the ABI: a newer minor has all of an older one.
+    assertTrue(NativeLibrary.compatible(10100, 10305));
+    assertFalse(NativeLibrary.compatible(10300, 10100));
+    assertFalse(NativeLibrary.compatible(10100, 20100));
+    assertEquals("0.2.x", NativeLibrary.abi(200));
   }
 
   @Test
@@ -74,7 +82,8 @@ class ProcessTest {
     env.put("LD_LIBRARY_PATH", fake.toString());
     TestSupport.ChildResult child = TestSupport.runChild(env, List.of(libraryPath()), "load");
     String line = resultLine(child);
-    assertTrue(line.contains("libmanypy.so is version 1.0.0 but this jar needs 0.1.0"), line);
+    assertTrue(line.contains("libmanypy.so is version 1.0.0 but this jar needs "
+        + NativeLibrary.abi(ManypyNativeConstants.MANYPY_VERSION_NUMBER)), line);
   }
 
   @Test
