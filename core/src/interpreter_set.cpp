@@ -38,7 +38,7 @@ std::vector<Interpreter*> InterpreterSet::lease(size_t count, const LeaseSetting
                                        std::to_string(count));
   }
   std::vector<Interpreter*> chosen;
-  std::vector<Interpreter*> started;
+  size_t missing = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (size_t i = 0; i < all_.size() && chosen.size() < count; ++i) {
@@ -47,11 +47,11 @@ std::vector<Interpreter*> InterpreterSet::lease(size_t count, const LeaseSetting
         chosen.push_back(all_[i].get());
       }
     }
-    size_t missing = count - chosen.size();
-    if (all_.size() + missing > limit) {
+    missing = count - chosen.size();
+    if (all_.size() + reserved_ + missing > limit) {
       size_t broken = 0;
       for (const auto& interp : all_) broken += interp->broken() ? 1 : 0;
-      const size_t leased = all_.size() - broken - chosen.size();
+      const size_t leased = all_.size() + reserved_ - broken - chosen.size();
       for (Interpreter* interp : chosen) idle_[interp->slot()] = true;
       throw Error(Code::kResourceExhausted,
                   "cannot start " + std::to_string(missing) + " more interpreter(s): of this "
@@ -63,32 +63,9 @@ std::vector<Interpreter*> InterpreterSet::lease(size_t count, const LeaseSetting
       for (Interpreter* interp : chosen) idle_[interp->slot()] = true;
       throw *static_tls_failure_;
     }
-    // Start the missing ones in parallel: the dynamic loader serializes the
-    // library loads, but Python's own start and import work overlap. Not so
-    // when static TLS may run out: glibc 2.36 can then fail an assertion
-    // (_dl_add_to_slotinfo: idx == 0) when a load fails for want of static
-    // TLS while another namespace is loading (docs/isolation.md). Without
-    // the tunable, start one at a time and stop at the first such failure.
-    const bool parallel = static_tls_raised();
-    isolation::KeyBands& bands = isolation::KeyBands::instance();
-    for (size_t k = 0; k < missing; ++k) {
-      unsigned slot = static_cast<unsigned>(all_.size());
-      all_.push_back(std::make_unique<Interpreter>(slot, bands.band_of_slot(slot)));
-      idle_.push_back(false);
-      Interpreter* interp = all_.back().get();
-      interp->begin_start();
-      started.push_back(interp);
-      if (parallel) continue;
-      try {
-        interp->wait_started();
-      } catch (const Error& e) {
-        if (e.code() == Code::kStaticTls) {
-          static_tls_failure_ = e;
-          break;
-        }
-      }
-    }
+    reserved_ += missing;
   }
+  const std::vector<Interpreter*> started = start(missing);
 
   std::optional<Error> failure;
   for (Interpreter* interp : started) {
@@ -122,6 +99,57 @@ std::vector<Interpreter*> InterpreterSet::lease(size_t count, const LeaseSetting
     throw *failure;
   }
   return chosen;
+}
+
+std::vector<Interpreter*> InterpreterSet::start(size_t missing) {
+  // Start in parallel: the dynamic loader serializes the library loads, but
+  // Python's own start and import work overlap. Not so when static TLS may
+  // run out: glibc 2.36 can then fail an assertion (_dl_add_to_slotinfo:
+  // idx == 0) when a load fails for want of static TLS while another
+  // namespace is loading (docs/isolation.md). Without the tunable, start one
+  // at a time, process-wide, and stop at the first such failure. Either way
+  // the set's lock is not held while an interpreter starts (about a second),
+  // so other pools come and go meanwhile.
+  const bool parallel = static_tls_raised();
+  std::unique_lock<std::mutex> one_at_a_time(sequential_start_mu_, std::defer_lock);
+  if (!parallel) one_at_a_time.lock();
+  std::vector<Interpreter*> started;
+  size_t unclaimed = missing;
+  try {
+    while (unclaimed > 0) {
+      Interpreter* interp;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (static_tls_failure_) break;
+        unsigned slot = static_cast<unsigned>(all_.size());
+        all_.push_back(std::make_unique<Interpreter>(
+            slot, isolation::KeyBands::instance().band_of_slot(slot)));
+        idle_.push_back(false);
+        size_.store(all_.size(), std::memory_order_release);
+        --reserved_;
+        --unclaimed;
+        interp = all_.back().get();
+      }
+      interp->begin_start();
+      started.push_back(interp);
+      if (parallel) continue;
+      try {
+        interp->wait_started();
+      } catch (const Error& e) {
+        if (e.code() == Code::kStaticTls) {
+          std::lock_guard<std::mutex> lock(mu_);
+          static_tls_failure_ = e;
+        }
+      }
+    }
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mu_);
+    reserved_ -= unclaimed;
+    throw;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  reserved_ -= unclaimed;
+  return started;
 }
 
 void InterpreterSet::give_back(const std::vector<Interpreter*>& interpreters) noexcept {

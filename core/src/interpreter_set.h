@@ -1,6 +1,7 @@
 // The process-wide set of interpreters that pools lease from.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <mutex>
@@ -17,6 +18,8 @@ class InterpreterSet {
 
   // The most interpreters the process can hold (key bands, namespaces).
   size_t capacity() const;
+  // Interpreters created so far (started, starting or broken). Lock-free.
+  size_t size() const { return size_.load(std::memory_order_acquire); }
 
   // Leases `count` idle interpreters, starting new ones (in parallel) when
   // too few are idle, and begins a lease on each with `settings`. All or
@@ -30,9 +33,17 @@ class InterpreterSet {
 
  private:
   InterpreterSet() = default;
-  std::mutex mu_;  // guards the two vectors, and serializes starts
+  // Starts `missing` new interpreters for a lease (their slots already
+  // reserved) without holding mu_; returns those begun.
+  std::vector<Interpreter*> start(size_t missing);
+
+  std::mutex mu_;  // guards the members below; never held across a start
   std::vector<std::unique_ptr<Interpreter>> all_;
   std::vector<bool> idle_;
+  size_t reserved_ = 0;  // slots promised to leases whose starts are under way
+  std::atomic<size_t> size_{0};  // all_.size(), readable without mu_
+  // Serializes starts one at a time when static TLS may run out.
+  std::mutex sequential_start_mu_;
   // Once a start has failed for want of static TLS, no other is tried: each
   // failed load risks glibc's own consistency (docs/isolation.md).
   std::optional<Error> static_tls_failure_;

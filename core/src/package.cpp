@@ -67,22 +67,21 @@ Package::Package(std::shared_ptr<Pool> pool, std::shared_ptr<Archive> archive)
 }
 
 Package::~Package() {
-  for (Interpreter* interp : opened_) interp->package_close(id_);
+  opened_.for_each_done([this](Interpreter& interp) { interp.package_close(id_); });
   std::lock_guard<std::mutex> lock(g_registry_mu);
   registry().erase(id_);
 }
 
 void Package::ensure_open(Interpreter& interp) {
   // Opening imports nothing heavy but reads and checks the archive's code
-  // records; one thread does it per interpreter, others wait.
-  std::lock_guard<std::mutex> lock(mu_);
-  if (opened_.count(&interp)) return;
-  try {
-    interp.package_open(pool_->mode(), id_, archive_->data(), archive_->size());
-  } catch (const Error& e) {
-    throw e.prefixed(archive_->origin() + ": ");
-  }
-  opened_.insert(&interp);
+  // records; one thread does it per interpreter while others for it wait.
+  opened_.ensure(interp, [this](Interpreter& in) {
+    try {
+      in.package_open(pool_->mode(), id_, archive_->data(), archive_->size());
+    } catch (const Error& e) {
+      throw e.prefixed(archive_->origin() + ": ");
+    }
+  });
 }
 
 }  // namespace manypy

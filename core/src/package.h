@@ -4,10 +4,9 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
-#include <set>
 
 #include "archive.h"
+#include "once_per_interpreter.h"
 #include "pool.h"
 
 namespace manypy {
@@ -24,15 +23,15 @@ class Package {
   Pool& pool() const { return *pool_; }
   const Archive& archive() const { return *archive_; }
 
-  // Opens the package in `interp` (once; later calls return at once).
+  // Opens the package in `interp` (once; later calls return at once). Opens
+  // in different interpreters run in parallel.
   void ensure_open(Interpreter& interp);
 
  private:
   const uint64_t id_;
   std::shared_ptr<Pool> pool_;
   std::shared_ptr<Archive> archive_;
-  std::mutex mu_;
-  std::set<Interpreter*> opened_;
+  OncePerInterpreter opened_;
 };
 
 // mpi_host_api.package_record (see interp_api.h).

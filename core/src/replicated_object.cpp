@@ -37,24 +37,14 @@ ReplicatedObject::~ReplicatedObject() {
     std::unique_lock<std::mutex> lock(calls_mu_);
     calls_cv_.wait(lock, [this] { return calls_ == 0; });
   }
-  for (auto& [interp, replica] : replicas_) {
-    if (replica->loaded) interp->object_drop(id_);
-  }
+  replicas_.for_each_done([this](Interpreter& interp) { interp.object_drop(id_); });
 }
 
 void ReplicatedObject::ensure_loaded(Interpreter& interp) {
-  Replica* replica;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto& slot = replicas_[&interp];
-    if (!slot) slot = std::make_unique<Replica>();
-    replica = slot.get();
-  }
-  std::lock_guard<std::mutex> lock(replica->mu);
-  if (replica->loaded) return;
-  package_->ensure_open(interp);
-  interp.object_load(package_->pool().mode(), id_, package_->id(), module_, name_);
-  replica->loaded = true;
+  replicas_.ensure(interp, [this](Interpreter& in) {
+    package_->ensure_open(in);
+    in.object_load(package_->pool().mode(), id_, package_->id(), module_, name_);
+  });
 }
 
 template <typename Fn>

@@ -4,12 +4,12 @@
 
 #include <condition_variable>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 
 #include "call_options.h"
+#include "once_per_interpreter.h"
 #include "package.h"
 
 namespace manypy {
@@ -30,10 +30,6 @@ class ReplicatedObject {
   bool hasattr(const std::string& name);
 
  private:
-  struct Replica {
-    std::mutex mu;
-    bool loaded = false;
-  };
   // Runs fn(interp) on an interpreter picked per `interpreter`, with the
   // replica there loaded first.
   template <typename Fn>
@@ -45,8 +41,7 @@ class ReplicatedObject {
   const std::string module_;
   const std::string name_;
 
-  std::mutex mu_;  // guards replicas_ (the map, not the replicas)
-  std::map<Interpreter*, std::unique_ptr<Replica>> replicas_;
+  OncePerInterpreter replicas_;
 
   std::mutex calls_mu_;
   std::condition_variable calls_cv_;

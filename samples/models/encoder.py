@@ -25,3 +25,10 @@ class Encoder(nn.Module):
 
     def invert(self, mask: torch.Tensor) -> torch.Tensor:
         return ~mask
+
+
+class Invert(nn.Module):
+    """For TorchScript on the host: bool in, bool out."""
+
+    def forward(self, mask: torch.Tensor) -> torch.Tensor:
+        return ~mask

@@ -28,7 +28,7 @@ sys.path.insert(0, HERE)  # for python_heavy, identity, big_weights
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 
 from big_weights import BigWeights  # noqa: E402
-from encoder import Encoder  # noqa: E402
+from encoder import Encoder, Invert  # noqa: E402
 from identity import Identity  # noqa: E402
 from python_heavy import PythonHeavy  # noqa: E402
 from stuck import Loop, Stuck  # noqa: E402
@@ -378,6 +378,11 @@ def main():
     export_package("encoder.pt", encoder, intern=["encoder"])
     record("encoder.pt", "torch.package of a 2-layer nn.TransformerEncoder (seed 0)")
     write_encoder_case(encoder)
+    invert = torch.jit.script(Invert())
+    check(torch.equal(invert(torch.tensor([True, False])), torch.tensor([False, True])),
+          "invert: wrong result")
+    torch.jit.save(invert, path("invert_script.pt"))
+    record("invert_script.pt", "TorchScript of Invert: forward(mask) -> ~mask (bool)")
 
     # big_weights ---------------------------------------------------------
     torch.manual_seed(0)

@@ -616,9 +616,15 @@ static void test_handles_package_first(void** state) {
 
 /* ---- setup ------------------------------------------------------------------------------ */
 
+/* Every test may use the expected files, so the group setup reads them (a
+ * failed read fails the setup: cmocka's group fixtures may assert), and
+ * each test runs alone in any order (cmocka's filter). */
 static int group_setup(void** state) {
   (void)state;
   double t0 = capi_now();
+  g_heavy_input = READ_F32("python_heavy.input.bin", 4 * 64);
+  g_heavy_logits = READ_F32("python_heavy.expected.logits.bin", 4 * 10);
+  g_heavy_norm = READ_F32("python_heavy.expected.norm.bin", 4);
   manypy_status* s = capi_create_pool(POOL_SIZE, &g_pool);
   if (s == NULL) {
     s = manypy_package_load_file(g_pool, capi_archive("python_heavy.pt"), &g_heavy_package);
@@ -642,13 +648,9 @@ static int group_teardown(void** state) {
   return 0;
 }
 
-/* The expected files are read by the first test, where cmocka may fail it. */
-static void test_read_expected_files(void** state) {
+/* python_heavy.json says what the expected files hold. */
+static void test_expected_files_are_for_these_kwargs(void** state) {
   (void)state;
-  g_heavy_input = READ_F32("python_heavy.input.bin", 4 * 64);
-  g_heavy_logits = READ_F32("python_heavy.expected.logits.bin", 4 * 10);
-  g_heavy_norm = READ_F32("python_heavy.expected.norm.bin", 4);
-  /* python_heavy.json says what the files hold. */
   size_t size = 0;
   char* json = READ_WHOLE_FILE(ARCHIVE("python_heavy.json"), &size);
   ASSERT_CONTAINS(json, "\"steps\": 5");
@@ -656,10 +658,13 @@ static void test_read_expected_files(void** state) {
   free(json);
 }
 
-int main(void) {
+/* capi_objects [PATTERN]: only the tests whose names match PATTERN (cmocka's
+ * filter, * as a wildcard), e.g. to check that one runs alone. */
+int main(int argc, char** argv) {
   double t0 = capi_now();
+  if (argc > 1) cmocka_set_test_filter(argv[1]);
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_read_expected_files),
+      cmocka_unit_test(test_expected_files_are_for_these_kwargs),
       cmocka_unit_test(test_python_heavy_on_every_interpreter),
       cmocka_unit_test(test_python_heavy_kwargs_matter),
       cmocka_unit_test(test_method_by_name),

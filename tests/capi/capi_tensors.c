@@ -363,7 +363,7 @@ static const struct dtype_case kDtypes[] = {
     {"uint8", {kDLUInt, 8, 1}},      {"float16", {kDLFloat, 16, 1}},
     {"float32", {kDLFloat, 32, 1}},  {"float64", {kDLFloat, 64, 1}},
     {"bfloat16", {kDLBfloat, 16, 1}}, {"complex64", {kDLComplex, 64, 1}},
-    {"complex128", {kDLComplex, 128, 1}},
+    {"complex128", {kDLComplex, 128, 1}}, {"bool", {MANYPY_DL_BOOL, 8, 1}},
 };
 #define N_DTYPES (sizeof kDtypes / sizeof kDtypes[0])
 
@@ -371,9 +371,12 @@ static const struct dtype_case kDtypes[] = {
 static void test_every_dtype_round_trips(void** state) {
   (void)state;
   unsigned char bytes[5 * 16];
-  for (size_t k = 0; k < sizeof bytes; ++k) bytes[k] = (unsigned char)(k * 37 + 11);
   for (size_t d = 0; d < N_DTYPES; ++d) {
     const DLDataType dt = kDtypes[d].dtype;
+    for (size_t k = 0; k < sizeof bytes; ++k) {
+      /* A bool byte is 0 or 1. */
+      bytes[k] = (unsigned char)(dt.code == MANYPY_DL_BOOL ? k % 3 == 1 : k * 37 + 11);
+    }
     const int64_t shape[1] = {5};
     size_t nbytes = 5 * (size_t)dt.bits / 8;
     atomic_int released = 0;
@@ -441,6 +444,9 @@ static void test_every_dtype_from_python(void** state) {
        "\x00\x00\x80\x3f\x00\x00\x00\x40"},
       {"torch.tensor([0.5 - 1j], dtype=torch.complex128)", {kDLComplex, 128, 1}, 16,
        "\x00\x00\x00\x00\x00\x00\xe0\x3f\x00\x00\x00\x00\x00\x00\xf0\xbf"},
+      {"torch.tensor([True, False, True])", {MANYPY_DL_BOOL, 8, 1}, 3, "\x01\x00\x01"},
+      {"torch.tensor([[True, False], [False, False]]).t()", {MANYPY_DL_BOOL, 8, 1}, 4,
+       "\x01\x00\x00\x00"},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
     manypy_value* v = NULL;
@@ -462,6 +468,100 @@ static void test_every_dtype_from_python(void** state) {
     m->deleter(m);
     manypy_value_free(v);
   }
+}
+
+/* ---- bool: padding masks ------------------------------------------------------- */
+
+static const DLDataType kBool = {MANYPY_DL_BOOL, 8, 1};
+
+/* The 0/1 bytes of a bool tensor value (C-contiguous), checked for dtype and
+ * shape; caller frees. */
+static unsigned char* bool_bytes(const manypy_value* v, int32_t ndim, const int64_t* shape) {
+  DLManagedTensor* m = tensor_of(v);
+  const DLTensor* t = &m->dl_tensor;
+  if (t->dtype.code != kBool.code || t->dtype.bits != 8 || t->dtype.lanes != 1) {
+    fail_msg("expected a bool tensor, got code %d bits %d lanes %d", t->dtype.code,
+             t->dtype.bits, t->dtype.lanes);
+  }
+  assert_int_equal(t->ndim, ndim);
+  for (int32_t k = 0; k < ndim; ++k) assert_int_equal(t->shape[k], shape[k]);
+  int64_t n = capi_numel(t);
+  unsigned char* out = malloc((size_t)n);
+  assert_non_null(out);
+  for (int64_t k = 0; k < n; ++k) out[k] = *(const unsigned char*)capi_element(t, k);
+  m->deleter(m);
+  return out;
+}
+
+/* A packaged nn.TransformerEncoder called with a bool src_key_padding_mask,
+ * handed over zero-copy, gives eager Python's output; ~mask comes back as a
+ * bool tensor. */
+static void test_bool_padding_mask(void** state) {
+  (void)state;
+  manypy_package* package = LOAD_PACKAGE(g_pool, "encoder.pt");
+  manypy_object* encoder = LOAD_MODEL(package);
+  const int64_t src_shape[3] = {3, 7, 32}, mask_shape[2] = {3, 7};
+  float* src = READ_F32("encoder.src.bin", 3 * 7 * 32);
+  float* expected = READ_F32("encoder.expected.out.bin", 3 * 7 * 32);
+  size_t mask_size = 0;
+  unsigned char* mask = READ_WHOLE_FILE(ARCHIVE("encoder.mask.bin"), &mask_size);
+  assert_int_equal(mask_size, 21);
+
+  atomic_int released = 0;
+  manypy_value* mask_value = NULL;
+  ASSERT_OK(manypy_value_new_tensor_from_buffer(mask, mask_size, kBool, 2, mask_shape, NULL, 0,
+                                                capi_count_release, &released, &mask_value));
+  assert_ptr_equal(data_of(mask_value), mask);  // borrowed, not copied
+  DLManagedTensor* shared = tensor_of(mask_value);
+  manypy_value* mask_again = NULL;
+  ASSERT_OK(manypy_value_new_tensor(shared, &mask_again));
+  manypy_value* items[2] = {F32_TENSOR(src, 3, src_shape), mask_value};
+  manypy_value* args = TUPLE_OF(2, items);
+  manypy_value* out = NULL;
+  ASSERT_OK(manypy_object_call(encoder, NULL, args, NULL, NULL, &out));
+  ASSERT_F32_TENSOR(out, 3, src_shape, expected, 1e-5, "encoder(src, bool mask)");
+  manypy_value_free(out);
+
+  manypy_value* invert_items[1] = {mask_again};
+  manypy_value* invert_args = TUPLE_OF(1, invert_items);
+  ASSERT_OK(manypy_object_call(encoder, "invert", invert_args, NULL, NULL, &out));
+  unsigned char* inverted = bool_bytes(out, 2, mask_shape);
+  for (size_t k = 0; k < mask_size; ++k) assert_int_equal(inverted[k], !mask[k]);
+  free(inverted);
+
+  /* The bool result goes back in as it came out: ~~mask == mask. */
+  manypy_value* again_items[1] = {NULL};
+  DLManagedTensor* result = tensor_of(out);
+  ASSERT_OK(manypy_value_new_tensor(result, &again_items[0]));
+  manypy_value* again_args = TUPLE_OF(1, again_items);
+  manypy_value* twice = NULL;
+  ASSERT_OK(manypy_object_call(encoder, "invert", again_args, NULL, NULL, &twice));
+  unsigned char* back = bool_bytes(twice, 2, mask_shape);
+  assert_memory_equal(back, mask, mask_size);
+  free(back);
+
+  /* TorchScript on the host: the same masks through libtorch's own DLPack. */
+  manypy_script_module* invert = NULL;
+  ASSERT_OK(manypy_script_load_file(ARCHIVE("invert_script.pt"), &invert));
+  manypy_value* scripted = NULL;
+  ASSERT_OK(manypy_script_call(invert, NULL, again_args, NULL, NULL, &scripted));
+  unsigned char* host = bool_bytes(scripted, 2, mask_shape);
+  assert_memory_equal(host, mask, mask_size);
+  free(host);
+  manypy_value_free(scripted);
+  manypy_script_free(invert);
+
+  manypy_value_free(twice);
+  manypy_value_free(again_args);
+  manypy_value_free(out);
+  manypy_value_free(invert_args);
+  manypy_value_free(args);
+  manypy_object_free(encoder);
+  manypy_package_free(package);
+  assert_int_equal(atomic_load(&released), 1);
+  free(mask);
+  free(expected);
+  free(src);
 }
 
 /* ---- bad tensors ------------------------------------------------------------------ */
@@ -945,6 +1045,7 @@ int main(int argc, char** argv) {
       cmocka_unit_test(test_zero_dim_and_empty),
       cmocka_unit_test(test_every_dtype_round_trips),
       cmocka_unit_test(test_every_dtype_from_python),
+      cmocka_unit_test(test_bool_padding_mask),
       cmocka_unit_test(test_bad_managed_tensors),
       cmocka_unit_test(test_bad_buffers),
       cmocka_unit_test(test_null_arguments),

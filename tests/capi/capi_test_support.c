@@ -506,10 +506,11 @@ static int equal_at(const manypy_value* a, const manypy_value* b, char* why, siz
         char sub[256];
         if (ka == MANYPY_VALUE_DICT) {
           const char *key_a = NULL, *key_b = NULL;
-          s = manypy_value_dict_key(a, k, &key_a, NULL);
-          if (s == NULL) s = manypy_value_dict_key(b, k, &key_b, NULL);
+          size_t len_a = 0, len_b = 0;
+          s = manypy_value_dict_key(a, k, &key_a, &len_a);
+          if (s == NULL) s = manypy_value_dict_key(b, k, &key_b, &len_b);
           if (s != NULL) break;
-          if (strcmp(key_a, key_b) != 0) {
+          if (len_a != len_b || memcmp(key_a, key_b, len_a) != 0) {
             return differ(why, size, path, "key %zu: '%s' vs '%s'", k, key_a, key_b);
           }
           snprintf(sub, sizeof sub, "%s['%s']", path, key_a);

@@ -655,6 +655,50 @@ static void test_roundtrip_dict_key_order(void** state) {
   roundtrip(d, NULL, "a dict with 5 keys in non-sorted order");
 }
 
+/* A key from Python may hold NUL: it reads back whole, with its length, and
+ * crosses back into Python whole. */
+static void test_dict_key_with_nul(void** state) {
+  (void)state;
+  manypy_value* d = NULL;
+  ASSERT_OK(manypy_pool_eval(g_pool, 0, "{'a\\x00b': 1, 'c': 2}", &d));
+  const char* key = NULL;
+  size_t length = 0;
+  ASSERT_OK(manypy_value_dict_key(d, 0, &key, &length));
+  assert_int_equal(length, 3);
+  assert_memory_equal(key, "a\0b", 4);  // NUL-terminated too
+  /* identity returns the dict Python received: a key cut at its NUL would
+   * come back as "a" and differ. */
+  roundtrip(d, NULL, "a dict whose key holds NUL");
+}
+
+/* Borrowed items and keys stay where they are while their container grows. */
+static void test_borrowed_items_survive_appends(void** state) {
+  (void)state;
+  manypy_value* list = manypy_value_new_list();
+  manypy_value* dict = manypy_value_new_dict();
+  ASSERT_OK(manypy_value_append(list, STRING("first")));
+  ASSERT_OK(manypy_value_dict_set(dict, "k0", STRING("first")));
+  const manypy_value *item = NULL, *entry = NULL;
+  const char* key = NULL;
+  ASSERT_OK(manypy_value_get_item(list, 0, &item));
+  ASSERT_OK(manypy_value_dict_get(dict, "k0", &entry));
+  ASSERT_OK(manypy_value_dict_key(dict, 0, &key, NULL));
+  for (int k = 1; k < 5000; ++k) {
+    char name[32];
+    snprintf(name, sizeof name, "k%d", k);
+    ASSERT_OK(manypy_value_append(list, manypy_value_new_int64(k)));
+    ASSERT_OK(manypy_value_dict_set(dict, name, manypy_value_new_int64(k)));
+  }
+  const char* text = NULL;
+  ASSERT_OK(manypy_value_get_string(item, &text, NULL));
+  assert_string_equal(text, "first");
+  ASSERT_OK(manypy_value_get_string(entry, &text, NULL));
+  assert_string_equal(text, "first");
+  assert_string_equal(key, "k0");
+  manypy_value_free(dict);
+  manypy_value_free(list);
+}
+
 static void test_one_value_many_calls(void** state) {
   (void)state;
   /* A value that is only read may be passed to any number of calls. */
@@ -857,6 +901,8 @@ int main(void) {
       cmocka_unit_test(test_roundtrip_as_keyword),
       cmocka_unit_test(test_roundtrip_dict_key_order),
       cmocka_unit_test(test_one_value_many_calls),
+      cmocka_unit_test(test_dict_key_with_nul),
+      cmocka_unit_test(test_borrowed_items_survive_appends),
       cmocka_unit_test(test_eval_list_tuple_dict),
       cmocka_unit_test(test_eval_bytes),
       cmocka_unit_test(test_eval_tensors),

@@ -2,9 +2,12 @@
 // input gets a precise error and the interpreter keeps serving.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "interpreter_set.h"
 #include "test_support.h"
@@ -101,6 +104,37 @@ TEST(Lease, IntraOpThreadsMustBePositive) {
   PoolOptions o = options(1);
   o.lease.intra_op_threads = 0;
   EXPECT_EQ(error_of([&] { Pool pool(o); }).code(), Code::kInvalidArgument);
+}
+
+// Starting an interpreter takes about a second; other pools are created
+// from idle interpreters and given back meanwhile, in parallel starts and
+// in one-at-a-time starts alike (ctest runs this binary both ways).
+TEST(Lease, AStartDoesNotStallOtherPools) {
+  using Clock = std::chrono::steady_clock;
+  InterpreterSet& set = InterpreterSet::instance();
+  auto first = std::make_unique<Pool>(options(1));
+  const size_t before = set.size();
+  std::atomic<bool> created{false};
+  Clock::duration create_time{};
+  // `first` holds one interpreter, so a pool of `before` must start one.
+  std::thread starter([&] {
+    auto t0 = Clock::now();
+    Pool big(options(before));
+    create_time = Clock::now() - t0;
+    created = true;
+  });
+  while (set.size() == before) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto t0 = Clock::now();
+  first.reset();  // gives its interpreter back: takes the set's lock
+  Clock::duration give_back_time = Clock::now() - t0;
+  starter.join();
+  ASSERT_TRUE(created);
+  // A ratio within one run, not a time limit: giving back takes
+  // milliseconds, a start about a second; waiting for it would take most of it.
+  EXPECT_LT(give_back_time * 4, create_time)
+      << "giving a pool back took " << std::chrono::duration<double>(give_back_time).count()
+      << " s while another pool's start took "
+      << std::chrono::duration<double>(create_time).count() << " s";
 }
 
 }  // namespace

@@ -23,7 +23,6 @@ class Namespace {
   ~Namespace() = default;
 
   const manypy_interp_api& api() const { return *api_; }
-  unsigned band() const { return band_; }
 
   // Must run on a thread before each entry into this namespace: sets up the
   // thread's key blocks and the namespace libc's ctype tables, once per thread,
