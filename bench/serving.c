@@ -12,6 +12,10 @@
  *      cost of a call with no tensor crossing.
  *   C. ResNet-18 at batch 1 from 2 threads: manypy with 2 interpreters vs
  *      the same model scripted and run by TorchScript (libtorch) on the host.
+ *   D. The built-in profiler's cost on the Python-heavy model.
+ *   E. What a deadline and a cancel token add to a call: identity.pt's
+ *      [1, 16] call with a timeout and a token set vs the same call without,
+ *      in alternating rounds.
  *
  * Every timed row reports how disturbed it was: the CPU that other processes
  * used meanwhile (/proc/stat), and for A and C where the calling threads'
@@ -618,26 +622,34 @@ typedef struct lat_result {
   cpu_use cpu;
 } lat_result;
 
+/* `calls` timed manypy_object_calls on this thread with `options`, args
+ * built once, each result freed inside the timed span, after `warm` untimed
+ * ones; latencies go to `s`. */
+static void time_calls(manypy_object* object, const manypy_value* args,
+                       const manypy_call_options* options, long calls, long warm, samples* s) {
+  for (long k = 0; k < warm; ++k) {
+    manypy_value* out = NULL;
+    CHECK(manypy_object_call(object, NULL, args, NULL, options, &out), "manypy_object_call");
+    manypy_value_free(out);
+  }
+  for (long k = 0; k < calls; ++k) {
+    manypy_value* out = NULL;
+    const int64_t t0 = now_ns();
+    manypy_status* st = manypy_object_call(object, NULL, args, NULL, options, &out);
+    manypy_value_free(out);
+    const int64_t t1 = now_ns();
+    if (st) die_status("manypy_object_call", st);
+    samples_push(s, t1 - t0);
+  }
+}
+
 /* (i): manypy_object_call on one thread, args built once, each result freed. */
 static lat_result time_c_api(manypy_object* object, const manypy_value* args, long calls,
                              long warm) {
   samples s = {0};
   lat_result r = {0};
-  for (long k = 0; k < warm; ++k) {
-    manypy_value* out = NULL;
-    CHECK(manypy_object_call(object, NULL, args, NULL, NULL, &out), "manypy_object_call");
-    manypy_value_free(out);
-  }
   const cpu_sample c0 = cpu_now();
-  for (long k = 0; k < calls; ++k) {
-    manypy_value* out = NULL;
-    const int64_t t0 = now_ns();
-    manypy_status* st = manypy_object_call(object, NULL, args, NULL, NULL, &out);
-    manypy_value_free(out);
-    const int64_t t1 = now_ns();
-    if (st) die_status("manypy_object_call", st);
-    samples_push(&s, t1 - t0);
-  }
+  time_calls(object, args, NULL, calls, warm, &s);
   cpu_add(&r.cpu, c0, cpu_now());
   r.p50_ns = quantile(&s, 0.50);
   r.p99_ns = quantile(&s, 0.99);
@@ -1224,6 +1236,47 @@ int main(int argc, char** argv) {
   printf("%-64s %7.2fx %10s %8s\n", "manypy: 2 threads / 1 thread", c_s1, "(info)", "");
   printf("%-64s %7.2fx %10s %8s\n", "TorchScript: 2 threads / 1 thread", c_s2, "(info)", "");
   fflush(stdout);
+
+  /* ---------------------------------------------------------------- E --- */
+  /* A far deadline (never reached) and a token (never cancelled): the cost
+   * of being able to stop, paid by every such call. Plain and bounded calls
+   * alternate in 10 rounds so drift in the machine hits both alike. */
+  {
+    manypy_cancel_token* token = manypy_cancel_token_new();
+    manypy_call_options* bounded = manypy_call_options_new();
+    if (token == NULL || bounded == NULL) die("out of memory");
+    CHECK(manypy_call_options_set_timeout(bounded, 60LL * 1000000000), "set_timeout");
+    CHECK(manypy_call_options_set_cancel_token(bounded, token), "set_cancel_token");
+    samples plain = {0}, limited = {0};
+    const int e_rounds = 10;
+    const long per_round = small_calls / e_rounds > 100 ? small_calls / e_rounds : 100;
+    for (int r = 0; r < e_rounds; ++r) {
+      progress("E: round %d/%d", r + 1, e_rounds);
+      const int bounded_first = r % 2;
+      for (int j = 0; j < 2; ++j) {
+        const int is_bounded = j == 0 ? bounded_first : !bounded_first;
+        time_calls(identity, small_args, is_bounded ? bounded : NULL, per_round, per_round / 10,
+                   is_bounded ? &limited : &plain);
+      }
+    }
+    const double p50_plain = quantile(&plain, 0.50), p50_limited = quantile(&limited, 0.50);
+    printf("\n== E. Deadline and cancel token: identity.pt, x [1, 16], one caller thread, pool "
+           "of 1 ==\n");
+    printf("%-46s %7s %9s %9s\n", "call options", "calls", "p50 us", "p99 us");
+    printf("%-46s %7zu %9.2f %9.2f\n", "none", plain.n, p50_plain * 1e-3,
+           quantile(&plain, 0.99) * 1e-3);
+    printf("%-46s %7zu %9.2f %9.2f\n", "timeout 60 s + cancel token", limited.n,
+           p50_limited * 1e-3, quantile(&limited, 0.99) * 1e-3);
+    const double added_us = (p50_limited - p50_plain) * 1e-3;
+    printf("\n%-64s %8s %10s %8s\n", "ratio (at p50)", "value", "target", "verdict");
+    printf("%-64s %6.2fus %10s %8s\n", "added by a timeout and a cancel token", added_us,
+           "<= 0.5us", verdict(added_us <= 0.5));
+    fflush(stdout);
+    free(plain.v);
+    free(limited.v);
+    manypy_call_options_free(bounded);
+    manypy_cancel_token_free(token);
+  }
 
   /* ---- cleanup --------------------------------------------------------- */
   stop_echo_child(&echo_small);
