@@ -26,7 +26,8 @@ jlongArray encode_inputs(JNIEnv* env, const manypy_op_event* event) {
   if (event->num_inputs == 0) return nullptr;
   std::vector<jlong> out;
   for (size_t i = 0; i < event->num_inputs; ++i) {
-    const manypy_op_input& in = event->inputs[i];
+    // Stepped by the library's struct_size, not this glue's sizeof.
+    const manypy_op_input& in = *manypy_op_event_input(event, i);
     out.insert(out.end(), {in.kind, in.dtype.code, in.dtype.bits, in.dtype.lanes, in.ndim});
     for (int32_t d = 0; d < in.ndim; ++d) out.push_back(in.shape[d]);
   }

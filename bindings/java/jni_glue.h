@@ -32,7 +32,8 @@ int32_t manypy_jni_glue_version(void);
 jbyteArray manypy_jni_value_string(JNIEnv* jenv, const manypy_value* value);
 /* The bytes of a bytes value, or null if `value` is not bytes. */
 jbyteArray manypy_jni_value_bytes(JNIEnv* jenv, const manypy_value* value);
-/* The UTF-8 key of entry `index` of a dict value, or null. */
+/* The UTF-8 key of entry `index` of a dict value, all of it (a key from
+ * Python may contain NUL), or null. */
 jbyteArray manypy_jni_value_dict_key(JNIEnv* jenv, const manypy_value* value, size_t index);
 
 /* ---- tensors ------------------------------------------------------------ */

@@ -56,26 +56,29 @@ jbyteArray manypy_jni_value_bytes(JNIEnv* jenv, const manypy_value* value) {
 
 jbyteArray manypy_jni_value_dict_key(JNIEnv* jenv, const manypy_value* value, size_t index) {
   const char* key = nullptr;
-  if (manypy_status* status = manypy_value_dict_key(value, index, &key, NULL)) {
+  size_t length = 0;
+  // With its length: a key from Python may contain NUL.
+  if (manypy_status* status = manypy_value_dict_key(value, index, &key, &length)) {
     manypy_status_free(status);
     return nullptr;
   }
-  return manypy_jni_utf8_bytes(jenv, key);
+  return new_byte_array(jenv, key, length);
 }
 
 jbyteArray manypy_jni_profile_entry_model(JNIEnv* jenv, const manypy_profile_entry* entries,
                                           size_t index) {
-  return manypy_jni_utf8_bytes(jenv, entries[index].model_id);
+  return manypy_jni_utf8_bytes(jenv, manypy_profile_entry_at(entries, index)->model_id);
 }
 
 jbyteArray manypy_jni_profile_entry_op(JNIEnv* jenv, const manypy_profile_entry* entries,
                                        size_t index) {
-  return manypy_jni_utf8_bytes(jenv, entries[index].op_name);
+  return manypy_jni_utf8_bytes(jenv, manypy_profile_entry_at(entries, index)->op_name);
 }
 
 jlongArray manypy_jni_profile_entry_numbers(JNIEnv* jenv, const manypy_profile_entry* entries,
                                             size_t index) {
-  const manypy_profile_entry& e = entries[index];
+  // Stepped by the library's struct_size, not this glue's sizeof.
+  const manypy_profile_entry& e = *manypy_profile_entry_at(entries, index);
   jlong numbers[4] = {static_cast<jlong>(e.count), e.total_ns, e.p50_ns, e.p99_ns};
   jlongArray array = jenv->NewLongArray(4);
   if (array) jenv->SetLongArrayRegion(array, 0, 4, numbers);

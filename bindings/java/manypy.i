@@ -13,6 +13,11 @@
  *    outside the BMP and NUL);
  *  - what SWIG cannot map (function pointers, Java buffers and arrays,
  *    DLPack structs) is wrapped by the hand-written glue in jni_glue.h.
+ * Deadlines and cancellation need nothing special: manypy_cancel_token* is a
+ * handle (long), nanoseconds are int64_t (long), and
+ * manypy_call_options_set_timeout/_set_deadline/_set_cancel_token,
+ * manypy_cancel_token_new/_cancel/_is_cancelled/_free and
+ * manypy_monotonic_ns are wrapped as they are declared.
  */
 %module ManypyNative
 
@@ -129,6 +134,9 @@ MANYPY_OUT_SCALAR(double, jdouble, jdoubleArray, double[], SetDoubleArrayRegion)
 %ignore manypy_op_input;
 %ignore manypy_op_event;
 %ignore manypy_profile_entry;
+/* The header's static inline steppers over struct_size (the glue uses them). */
+%ignore manypy_op_event_input;
+%ignore manypy_profile_entry_at;
 %ignore manypy_op_callback_fn;
 %ignore manypy_api_usage_fn;
 %ignore manypy_export_hook_fn;

@@ -1,12 +1,26 @@
 package org.manypy;
 
+import java.time.Duration;
 import org.manypy.internal.ManypyNative;
 
 /**
- * Per-call options: the interpreter to pin a call to, and the caller's
- * context (model id, request id) that every operator callback of the call
- * reports. Configure before sharing: once set up, one CallOptions may serve
- * any number of threads at once.
+ * Per-call options: the interpreter to pin a call to, a timeout or deadline,
+ * a {@link CancelToken}, and the caller's context (model id, request id) that
+ * every operator callback of the call reports. They apply to {@link
+ * ReplicatedObject#call(String, java.util.List, java.util.Map, CallOptions)},
+ * {@link ReplicatedObject#getAttr(String, CallOptions)} and {@link
+ * ScriptModule#call(String, java.util.List, java.util.Map, CallOptions)}.
+ * Configure before sharing: once set up, one CallOptions may serve any number
+ * of threads at once.
+ *
+ * <p>A call that outlives its timeout or deadline throws {@link
+ * DeadlineExceededException}; one whose token is cancelled throws {@link
+ * CancelledException}. Python code that is running is stopped at its next
+ * bytecode boundary (catching the stop in Python does not keep the call
+ * alive), TorchScript before its next operator, and a call still waiting for
+ * its interpreter gives up. What cannot be stopped finishes first: a torch
+ * operator already running, a blocking system call (time.sleep, I/O). The
+ * interpreter then serves other calls as before. See docs/java.md.
  */
 public final class CallOptions extends NativeResource {
   public CallOptions() {
@@ -31,6 +45,65 @@ public final class CallOptions extends NativeResource {
     }
   }
 
+  /**
+   * Bounds each call made with these options to `timeout` from its start,
+   * waiting for an interpreter included. {@link Duration#ZERO} removes the
+   * timeout; a negative one throws {@link OutOfRangeException}; one too long
+   * for 64-bit nanoseconds (about 292 years) is as good as none. Replaces a
+   * deadline set with {@link #deadlineNanos(long)}.
+   */
+  public CallOptions timeout(Duration timeout) {
+    if (timeout == null) {
+      throw new IllegalArgumentException("manypy: timeout is null (Duration.ZERO removes it)");
+    }
+    long options = acquire();
+    try {
+      Status.check(ManypyNative.manypy_call_options_set_timeout(options, saturatedNanos(timeout)));
+      return this;
+    } finally {
+      release();
+    }
+  }
+
+  /**
+   * Bounds calls made with these options by an absolute deadline, in
+   * nanoseconds on the clock of {@link Manypy#monotonicNanos()}
+   * (CLOCK_MONOTONIC), e.g. {@code Manypy.monotonicNanos() + budget}: one
+   * deadline for a request that makes several calls. 0 removes it; negative
+   * throws {@link OutOfRangeException}; a deadline already past fails calls at
+   * once with {@link DeadlineExceededException}. Replaces a {@link
+   * #timeout(Duration)}.
+   */
+  public CallOptions deadlineNanos(long monotonicNanos) {
+    long options = acquire();
+    try {
+      Status.check(ManypyNative.manypy_call_options_set_deadline(options, monotonicNanos));
+      return this;
+    } finally {
+      release();
+    }
+  }
+
+  /**
+   * Calls made with these options stop with {@link CancelledException} once
+   * `token` is cancelled; null removes the token. The options keep the native
+   * token alive, so `token` may be closed before them.
+   */
+  public CallOptions cancelToken(CancelToken token) {
+    long options = acquire();
+    try {
+      long nativeToken = token == null ? 0 : token.acquire();
+      try {
+        Status.check(ManypyNative.manypy_call_options_set_cancel_token(options, nativeToken));
+      } finally {
+        if (token != null) token.release();
+      }
+      return this;
+    } finally {
+      release();
+    }
+  }
+
   /** The context operator callbacks report for calls with these options (null is ""). */
   public CallOptions context(String modelId, String requestId) {
     long options = acquire();
@@ -39,6 +112,15 @@ public final class CallOptions extends NativeResource {
       return this;
     } finally {
       release();
+    }
+  }
+
+  /** A duration in nanoseconds, clamped to the range of a long instead of overflowing. */
+  private static long saturatedNanos(Duration duration) {
+    try {
+      return duration.toNanos();
+    } catch (ArithmeticException tooLong) {
+      return duration.isNegative() ? Long.MIN_VALUE : Long.MAX_VALUE;
     }
   }
 }

@@ -1,6 +1,12 @@
 package org.manypy;
 
-/** Element types a tensor can cross DLPack with (CPU, one lane). */
+import org.manypy.internal.ManypyNativeConstants;
+
+/**
+ * Element types a tensor can cross DLPack with (CPU, one lane). {@link #BOOL}
+ * is one byte per element holding 0 or 1 (DLPack's kDLBool, code 6, which
+ * the DLPack 0.6 of torch 1.13 has no name for; manypy carries it across).
+ */
 public enum DType {
   FLOAT16(Code.FLOAT, 16),
   BFLOAT16(Code.BFLOAT, 16),
@@ -12,7 +18,8 @@ public enum DType {
   INT64(Code.INT, 64),
   UINT8(Code.UINT, 8),
   COMPLEX64(Code.COMPLEX, 64),
-  COMPLEX128(Code.COMPLEX, 128);
+  COMPLEX128(Code.COMPLEX, 128),
+  BOOL(Code.BOOL, 8);
 
   /** DLPack's DLDataTypeCode values (dlpack.h). */
   static final class Code {
@@ -21,6 +28,7 @@ public enum DType {
     static final int FLOAT = 2;
     static final int BFLOAT = 4;
     static final int COMPLEX = 5;
+    static final int BOOL = ManypyNativeConstants.MANYPY_DL_BOOL; // kDLBool, 6
 
     private Code() {}
   }

@@ -23,6 +23,8 @@ public enum ErrorCode {
   MODULE_NOT_FOUND(ManypyNativeConstants.MANYPY_ERR_MODULE_NOT_FOUND),
   BAD_TENSOR(ManypyNativeConstants.MANYPY_ERR_BAD_TENSOR),
   NO_SUCH_NAME(ManypyNativeConstants.MANYPY_ERR_NO_SUCH_NAME),
+  DEADLINE_EXCEEDED(ManypyNativeConstants.MANYPY_ERR_DEADLINE_EXCEEDED),
+  CANCELLED(ManypyNativeConstants.MANYPY_ERR_CANCELLED),
   /** A code newer than this binding. */
   UNKNOWN(-1);
 

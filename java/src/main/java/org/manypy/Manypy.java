@@ -47,6 +47,16 @@ public final class Manypy {
   }
 
   /**
+   * CLOCK_MONOTONIC now, in nanoseconds: the clock of {@link
+   * CallOptions#deadlineNanos(long)}. Like {@link System#nanoTime()}, only
+   * differences between its values mean anything.
+   */
+  public static long monotonicNanos() {
+    NativeLibrary.ensureLoaded();
+    return ManypyNative.manypy_monotonic_ns();
+  }
+
+  /**
    * Registers callbacks around torch operators in every interpreter (present
    * and future) and in TorchScript on the host, each operator sampled with
    * `samplingProbability` in (0, 1]. `enter` or `exit` may be null. With

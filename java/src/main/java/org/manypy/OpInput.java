@@ -7,7 +7,7 @@ import java.util.List;
  * One input of a sampled operator: never its data.
  *
  * @param kind what it is
- * @param dtype for tensors, the element type (bool reads as UINT8); else null
+ * @param dtype for tensors, the element type (bool tensors: {@link DType#BOOL}); else null
  * @param shape for tensors, the sizes; else empty
  */
 public record OpInput(Kind kind, DType dtype, long[] shape) {

@@ -31,7 +31,9 @@ public final class ReplicatedObject extends NativeResource {
    * The general call: `method` null calls the object; `args` positional and
    * `kwargs` keyword arguments (either may be null); `options` may be null.
    * NoSuchNameException for a missing method, PythonException (with the
-   * traceback) for an exception raised by the model.
+   * traceback) for an exception raised by the model, DeadlineExceededException
+   * or CancelledException when the options' timeout, deadline or cancel token
+   * stopped it.
    */
   public Object call(String method, List<?> args, Map<String, ?> kwargs, CallOptions options) {
     long object = acquire();
@@ -53,6 +55,11 @@ public final class ReplicatedObject extends NativeResource {
     return getAttr(name, null);
   }
 
+  /**
+   * The attribute `name`, converted to Java, with `options` (may be null): a
+   * property runs Python code, which their timeout, deadline or cancel token
+   * can stop.
+   */
   public Object getAttr(String name, CallOptions options) {
     long object = acquire();
     long nativeOptions = 0;

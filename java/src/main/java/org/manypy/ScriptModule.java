@@ -38,10 +38,26 @@ public final class ScriptModule extends NativeResource {
 
   /** Calls `method` (null: forward) in inference mode. */
   public Object call(String method, List<?> args, Map<String, ?> kwargs) {
+    return call(method, args, kwargs, null);
+  }
+
+  /**
+   * Calls `method` (null: forward) in inference mode with `options` (may be
+   * null): their timeout or deadline and cancel token stop the method before
+   * its next tensor operator ({@link DeadlineExceededException}, {@link
+   * CancelledException}), and operator callbacks report their context. Their
+   * interpreter index is ignored: there is no interpreter.
+   */
+  public Object call(String method, List<?> args, Map<String, ?> kwargs, CallOptions options) {
     long module = acquire();
     try {
-      return Values.call(args, kwargs, (a, k, out) ->
-          ManypyNative.manypy_script_call(module, method, a, k, 0, out));
+      long nativeOptions = options == null ? 0 : options.acquire();
+      try {
+        return Values.call(args, kwargs, (a, k, out) ->
+            ManypyNative.manypy_script_call(module, method, a, k, nativeOptions, out));
+      } finally {
+        if (options != null) options.release();
+      }
     } finally {
       release();
     }

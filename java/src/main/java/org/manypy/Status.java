@@ -44,6 +44,8 @@ final class Status {
       case MODULE_NOT_FOUND: return new ModuleNotFoundException(code, message, type, traceback);
       case BAD_TENSOR: return new BadTensorException(code, message, type, traceback);
       case NO_SUCH_NAME: return new NoSuchNameException(code, message, type, traceback);
+      case DEADLINE_EXCEEDED: return new DeadlineExceededException(code, message, type, traceback);
+      case CANCELLED: return new CancelledException(code, message, type, traceback);
       default: return new ManypyException(code, message, type, traceback);
     }
   }

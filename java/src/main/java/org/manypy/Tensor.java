@@ -91,15 +91,26 @@ public final class Tensor implements AutoCloseable {
   /** An int8 tensor of `data` (copied); see {@link #ofUint8} for uint8. */
   public static Tensor of(byte[] data, long... shape) {
     ByteBuffer b = allocate(DType.INT8, data.length, shape);
-    b.put(data);
+    b.put(data).clear(); // element 0 at the buffer's position, as buffer() promises
     return new Tensor(DType.INT8, shapeOf(data.length, shape), null, b, null);
   }
 
   /** A uint8 tensor of `data` (copied), e.g. image bytes. */
   public static Tensor ofUint8(byte[] data, long... shape) {
     ByteBuffer b = allocate(DType.UINT8, data.length, shape);
-    b.put(data);
+    b.put(data).clear(); // element 0 at the buffer's position, as buffer() promises
     return new Tensor(DType.UINT8, shapeOf(data.length, shape), null, b, null);
+  }
+
+  /**
+   * A bool tensor of `data` (copied, one byte per element: 1 for true, 0 for
+   * false), e.g. an attention or padding mask.
+   */
+  public static Tensor of(boolean[] data, long... shape) {
+    ByteBuffer b = allocate(DType.BOOL, data.length, shape);
+    for (boolean v : data) b.put(v ? (byte) 1 : (byte) 0);
+    b.clear();
+    return new Tensor(DType.BOOL, shapeOf(data.length, shape), null, b, null);
   }
 
   // ---- over a ByteBuffer (zero copy when direct) ---------------------------
@@ -113,6 +124,7 @@ public final class Tensor implements AutoCloseable {
    * A tensor over `buffer`'s bytes from its position on, in native byte
    * order, with `strides` in elements (null: C-contiguous). A direct buffer
    * is used in place (zero copy); a heap buffer's bytes are copied once.
+   * {@link DType#BOOL} takes one byte per element, which must be 0 or 1.
    * Throws IllegalArgumentException if the shape addresses bytes past the
    * buffer's limit.
    */
@@ -267,10 +279,19 @@ public final class Tensor implements AutoCloseable {
     return out;
   }
 
-  /** The elements of an int8 or uint8 tensor. */
+  /** The elements of an int8 or uint8 tensor, or the 0/1 bytes of a bool tensor. */
   public byte[] toByteArray() {
-    byte[] out = new byte[elementCount(dtype == DType.UINT8 ? DType.UINT8 : DType.INT8)];
+    DType wanted = dtype == DType.UINT8 || dtype == DType.BOOL ? dtype : DType.INT8;
+    byte[] out = new byte[elementCount(wanted)];
     contiguousBytes().get(out);
+    return out;
+  }
+
+  /** The elements of a bool tensor. */
+  public boolean[] toBooleanArray() {
+    boolean[] out = new boolean[elementCount(DType.BOOL)];
+    ByteBuffer bytes = contiguousBytes();
+    for (int i = 0; i < out.length; ++i) out[i] = bytes.get(i) != 0;
     return out;
   }
 

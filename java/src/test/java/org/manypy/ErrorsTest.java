@@ -59,7 +59,9 @@ class ErrorsTest {
         Map.entry(ErrorCode.UNSUPPORTED_VERSION, UnsupportedVersionException.class),
         Map.entry(ErrorCode.MODULE_NOT_FOUND, ModuleNotFoundException.class),
         Map.entry(ErrorCode.BAD_TENSOR, BadTensorException.class),
-        Map.entry(ErrorCode.NO_SUCH_NAME, NoSuchNameException.class));
+        Map.entry(ErrorCode.NO_SUCH_NAME, NoSuchNameException.class),
+        Map.entry(ErrorCode.DEADLINE_EXCEEDED, DeadlineExceededException.class),
+        Map.entry(ErrorCode.CANCELLED, CancelledException.class));
     for (ErrorCode code : ErrorCode.values()) {
       if (code == ErrorCode.OK || code == ErrorCode.UNKNOWN) continue;
       ManypyException e = Status.of(code, "m", "", "");

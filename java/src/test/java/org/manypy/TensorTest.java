@@ -42,6 +42,14 @@ class TensorTest extends IdentityModelTest {
   }
 
   @Test
+  void javaMadeTensorsReadBackWithoutACall() {
+    assertArrayEquals(new byte[] {-1, 2}, Tensor.of(new byte[] {-1, 2}).toByteArray());
+    assertArrayEquals(new byte[] {(byte) 200, 3}, Tensor.ofUint8(new byte[] {(byte) 200, 3}).toByteArray());
+    assertEquals(2, Tensor.of(new byte[] {1, 2}).buffer().get(1));
+    assertArrayEquals(new float[] {1, 2}, Tensor.of(new float[] {1, 2}).toFloatArray());
+  }
+
+  @Test
   void directBuffersAreSharedBothWays() {
     ByteBuffer memory = ByteBuffer.allocateDirect(4 * 4).order(ByteOrder.nativeOrder());
     memory.asFloatBuffer().put(new float[] {1, 2, 3, 4});

@@ -33,6 +33,18 @@ class ValuesTest extends IdentityModelTest {
   }
 
   @Test
+  void dictKeysWithNulReadBackWhole() {
+    Map<?, ?> dict = (Map<?, ?>) pool.eval("{'a\\x00b': 1, '\\x00': 2, 'plain': 3}");
+    assertEquals(List.of("a\0b", "\0", "plain"), new ArrayList<>(dict.keySet()));
+    assertEquals(1L, dict.get("a\0b"));
+    assertEquals(2L, dict.get("\0"));
+    // Nested, in the result of a Python function.
+    pool.exec(0, "def keyed():\n    return {'x': {'k\\x00\\U0001F40D': [True]}}");
+    Map<?, ?> outer = (Map<?, ?>) pool.eval("keyed()");
+    assertEquals(Map.of("k\0\uD83D\uDC0D", List.of(true)), outer.get("x"));
+  }
+
+  @Test
   void javaValuesReachPythonIntact() {
     pool.exec(0, "def describe(x):\n    return repr(x)");
     // identity's forward returns its argument unchanged, whatever it is.
