@@ -14,12 +14,22 @@ using manypy::capi::options_of;
 
 namespace {
 
-// A setter's check of a time in nanoseconds: >= 0.
-manypy_status* check_nanoseconds(const char* api_function, const char* what, int64_t ns) {
-  if (ns >= 0) return nullptr;
-  return manypy::capi::make_status(
-      MANYPY_ERR_OUT_OF_RANGE,
-      std::string(api_function) + ": " + what + " must be >= 0 (0: none), not " + std::to_string(ns));
+// manypy_call_options_set_timeout and _set_deadline: `ns` (>= 0; 0: none)
+// into `bound`, and the other bound cleared (one replaces the other).
+manypy_status* set_bound(const char* function, manypy_call_options* options, const char* what,
+                         int64_t ns, int64_t manypy::CallLimits::*bound) {
+  return manypy::capi::fence(function, [&](const char* api_function) -> manypy_status* {
+    MANYPY_NOT_NULL(options);
+    if (ns < 0) {
+      return manypy::capi::make_status(MANYPY_ERR_OUT_OF_RANGE,
+                                       std::string(api_function) + ": " + what +
+                                           " must be >= 0 (0: none), not " + std::to_string(ns));
+    }
+    manypy::CallLimits& limits = options->options.limits;
+    limits.timeout_ns = limits.deadline_ns = 0;
+    limits.*bound = ns;
+    return nullptr;
+  });
 }
 
 }  // namespace
@@ -62,24 +72,13 @@ manypy_status* manypy_call_options_set_interpreter(manypy_call_options* options,
 }
 
 manypy_status* manypy_call_options_set_timeout(manypy_call_options* options, int64_t timeout_ns) {
-  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
-    MANYPY_NOT_NULL(options);
-    if (manypy_status* s = check_nanoseconds(api_function, "timeout_ns", timeout_ns)) return s;
-    options->options.limits.timeout_ns = timeout_ns;
-    options->options.limits.deadline_ns = 0;
-    return nullptr;
-  });
+  return set_bound(__func__, options, "timeout_ns", timeout_ns, &manypy::CallLimits::timeout_ns);
 }
 
 manypy_status* manypy_call_options_set_deadline(manypy_call_options* options,
                                                 int64_t deadline_ns) {
-  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
-    MANYPY_NOT_NULL(options);
-    if (manypy_status* s = check_nanoseconds(api_function, "deadline_ns", deadline_ns)) return s;
-    options->options.limits.deadline_ns = deadline_ns;
-    options->options.limits.timeout_ns = 0;
-    return nullptr;
-  });
+  return set_bound(__func__, options, "deadline_ns", deadline_ns,
+                   &manypy::CallLimits::deadline_ns);
 }
 
 manypy_status* manypy_call_options_set_cancel_token(manypy_call_options* options,

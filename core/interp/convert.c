@@ -175,11 +175,12 @@ static int unsupported(const mpi_sink* sink, const char* what, PyObject* obj) {
   return MPI_ERR_UNSUPPORTED_TYPE;
 }
 
-/* 1 if `obj` (a tensor) must cross as a uint8 view (see g_bool_native), 0
- * if not, -1 with an exception set. */
-static int crosses_as_uint8(PyObject* obj) {
+/* 1 if `tensor` is bool and this torch's DLPack cannot say so (see
+ * g_bool_native): it then crosses as a uint8 view. 0 if not, -1 with an
+ * exception set. */
+static int crosses_as_uint8(PyObject* tensor) {
   if (g_bool_native) return 0;
-  PyObject* dtype = PyObject_GetAttrString(obj, "dtype");
+  PyObject* dtype = PyObject_GetAttrString(tensor, "dtype");
   if (dtype == NULL) return -1;
   int is_bool = dtype == g_bool;
   Py_DECREF(dtype);
@@ -187,21 +188,21 @@ static int crosses_as_uint8(PyObject* obj) {
 }
 
 static int deliver_tensor(PyObject* tensor, const mpi_sink* sink) {
-  int as_uint8 = crosses_as_uint8(tensor);
-  PyObject* obj = as_uint8 == 1 ? PyObject_CallMethod(tensor, "view", "O", g_uint8) : tensor;
-  if (as_uint8 < 0 || obj == NULL) return mpi_report_python_error_as(sink, MPI_ERR_BAD_TENSOR);
-  if (as_uint8 == 0) Py_INCREF(obj);
-  /* Calls run under no_grad, so results rarely need detaching; only a
-   * tensor that requires grad (a parameter, say) is refused by DLPack, and
-   * then gets a detached view. Trying first saves a method call per tensor. */
-  PyObject* capsule = PyObject_CallOneArg(g_to_dlpack, obj);
+  /* Most results export as they are. Only on a refusal does it pay to ask
+   * why: a bool tensor (torch 1.13's DLPack has no bool) crosses as a uint8
+   * view; a tensor that requires grad (a parameter, say; calls run under
+   * no_grad, so results rarely do) as a detached view. */
+  int as_uint8 = 0;
+  PyObject* capsule = PyObject_CallOneArg(g_to_dlpack, tensor);
   if (capsule == NULL) {
     PyErr_Clear();
-    PyObject* detached = PyObject_CallMethod(obj, "detach", NULL);
-    capsule = detached ? PyObject_CallOneArg(g_to_dlpack, detached) : NULL;
-    Py_XDECREF(detached);
+    as_uint8 = crosses_as_uint8(tensor);
+    PyObject* view = as_uint8 == 1   ? PyObject_CallMethod(tensor, "view", "O", g_uint8)
+                     : as_uint8 == 0 ? PyObject_CallMethod(tensor, "detach", NULL)
+                                     : NULL;
+    capsule = view ? PyObject_CallOneArg(g_to_dlpack, view) : NULL;
+    Py_XDECREF(view);
   }
-  Py_DECREF(obj);
   if (capsule == NULL) return mpi_report_python_error_as(sink, MPI_ERR_BAD_TENSOR);
   DLManagedTensor* managed = (DLManagedTensor*)PyCapsule_GetPointer(capsule, "dltensor");
   PyCapsule_SetName(capsule, "used_dltensor"); /* the host owns it now */

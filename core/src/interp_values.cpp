@@ -32,20 +32,23 @@ void ArgTree::build(const Value& value, mpi_value& out) {
     case ValueKind::kList:
     case ValueKind::kTuple:
     case ValueKind::kDict: {
-      std::vector<mpi_value>& items = item_arrays_.emplace_back(value.items.size());
-      for (size_t k = 0; k < value.items.size(); ++k) build(value.items[k], items[k]);
-      out.items = items.data();
-      out.count = items.size();
+      // The arrays' buffers never move, even when the vectors holding them
+      // grow during the recursion below: keep their data(), not references.
+      const size_t n = value.items.size();
+      mpi_value* items = item_arrays_.emplace_back(n).data();
+      out.items = items;
+      out.count = n;
       if (value.kind == ValueKind::kDict) {
-        std::vector<const char*>& keys = key_arrays_.emplace_back();
-        std::vector<size_t>& lengths = key_length_arrays_.emplace_back();
-        for (const std::string& key : value.keys) {
-          keys.push_back(key.c_str());
-          lengths.push_back(key.size());
+        const char** keys = key_arrays_.emplace_back(n).data();
+        size_t* lengths = key_length_arrays_.emplace_back(n).data();
+        for (size_t k = 0; k < n; ++k) {
+          keys[k] = value.keys[k].c_str();
+          lengths[k] = value.keys[k].size();
         }
-        out.keys = keys.data();
-        out.key_lengths = lengths.data();
+        out.keys = keys;
+        out.key_lengths = lengths;
       }
+      for (size_t k = 0; k < n; ++k) build(value.items[k], items[k]);
       break;
     }
   }
@@ -109,7 +112,7 @@ void Outcome::on_begin(void* ctx, int kind, size_t count) {
   try {
     Value& out = self->slot();
     out.kind = static_cast<ValueKind>(kind);
-    (void)count;  // items is a deque: pointers to nested containers stay valid
+    (void)count;  // items never move: pointers to nested containers stay valid
     self->open_.push_back(&out);
   } catch (const std::exception& e) {
     if (!self->error) self->error.emplace(Code::kResourceExhausted, e.what());

@@ -2,7 +2,6 @@
 // arguments, and sink callbacks back into Value trees.
 #pragma once
 
-#include <deque>
 #include <optional>
 #include <vector>
 
@@ -29,9 +28,11 @@ class ArgTree {
  private:
   void build(const Value& value, mpi_value& out);
   mpi_value root_{};
-  std::deque<std::vector<mpi_value>> item_arrays_;
-  std::deque<std::vector<const char*>> key_arrays_;
-  std::deque<std::vector<size_t>> key_length_arrays_;
+  // Vectors, not deques: an empty deque allocates, and most calls have no
+  // dict (an empty vector allocates nothing).
+  std::vector<std::vector<mpi_value>> item_arrays_;
+  std::vector<std::vector<const char*>> key_arrays_;
+  std::vector<std::vector<size_t>> key_length_arrays_;
   bool handed_over_ = false;
 };
 

@@ -27,7 +27,7 @@ DLManagedTensor* to_dlpack(const at::Tensor& t) {
   return managed;
 }
 
-bool all_of_kind(const std::deque<Value>& items, ValueKind kind) {
+bool all_of_kind(const StableVector<Value>& items, ValueKind kind) {
   for (const Value& v : items) {
     if (v.kind != kind) return false;
   }
@@ -36,7 +36,7 @@ bool all_of_kind(const std::deque<Value>& items, ValueKind kind) {
 
 // TorchScript checks argument types against the method's schema, so a list
 // of tensors must arrive as List[Tensor], not List[Any].
-c10::IValue list_to_ivalue(const std::deque<Value>& items) {
+c10::IValue list_to_ivalue(const StableVector<Value>& items) {
   if (!items.empty() && all_of_kind(items, ValueKind::kTensor)) {
     c10::List<at::Tensor> list;
     for (const Value& v : items) list.push_back(to_ivalue(v).toTensor());

@@ -4,10 +4,10 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <string>
 
+#include "stable_vector.h"
 #include "tensor.h"
 
 namespace manypy {
@@ -35,12 +35,10 @@ struct Value {
   double d = 0.0;
   std::string s;                   // kString (UTF-8), kBytes
   std::shared_ptr<Tensor> tensor;  // kTensor
-  // Deques, not vectors: the C API hands out pointers to items and keys,
-  // which must survive later appends (a deque's push_back moves no element).
-  // A deque of the enclosing, still incomplete type is fine with libstdc++,
-  // the only standard library manypy builds with (Debian's libtorch's).
-  std::deque<Value> items;        // kList, kTuple; kDict: the values
-  std::deque<std::string> keys;   // kDict: the keys (any bytes), in insertion order
+  // The C API hands out pointers to items and keys, which must survive
+  // later appends: elements that never move.
+  StableVector<Value> items;        // kList, kTuple; kDict: the values
+  StableVector<std::string> keys;   // kDict: the keys (any bytes), in insertion order
 
   static Value none() { return Value{}; }
   static Value of_bool(bool v) { Value x; x.kind = ValueKind::kBool; x.b = v; return x; }
