@@ -169,19 +169,20 @@ Value Interpreter::run(ThreadMode mode, const Call& call, CallStop* stop) {
   }
   Outcome outcome;
   if (stop) watchdog_.watch(*stop);
-  try {
-    if (mode == ThreadMode::kHandoff) {
-      run_on_home(call, outcome, stop);
-    } else {
-      require_stack_headroom();
-      if (stop) stop->in_interpreter.store(true, std::memory_order_seq_cst);
-      run_here(call, outcome);
+  struct Unwatch {
+    Watchdog& watchdog;
+    CallStop* stop;
+    ~Unwatch() {
+      if (stop) watchdog.unwatch(*stop);
     }
-  } catch (...) {
-    if (stop) watchdog_.unwatch(*stop);
-    throw;
+  } unwatch{watchdog_, stop};
+  if (mode == ThreadMode::kHandoff) {
+    run_on_home(call, outcome, stop);
+  } else {
+    require_stack_headroom();
+    if (stop) stop->in_interpreter.store(true, std::memory_order_seq_cst);
+    run_here(call, outcome);
   }
-  if (stop) watchdog_.unwatch(*stop);
   if (outcome.error) throw *outcome.error;
   return outcome.take_value();
 }
