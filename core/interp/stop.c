@@ -19,8 +19,12 @@ int mpi_init_stops(void) {
   return g_deadline_exceeded && g_cancelled ? 0 : -1;
 }
 
+/* Sequentially consistent, as the host's store of the stop and its flag
+ * CallStop::in_interpreter are: either mpi_call_begin sees a stop set at the
+ * last moment, or the host's watchdog sees the call in the interpreter and
+ * interrupts it (call_stop.h). */
 static int stop_of(const mpi_call_control* control) {
-  return __atomic_load_n(&control->stop, __ATOMIC_ACQUIRE);
+  return __atomic_load_n(&control->stop, __ATOMIC_SEQ_CST);
 }
 
 static PyObject* exception_for(int stop) {
@@ -92,6 +96,9 @@ void mpi_interrupt(mpi_call_control* control) {
     PyObject* exc = exception_for(stop);
     control->interrupted = 1;
     PyThreadState_SetAsyncExc(control->thread_ident, exc);
+    /* CPython's own function for setting another thread's trace (3.12's
+     * PyEval_SetTraceAllThreads is built on it); private API, so the one
+     * Python-version-specific line of this file. */
     if (_PyEval_SetTrace((PyThreadState*)control->running, raise_stop, exc) != 0) {
       PyErr_Clear(); /* an audit hook refused: the asynchronous exception still fires */
     }
