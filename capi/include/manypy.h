@@ -134,7 +134,10 @@ typedef enum manypy_code {
   MANYPY_ERR_DEADLINE_EXCEEDED = 19,
   /* The call's cancel token (manypy_call_options_set_cancel_token) was
    * cancelled before it finished; its Python code was stopped. */
-  MANYPY_ERR_CANCELLED = 20
+  MANYPY_ERR_CANCELLED = 20,
+  /* An archive the pool does not trust (manypy_pool_options_add_trusted_sha256,
+   * manypy_pool_options_set_archive_verifier): refused before any of it ran. */
+  MANYPY_ERR_UNTRUSTED_ARCHIVE = 21
 } manypy_code;
 
 /* Owned by the caller; free with manypy_status_free(). Not thread safe:
@@ -351,6 +354,42 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_options_add_sys_path(
  * parallelism comes from interpreters, not from inside one op. */
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_options_set_intra_op_threads(
     manypy_pool_options* options, int threads);
+
+/* Trusted archives. Loading a torch.package runs its pickles, which are
+ * code: a pool given an allow-list runs only archives whose SHA-256 digest
+ * (of the whole file, as `sha256sum` prints it) is on it, or that its
+ * verifier accepts. Others fail manypy_package_load_file / _load_bytes with
+ * MANYPY_ERR_UNTRUSTED_ARCHIVE before any of their Python runs (the message
+ * gives the digest). Without either, every archive is trusted. Reading an
+ * archive's records (manypy_archive_*, manypy_package_list_files, _read_file)
+ * never runs its code. See docs/security.md. */
+
+/* Adds a digest, 64 hex digits (either case), to the pool's allow-list.
+ * MANYPY_ERR_INVALID_ARGUMENT for anything else. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_options_add_trusted_sha256(
+    manypy_pool_options* options, const char* hex_digest);
+
+/* Decides about an archive not on the allow-list: returns 1 to trust it, 0
+ * to refuse it. `sha256` (32 bytes) and `origin` (the path, or "<bytes>")
+ * are borrowed for the call. Runs on the loading thread; must not call
+ * manypy and must not unwind. */
+typedef int (*manypy_archive_verifier_fn)(const uint8_t* sha256, const char* origin,
+                                          void* user_data);
+
+/* Sets the verifier (NULL removes it), replacing an earlier one. The options
+ * and every pool created from them share it; free_user_data, if not NULL,
+ * runs exactly once, when the last of them is freed or the verifier is
+ * replaced, or at once if this call fails. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_options_set_archive_verifier(
+    manypy_pool_options* options, manypy_archive_verifier_fn verifier, void* user_data,
+    void (*free_user_data)(void*));
+
+/* Whether os._exit and os.abort, called by code in the pool's interpreters,
+ * end the host process (1) or raise manypy.ProcessExitRefused, a
+ * RuntimeError (0, the default): a model must not take a service, and every
+ * other model in it, down. A guard against accidents, not a sandbox. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_options_set_allow_process_exit(
+    manypy_pool_options* options, int allow);
 
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_options_set_thread_mode(
     manypy_pool_options* options, manypy_thread_mode mode);

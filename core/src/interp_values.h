@@ -60,6 +60,7 @@ class Outcome {
 
   Value root_;
   std::vector<Value*> open_;  // containers being filled, innermost last
+  std::string pending_key_;   // a dict's key, until its value arrives
 };
 
 }  // namespace manypy

@@ -195,7 +195,8 @@ void Interpreter::interrupt(CallStop& stop) {
 void Interpreter::lease_begin(const LeaseSettings& settings) {
   std::vector<const char*> paths;
   for (const std::string& p : settings.extra_sys_path) paths.push_back(p.c_str());
-  mpi_lease_options options{paths.data(), paths.size(), settings.intra_op_threads};
+  mpi_lease_options options{paths.data(), paths.size(), settings.intra_op_threads,
+                            settings.allow_process_exit ? 1 : 0};
   run(ThreadMode::kHandoff, [&](const manypy_interp_api& api, const mpi_sink& sink) {
     return api.lease_begin(&options, &sink);
   });

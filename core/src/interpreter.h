@@ -28,6 +28,8 @@ enum class ThreadMode { kDirect = 0, kHandoff = 1 };
 struct LeaseSettings {
   std::vector<std::string> extra_sys_path;
   int intra_op_threads = 1;
+  // os._exit and os.abort end the host process (instead of raising).
+  bool allow_process_exit = false;
 };
 
 class Interpreter {
