@@ -59,7 +59,8 @@ static_assert(same_kind(MANYPY_VALUE_LIST, ValueKind::kList, MPI_VALUE_LIST));
 static_assert(same_kind(MANYPY_VALUE_TUPLE, ValueKind::kTuple, MPI_VALUE_TUPLE));
 static_assert(same_kind(MANYPY_VALUE_DICT, ValueKind::kDict, MPI_VALUE_DICT));
 
-static_assert(MPI_MAX_DEPTH == manypy::Value::kMaxDepth);
+static_assert(MPI_MAX_DEPTH == manypy::Value::kMaxDepth &&
+              MANYPY_VALUE_MAX_DEPTH == manypy::Value::kMaxDepth);
 static_assert(MANYPY_DL_BOOL == MPI_DL_BOOL && MANYPY_DL_BOOL == manypy::kDLBoolCode);
 
 }  // namespace
