@@ -106,6 +106,8 @@ class Interpreter {
   std::atomic<bool> healthy_{false};  // started without error
   std::optional<Error> start_error_;
   std::deque<std::function<void()>> tasks_;
+  std::atomic<int> queued_{0};  // tasks_.size(), polled by the home thread
+  bool home_sleeping_ = false;  // under mu_: the home thread waits on tasks_cv_
   std::thread home_;
   Watchdog watchdog_{[this](CallStop& stop) { interrupt(stop); }};
 };
