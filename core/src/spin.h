@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <thread>
 
 namespace manypy {
 
@@ -22,14 +23,20 @@ inline void cpu_relax() {
 }
 
 // Polls `ready()` for up to kSpinBeforeSleep; true as soon as it holds.
+// Between polls it yields the core: the thread it waits for is often
+// runnable on this very core (the scheduler puts a woken thread beside its
+// waker), and a pure spin would keep it from running for the whole window.
 template <typename Ready>
 bool spin_until(Ready&& ready) {
   const auto until = std::chrono::steady_clock::now() + kSpinBeforeSleep;
   for (unsigned k = 0;; ++k) {
     if (ready()) return true;
-    cpu_relax();
-    // The clock is read every 64 polls: cheap, and precise enough.
-    if ((k & 63) == 63 && std::chrono::steady_clock::now() >= until) return ready();
+    if (k < 64) {
+      cpu_relax();
+    } else {
+      std::this_thread::yield();
+    }
+    if ((k & 15) == 15 && std::chrono::steady_clock::now() >= until) return ready();
   }
 }
 
