@@ -1,7 +1,8 @@
 # Sanitizers (MANYPY_SANITIZE) and libFuzzer coverage (MANYPY_FUZZ) for every
 # target defined after this file is included: the core, libmanypy.so, the
 # tests, samples and benchmarks, the fuzz targets. Not for manypy_interp and
-# manypy_hooks, defined before it: they are loaded into link-map namespaces,
+# manypy_hooks, defined before it, nor for what manypy_uninstrumented() names
+# (the sample operator library): they are loaded into link-map namespaces,
 # which see no sanitizer runtime (docs/hardening.md, "Sanitizers").
 #
 # Sets MANYPY_NO_UNDEFINED, the link option that forbids undefined symbols
@@ -30,6 +31,14 @@ if(MANYPY_SANITIZE)
   add_compile_options(-fsanitize=${MANYPY_SANITIZE} -fno-sanitize-recover=all
                       -fno-omit-frame-pointer)
   add_link_options(-fsanitize=${MANYPY_SANITIZE})
+  if(CMAKE_C_COMPILER_ID STREQUAL "Clang")
+    # C programs (the C samples and tests) link libmanypy.so, whose C++ is
+    # instrumented: they need the runtime's C++ part (vptr and function type
+    # checks), which clang links for C++ programs only.
+    # That part needs libstdc++, which a C link does not bring.
+    add_link_options(-fsanitize-link-c++-runtime)
+    string(APPEND CMAKE_C_STANDARD_LIBRARIES " -lstdc++")
+  endif()
   set(MANYPY_NO_UNDEFINED "")
 endif()
 
@@ -38,3 +47,12 @@ if(MANYPY_FUZZ)
   # it) is Debian's, uninstrumented: the fuzzer sees no coverage there.
   add_compile_options(-fsanitize=fuzzer-no-link)
 endif()
+
+# A library loaded into interpreter namespaces: no sanitizer, no coverage.
+function(manypy_uninstrumented target)
+  if(MANYPY_SANITIZE OR MANYPY_FUZZ)
+    # (-fno-sanitize=all drops fuzzer-no-link coverage too.)
+    target_compile_options(${target} PRIVATE -fno-sanitize=all)
+    target_link_options(${target} PRIVATE -fno-sanitize=all)
+  endif()
+endfunction()

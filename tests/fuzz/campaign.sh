@@ -22,7 +22,8 @@ case "$target" in
 esac
 work="$build/campaign/$target"
 mkdir -p "$work/corpus"
-. "$here/sanitizer_env.sh"
+fuzz_dir="$here"
+. "$fuzz_dir/sanitizer_env.sh"
 dirs="$here/corpus/$seeds"
 if [ -d "$here/regress/$target" ]; then dirs="$dirs $here/regress/$target"; fi
 # shellcheck disable=SC2086

@@ -13,7 +13,9 @@ set -eu
 mode=$1 target=$2
 shift 2
 
-. "$(cd "$(dirname "$0")" && pwd)/sanitizer_env.sh"
+if [ "$mode" = replay ]; then MANYPY_FUZZ_REPLAY=1; fi
+fuzz_dir="$(cd "$(dirname "$0")" && pwd)"
+. "$fuzz_dir/sanitizer_env.sh"
 
 # Only the directories that exist (a regression corpus may be empty, and git
 # keeps no empty directory).
