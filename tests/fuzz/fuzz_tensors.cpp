@@ -81,6 +81,14 @@ struct Layout {
   __int128 lo = 0, hi = 0;              // element offsets addressed
 };
 
+// Saturating at +-2^90, which no accepted layout reaches (their byte
+// extents fit int64): products of two such values, and sums of 64, stay far
+// inside __int128.
+__int128 sat(__int128 v) {
+  const __int128 big = static_cast<__int128>(1) << 90;
+  return v > big ? big : v < -big ? -big : v;
+}
+
 Layout describe(const int64_t* shape, const int64_t* strides, int32_t ndim) {
   Layout l;
   l.shape.assign(shape, shape + ndim);
@@ -88,16 +96,15 @@ Layout describe(const int64_t* shape, const int64_t* strides, int32_t ndim) {
   l.numel = 1;
   __int128 contiguous = 1;
   for (int32_t k = ndim - 1; k >= 0; --k) {
-    __int128 stride = strides ? strides[k] : contiguous;
-    __int128 span = (static_cast<__int128>(shape[k]) - 1) * stride;
+    const __int128 extent = sat(shape[k]);  // shapes and strides are int64: no
+    const __int128 stride = strides ? sat(strides[k]) : contiguous;  // overflow
+    const __int128 span = sat((extent - 1) * sat(stride));
     if (shape[k] == 0) l.numel = 0;
     if (l.numel != 0) {
-      if (span < 0) l.lo += span; else l.hi += span;
-      l.numel *= shape[k];
-      if (l.numel > (static_cast<__int128>(1) << 100)) l.numel = static_cast<__int128>(1) << 100;
+      if (span < 0) l.lo = sat(l.lo + span); else l.hi = sat(l.hi + span);
+      l.numel = sat(l.numel * extent);
     }
-    contiguous *= shape[k] > 0 ? shape[k] : 1;
-    if (contiguous > (static_cast<__int128>(1) << 100)) contiguous = static_cast<__int128>(1) << 100;
+    contiguous = sat(contiguous * (shape[k] > 0 ? extent : 1));
   }
   l.any = l.numel != 0;
   return l;
@@ -203,7 +210,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // A copy of a broadcast view (zero strides) of N elements allocates N
     // of them: legitimate up to memory, so copies stay under 16 MB here,
     // except past int64, where manypy must refuse the layout.
-    const __int128 copy_bytes = want.numel * (dtype.bits / 8);
+    const __int128 copy_bytes = sat(want.numel) * (dtype.bits / 8);
     if (copy && copy_bytes > (16 << 20) && copy_bytes <= INT64_MAX) copy = false;
     const size_t room = buffer_size - data_offset;
     data_size = in.u8() % 2 ? room : in.u16() % (room + 1);
