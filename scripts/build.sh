@@ -1,7 +1,54 @@
 #!/usr/bin/env bash
-# Configures and builds manypy into build/ (incremental on later runs).
+# Configures and builds manypy (incremental on later runs).
+#   scripts/build.sh            build/: the library, tests, samples, Java
+#   scripts/build.sh fuzz       build-fuzz/: clang, ASan + UBSan, only the
+#                               libFuzzer targets and what they link
+#                               (tests/fuzz, docs/hardening.md)
+#   scripts/build.sh sanitize   build-sanitize/: clang, the whole C/C++ side
+#                               and its tests with MANYPY_SANITIZE (default
+#                               undefined), no Java (docs/hardening.md)
+# Several may be given: scripts/build.sh main fuzz.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-build="${MANYPY_BUILD_DIR:-$root/build}"
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build"
+
+# Clang builds: -O1 and line tables only, which compile much faster than
+# RelWithDebInfo's -O2 -g and still give sanitizer reports file:line.
+# NDEBUG as libtorch was built: some of its headers' classes have members
+# only without it (RecordFunction::inputs_valid_), so code compiled without
+# NDEBUG disagrees with libtorch about their layout.
+clang_flags=(
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
+  "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG"
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG"
+  -DMANYPY_BUILD_JAVA=OFF -DMANYPY_BUILD_BENCH=OFF
+)
+
+build_one() {
+  case "$1" in
+    main)
+      local build="${MANYPY_BUILD_DIR:-$root/build}"
+      cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+      cmake --build "$build"
+      ;;
+    fuzz)
+      local build="${MANYPY_FUZZ_BUILD_DIR:-$root/build-fuzz}"
+      cmake -S "$root" -B "$build" -G Ninja "${clang_flags[@]}" -DMANYPY_BUILD_TESTS=OFF \
+        -DMANYPY_FUZZ=ON -DMANYPY_SANITIZE=address,undefined >/dev/null
+      cmake --build "$build" --target manypy_fuzz
+      ;;
+    sanitize)
+      local build="${MANYPY_SANITIZE_BUILD_DIR:-$root/build-sanitize}"
+      cmake -S "$root" -B "$build" -G Ninja "${clang_flags[@]}" \
+        -DMANYPY_SANITIZE="${MANYPY_SANITIZE:-undefined}" >/dev/null
+      cmake --build "$build"
+      ;;
+    *)
+      echo "usage: scripts/build.sh [main|fuzz|sanitize]..." >&2
+      exit 2
+      ;;
+  esac
+}
+
+if (($# == 0)); then set -- main; fi
+for what in "$@"; do build_one "$what"; done

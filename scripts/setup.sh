@@ -9,6 +9,9 @@ packages=(
   libdlpack-dev nlohmann-json3-dev libzip-dev libssl-dev swig libcmocka-dev googletest libgtest-dev
   python3-prometheus-client
   openjdk-17-jdk-headless maven
+  # The fuzz and sanitizer build (build-fuzz, docs/hardening.md): clang with
+  # its sanitizer runtimes, libFuzzer, llvm-symbolizer for their reports.
+  clang libclang-rt-14-dev libfuzzer-14-dev llvm-14
 )
 
 missing=()

@@ -43,8 +43,11 @@ extern "C" {
 
 /* Marks every function that returns a manypy_status*: dropping the result
  * leaks the status and ignores a failure, so compilers warn. (In C, GCC's
- * warn_unused_result is not silenced by a cast to void: free the status.) */
-#if defined(__cplusplus) && __cplusplus >= 201703L
+ * warn_unused_result is not silenced by a cast to void: free the status.)
+ * Clang takes no standard attribute after MANYPY_API's GNU one ("'nodiscard'
+ * attribute cannot be applied to types"); its warn_unused_result is the
+ * same attribute as [[nodiscard]]. */
+#if defined(__cplusplus) && __cplusplus >= 201703L && !defined(__clang__)
 #define MANYPY_NODISCARD [[nodiscard]]
 #elif defined(__GNUC__) || defined(__clang__)
 #define MANYPY_NODISCARD __attribute__((warn_unused_result))

@@ -1,4 +1,6 @@
 // manypy_pool and manypy_pool_options.
+#include <cstring>
+
 #include "handles.h"
 #include "interpreter_set.h"
 
@@ -50,10 +52,15 @@ manypy_status* manypy_pool_options_set_thread_mode(manypy_pool_options* options,
                                                    manypy_thread_mode mode) {
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(options);
-    if (mode != MANYPY_THREAD_MODE_DIRECT && mode != MANYPY_THREAD_MODE_HANDOFF) {
+    // A C caller may pass any int: read it as one (loading a value outside
+    // the enumerators' range as a manypy_thread_mode is undefined in C++).
+    static_assert(sizeof(manypy_thread_mode) == sizeof(int), "manypy_thread_mode is an int");
+    int value;
+    std::memcpy(&value, &mode, sizeof value);
+    if (value != MANYPY_THREAD_MODE_DIRECT && value != MANYPY_THREAD_MODE_HANDOFF) {
       return manypy::capi::invalid_argument(api_function, "unknown thread mode");
     }
-    options->options.thread_mode = static_cast<manypy::ThreadMode>(mode);
+    options->options.thread_mode = static_cast<manypy::ThreadMode>(value);
     return nullptr;
   });
 }

@@ -1,4 +1,6 @@
 // manypy_status: construction and accessors.
+#include <cstring>
+
 #include "handles.h"
 
 namespace manypy::capi {
@@ -53,7 +55,14 @@ void manypy_status_free(manypy_status* status) {
 }
 
 const char* manypy_code_name(manypy_code code) {
-  switch (code) {
+  // A C caller may pass any int ("MANYPY_UNKNOWN" for codes this version does
+  // not know); in C++, loading one outside the enumerators' range as a
+  // manypy_code is undefined (UBSan: "not a valid value for type
+  // 'manypy_code'"), so the parameter is read as the int it holds.
+  static_assert(sizeof(manypy_code) == sizeof(int), "manypy_code is an int");
+  int value;
+  std::memcpy(&value, &code, sizeof value);
+  switch (value) {
     case MANYPY_OK: return "MANYPY_OK";
     case MANYPY_ERR_INVALID_ARGUMENT: return "MANYPY_ERR_INVALID_ARGUMENT";
     case MANYPY_ERR_OUT_OF_RANGE: return "MANYPY_ERR_OUT_OF_RANGE";
