@@ -111,6 +111,8 @@ def lease_end(globals_dict):
     global _lease
     globals_dict.clear()
     _objects.clear()
+    for importer in _packages.values():
+        forget_package_sources(importer)
     _packages.clear()
     if _lease is not None:
         saved_path, saved_modules = _lease
@@ -228,8 +230,28 @@ def package_open(package_id, view, fetch):
     _packages[package_id] = importer
 
 
+def forget_package_sources(importer):
+    """Drop linecache's entries for a package's modules as the package closes.
+
+    PackageImporter registers each module's source with linecache.lazycache
+    under the module's mangled file name ("<torch_package_N>.name.py"), and
+    the entry holds the importer's get_source: without this, every package
+    ever opened stayed alive in each interpreter that opened it (its
+    importer, modules, classes, functions and a reader over the host's
+    archive, which the host unmaps when the package is freed), about 20 KB
+    each for python_heavy.pt (docs/memory.md).
+    """
+    import linecache
+
+    for module in list(importer.modules.values()):
+        if getattr(module, "__loader__", None) is importer:
+            linecache.cache.pop(getattr(module, "__file__", None), None)
+
+
 def package_close(package_id):
-    _packages.pop(package_id, None)
+    importer = _packages.pop(package_id, None)
+    if importer is not None:
+        forget_package_sources(importer)
 
 
 def object_load(object_id, package_id, module, name):
