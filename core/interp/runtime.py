@@ -141,6 +141,9 @@ def describe_exception(exc):
 # ---- packages and replicated objects -------------------------------------
 
 
+_read_counts = {}  # HostArchive.readinto's results, one int object per count
+
+
 class HostArchive(io.RawIOBase):
     """A read-only file over the host's copy of an archive (a memoryview).
 
@@ -171,7 +174,10 @@ class HostArchive(io.RawIOBase):
         n = max(0, min(len(buffer), len(self._view) - self._pos))
         buffer[:n] = self._view[self._pos : self._pos + n]
         self._pos += n
-        return n
+        # torch 1.13's reader never releases what readinto returns (later
+        # torch does): each count above 256 was a new int object leaked, a
+        # few per package opened. Counts kept here cost nothing to leak.
+        return _read_counts.setdefault(n, n)
 
 
 class SharedStorageReader:
