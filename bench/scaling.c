@@ -399,12 +399,20 @@ static run_result run_throughput(manypy_pool* pool, int threads, int wl, double 
 }
 
 /* Mean microseconds per manypy_pool_eval(pool, 0, "1") on this thread. */
-static double time_noop_calls(manypy_pool* pool) {
+/* Latency of eval("1") calls, in microseconds. */
+typedef struct noop_result {
+  double mean_us, p50_us, p99_us;
+} noop_result;
+
+static noop_result time_noop_calls(manypy_pool* pool) {
+  static int64_t ns[NOOP_CALLS];
   double t0 = 0;
   for (int i = 0; i < NOOP_WARMUP_CALLS + NOOP_CALLS; ++i) {
     if (i == NOOP_WARMUP_CALLS) t0 = now_s();
     manypy_value* v = NULL;
+    const int64_t start = now_ns();
     CHECK(manypy_pool_eval(pool, 0, "1", &v), "manypy_pool_eval(\"1\")");
+    if (i >= NOOP_WARMUP_CALLS) ns[i - NOOP_WARMUP_CALLS] = now_ns() - start;
     if (i == 0) {
       int64_t x = 0;
       CHECK(manypy_value_get_int64(v, &x), "manypy_value_get_int64");
@@ -412,7 +420,12 @@ static double time_noop_calls(manypy_pool* pool) {
     }
     manypy_value_free(v);
   }
-  return (now_s() - t0) * 1e6 / NOOP_CALLS;
+  noop_result r;
+  r.mean_us = (now_s() - t0) * 1e6 / NOOP_CALLS;
+  qsort(ns, NOOP_CALLS, sizeof ns[0], cmp_i64);
+  r.p50_us = ns[NOOP_CALLS / 2] * 1e-3;
+  r.p99_us = ns[NOOP_CALLS * 99 / 100] * 1e-3;
+  return r;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -688,12 +701,12 @@ int main(int argc, char** argv) {
   /* ---------------------------------------------------------------- C --- */
   progress("C: %d calls of eval(\"1\") in DIRECT mode", NOOP_CALLS);
   manypy_pool* direct = make_pool(1, MANYPY_THREAD_MODE_DIRECT);
-  const double us_direct = time_noop_calls(direct);
+  const noop_result direct_noop = time_noop_calls(direct);
   manypy_pool_destroy(direct);
 
   progress("C: %d calls of eval(\"1\") in HANDOFF mode", NOOP_CALLS);
   manypy_pool* handoff1 = make_pool(1, MANYPY_THREAD_MODE_HANDOFF);
-  const double us_handoff = time_noop_calls(handoff1);
+  const noop_result handoff_noop = time_noop_calls(handoff1);
   CHECK(manypy_pool_exec_all(handoff1, kDefineWorkloads), "manypy_pool_exec_all(workloads)");
   progress("C: small torch ops, HANDOFF, 1 interp x 2 threads");
   const run_result handoff_1x2 = run_throughput(handoff1, 2, WL_TORCH, warmup, seconds);
@@ -708,10 +721,15 @@ int main(int argc, char** argv) {
   printf("\n== C. Thread hand-over cost (1 caller thread, %d x eval(\"1\") on a 1-interpreter "
          "pool) ==\n",
          NOOP_CALLS);
-  printf("%-46s %12s\n", "mode", "us per call");
-  printf("%-46s %12.2f\n", "DIRECT (caller enters the interpreter)", us_direct);
-  printf("%-46s %12.2f\n", "HANDOFF (library thread runs the call)", us_handoff);
-  printf("%-46s %+12.2f\n", "hand-over cost (HANDOFF - DIRECT)", us_handoff - us_direct);
+  printf("%-46s %9s %9s %9s\n", "mode (us per call)", "p50", "p99", "mean");
+  printf("%-46s %9.2f %9.2f %9.2f\n", "DIRECT (caller enters the interpreter)",
+         direct_noop.p50_us, direct_noop.p99_us, direct_noop.mean_us);
+  printf("%-46s %9.2f %9.2f %9.2f\n", "HANDOFF (library thread runs the call)",
+         handoff_noop.p50_us, handoff_noop.p99_us, handoff_noop.mean_us);
+  const double handoff_us = handoff_noop.p50_us - direct_noop.p50_us;
+  printf("%-46s %+9.2f %9s %+9.2f   target <= 5 us at p50: %s\n",
+         "hand-over cost (HANDOFF - DIRECT)", handoff_us, "",
+         handoff_noop.mean_us - direct_noop.mean_us, verdict(handoff_us <= 5.0));
   printf("\n%-46s %12s %12s %9s %9s %9s\n", "small torch ops (DIRECT: section B)",
          "HANDOFF it/s", "DIRECT it/s", "HO / DIR", "torch thr", "cpu other");
   printf("%-46s %12.0f %12.0f %8.2fx %9d %9.2f\n", "2 interp x 2 threads", handoff_2x2.throughput,

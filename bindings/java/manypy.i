@@ -131,6 +131,8 @@ MANYPY_OUT_SCALAR(double, jdouble, jdoubleArray, double[], SetDoubleArrayRegion)
 %ignore manypy_remove_op_callbacks;
 %ignore manypy_set_api_usage_handler;
 %ignore manypy_set_export_hook;
+// Not in the Java binding: PoolOptions.trustSha256 covers trusted archives.
+%ignore manypy_pool_options_set_archive_verifier;
 %ignore manypy_op_input;
 %ignore manypy_op_event;
 %ignore manypy_profile_entry;

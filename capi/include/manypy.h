@@ -87,7 +87,8 @@ MANYPY_API const char* manypy_version_string(void);
 /* Stable, append-only codes. Never renumbered. */
 typedef enum manypy_code {
   MANYPY_OK = 0,
-  /* A NULL handle or pointer, an empty string, a bad option value. */
+  /* A NULL handle or pointer, an empty path, a name that is not valid UTF-8,
+   * a flag or option value out of its range, a value nested too deep. */
   MANYPY_ERR_INVALID_ARGUMENT = 1,
   /* An index or count outside its allowed range (interpreter index, pool size). */
   MANYPY_ERR_OUT_OF_RANGE = 2,
@@ -134,7 +135,10 @@ typedef enum manypy_code {
   MANYPY_ERR_DEADLINE_EXCEEDED = 19,
   /* The call's cancel token (manypy_call_options_set_cancel_token) was
    * cancelled before it finished; its Python code was stopped. */
-  MANYPY_ERR_CANCELLED = 20
+  MANYPY_ERR_CANCELLED = 20,
+  /* An archive the pool does not trust (manypy_pool_options_add_trusted_sha256,
+   * manypy_pool_options_set_archive_verifier): refused before any of it ran. */
+  MANYPY_ERR_UNTRUSTED_ARCHIVE = 21
 } manypy_code;
 
 /* Owned by the caller; free with manypy_status_free(). Not thread safe:
@@ -190,9 +194,13 @@ typedef enum manypy_value_kind {
 
 /* A value: a scalar, a string, bytes, a tensor, or a list, tuple or
  * string-keyed dict of values. Owned by whoever holds the pointer; free with
- * manypy_value_free() (which frees children too). Building a value (append,
- * dict_set) is for one thread; a value that is only read may be shared by
- * any number of threads, and may be passed to any number of calls. */
+ * manypy_value_free() (which frees children too, without recursion). Building
+ * a value (append, dict_set) is for one thread; a value that is only read may
+ * be shared by any number of threads, and may be passed to any number of
+ * calls. A value nests at most MANYPY_VALUE_MAX_DEPTH containers (a list in a
+ * list is 2): append and dict_set refuse deeper ones, and a Python or
+ * TorchScript result deeper than that is MANYPY_ERR_UNSUPPORTED_TYPE. */
+#define MANYPY_VALUE_MAX_DEPTH 64
 typedef struct manypy_value manypy_value;
 
 /* Constructors. Each returns NULL only when memory is exhausted. */
@@ -211,11 +219,13 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_value_new_string(
     const char* utf8, size_t length, manypy_value** out_value);
 
 /* Appends `item` to a list or tuple. Takes ownership of `item` whether or not
- * the call succeeds. */
+ * the call succeeds. MANYPY_ERR_INVALID_ARGUMENT if the list would nest more
+ * than MANYPY_VALUE_MAX_DEPTH containers. Amortised O(1). */
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_value_append(
     manypy_value* sequence, manypy_value* item);
 /* Sets `key` (UTF-8, copied) of a dict to `item`, replacing an earlier value.
- * Takes ownership of `item` whether or not the call succeeds. */
+ * Takes ownership of `item` whether or not the call succeeds. Depth as for
+ * manypy_value_append. Amortised O(1): keys are hashed. */
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_value_dict_set(
     manypy_value* dict, const char* key, manypy_value* item);
 
@@ -283,8 +293,11 @@ MANYPY_API void manypy_value_free(manypy_value* value);
  * C-contiguous; byte_offset is honoured). Dtypes: int8/16/32/64, uint8,
  * float16/32/64, bfloat16, complex64/128 and bool (MANYPY_DL_BOOL, 8 bits),
  * one lane. Fails with MANYPY_ERR_BAD_TENSOR for a device other than kDLCPU,
- * another dtype, a negative size or stride, or a layout too large to
- * address. */
+ * another dtype, a negative size or stride, a layout too large to address,
+ * NULL data with elements, or a layout (byte_offset included) that reaches
+ * memory not mapped in this process (the check cannot see a buffer's size,
+ * only whether its pages exist: manypy_value_new_tensor_from_buffer, which
+ * takes the size, checks more). */
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_value_new_tensor(
     DLManagedTensor* tensor, manypy_value** out_value);
 
@@ -297,7 +310,8 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_value_new_tensor(
  * is called exactly once with `release_ctx` when manypy no longer needs the
  * buffer, or at once if this call fails.
  * Copied (`copy` = 1): the bytes are copied now (a contiguous copy); `release`
- * is called before this function returns. */
+ * is called before this function returns. Any other `copy` is
+ * MANYPY_ERR_INVALID_ARGUMENT. */
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_value_new_tensor_from_buffer(
     void* data, size_t data_size, DLDataType dtype, int32_t ndim, const int64_t* shape,
     const int64_t* strides, int copy, void (*release)(void* release_ctx), void* release_ctx,
@@ -351,6 +365,42 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_options_add_sys_path(
  * parallelism comes from interpreters, not from inside one op. */
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_options_set_intra_op_threads(
     manypy_pool_options* options, int threads);
+
+/* Trusted archives. Loading a torch.package runs its pickles, which are
+ * code: a pool given an allow-list runs only archives whose SHA-256 digest
+ * (of the whole file, as `sha256sum` prints it) is on it, or that its
+ * verifier accepts. Others fail manypy_package_load_file / _load_bytes with
+ * MANYPY_ERR_UNTRUSTED_ARCHIVE before any of their Python runs (the message
+ * gives the digest). Without either, every archive is trusted. Reading an
+ * archive's records (manypy_archive_*, manypy_package_list_files, _read_file)
+ * never runs its code. See docs/security.md. */
+
+/* Adds a digest, 64 hex digits (either case), to the pool's allow-list.
+ * MANYPY_ERR_INVALID_ARGUMENT for anything else. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_options_add_trusted_sha256(
+    manypy_pool_options* options, const char* hex_digest);
+
+/* Decides about an archive not on the allow-list: returns 1 to trust it, 0
+ * to refuse it. `sha256` (32 bytes) and `origin` (the path, or "<bytes>")
+ * are borrowed for the call. Runs on the loading thread; must not call
+ * manypy and must not unwind. */
+typedef int (*manypy_archive_verifier_fn)(const uint8_t* sha256, const char* origin,
+                                          void* user_data);
+
+/* Sets the verifier (NULL removes it), replacing an earlier one. The options
+ * and every pool created from them share it; free_user_data, if not NULL,
+ * runs exactly once, when the last of them is freed or the verifier is
+ * replaced, or at once if this call fails. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_options_set_archive_verifier(
+    manypy_pool_options* options, manypy_archive_verifier_fn verifier, void* user_data,
+    void (*free_user_data)(void*));
+
+/* Whether os._exit and os.abort, called by code in the pool's interpreters,
+ * end the host process (1) or raise manypy.ProcessExitRefused, a
+ * RuntimeError (0, the default): a model must not take a service, and every
+ * other model in it, down. A guard against accidents, not a sandbox. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_options_set_allow_process_exit(
+    manypy_pool_options* options, int allow);
 
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_options_set_thread_mode(
     manypy_pool_options* options, manypy_thread_mode mode);
@@ -425,12 +475,18 @@ typedef struct manypy_package manypy_package;
 
 /* Loads a torch.package archive from a file. The file is mapped, not read:
  * tensor data is shared with the page cache and with every interpreter.
- * Checks the archive at once, without running Python: MANYPY_ERR_NOT_FOUND
- * (no such file), MANYPY_ERR_BAD_ARCHIVE (not a zip, truncated),
- * MANYPY_ERR_NOT_A_PACKAGE (a zip but no torch.package, e.g. a TorchScript
- * archive), MANYPY_ERR_UNSUPPORTED_VERSION. Record checksums are checked
- * when an interpreter first opens the package (manypy_package_load_pickle).
- * On success *out_package is owned by the caller. */
+ * Checks the archive at once, without running Python (its whole zip
+ * structure, then libtorch's reading of it): MANYPY_ERR_INVALID_ARGUMENT (an
+ * empty path), MANYPY_ERR_NOT_FOUND (no such file), MANYPY_ERR_BAD_ARCHIVE
+ * (not a zip, truncated, inconsistent), MANYPY_ERR_NOT_A_PACKAGE (a zip but
+ * no torch.package, e.g. a TorchScript archive),
+ * MANYPY_ERR_UNSUPPORTED_VERSION, MANYPY_ERR_UNTRUSTED_ARCHIVE (the pool's
+ * allow-list, see the pool options). Record checksums, and that each tensor
+ * storage is stored uncompressed and exactly as long as its tensor, are
+ * checked when an interpreter first opens the package or unpickles from it
+ * (manypy_package_load_pickle: MANYPY_ERR_BAD_ARCHIVE, with the Python
+ * error chained in the traceback). On success *out_package is owned by the
+ * caller. */
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_package_load_file(
     manypy_pool* pool, const char* path, manypy_package** out_package);
 
@@ -665,7 +721,7 @@ typedef void (*manypy_op_callback_fn)(const manypy_op_event* event, void* user_d
 /* Registers callbacks around torch operators, sampled with probability
  * `sampling_probability` in (0, 1], in every interpreter of the process
  * (those started later too) and in the host's libtorch (TorchScript on the
- * host). `enter` and `exit` may be NULL. With `needs_inputs`, events carry
+ * host). `enter` and `exit` may be NULL. With `needs_inputs` (0 or 1), events carry
  * each input's kind, dtype and shape. Callbacks run on the thread running
  * the operator, concurrently from many threads; they must not call manypy
  * and must not unwind. At most 16 registrations live at once

@@ -41,6 +41,8 @@ static_assert(same(MANYPY_ERR_NO_SUCH_NAME, Code::kNoSuchName, MPI_ERR_NO_SUCH_N
 static_assert(same(MANYPY_ERR_DEADLINE_EXCEEDED, Code::kDeadlineExceeded,
                    MPI_ERR_DEADLINE_EXCEEDED));
 static_assert(same(MANYPY_ERR_CANCELLED, Code::kCancelled, MPI_ERR_CANCELLED));
+static_assert(same(MANYPY_ERR_UNTRUSTED_ARCHIVE, Code::kUntrustedArchive,
+                   MPI_ERR_UNTRUSTED_ARCHIVE));
 
 constexpr bool same_kind(manypy_value_kind k, ValueKind core, int interp) {
   return static_cast<int>(k) == static_cast<int>(core) && static_cast<int>(k) == interp;
@@ -57,6 +59,8 @@ static_assert(same_kind(MANYPY_VALUE_LIST, ValueKind::kList, MPI_VALUE_LIST));
 static_assert(same_kind(MANYPY_VALUE_TUPLE, ValueKind::kTuple, MPI_VALUE_TUPLE));
 static_assert(same_kind(MANYPY_VALUE_DICT, ValueKind::kDict, MPI_VALUE_DICT));
 
+static_assert(MPI_MAX_DEPTH == manypy::Value::kMaxDepth &&
+              MANYPY_VALUE_MAX_DEPTH == manypy::Value::kMaxDepth);
 static_assert(MANYPY_DL_BOOL == MPI_DL_BOOL && MANYPY_DL_BOOL == manypy::kDLBoolCode);
 
 }  // namespace

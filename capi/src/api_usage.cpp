@@ -16,6 +16,7 @@ manypy_status* manypy_set_api_usage_handler(manypy_api_usage_fn handler, void* u
 manypy_status* manypy_log_api_usage(const char* key) {
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(key);
+    MANYPY_UTF8(key);
     if (*key == '\0') return manypy::capi::invalid_argument(api_function, "key must not be empty");
     manypy::api_usage::log(key);
     return nullptr;

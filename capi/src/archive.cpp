@@ -9,7 +9,7 @@ extern "C" {
 
 manypy_status* manypy_archive_list_files(const char* path, manypy_value** out_list) {
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
-    MANYPY_NOT_NULL(path);
+    MANYPY_PATH(path);
     MANYPY_NOT_NULL(out_list);
     *out_list = manypy::capi::new_value(manypy::Archive::open_file(path)->records_value());
     return nullptr;
@@ -19,8 +19,9 @@ manypy_status* manypy_archive_list_files(const char* path, manypy_value** out_li
 manypy_status* manypy_archive_read_file(const char* path, const char* name,
                                         manypy_value** out_bytes) {
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
-    MANYPY_NOT_NULL(path);
+    MANYPY_PATH(path);
     MANYPY_NOT_NULL(name);
+    MANYPY_UTF8(name);
     MANYPY_NOT_NULL(out_bytes);
     *out_bytes = manypy::capi::new_value(
         manypy::Value::of_bytes(manypy::Archive::open_file(path)->read(name)));

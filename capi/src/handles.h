@@ -2,6 +2,7 @@
 // from crossing the C ABI.
 #pragma once
 
+#include <cstring>
 #include <memory>
 #include <new>
 #include <string>
@@ -72,6 +73,10 @@ manypy_status* make_status(manypy_code code, std::string message, std::string py
 
 manypy_status* invalid_argument(const char* function, const char* what) noexcept;
 
+// Well-formed UTF-8 (RFC 3629): no overlong forms, no surrogates, nothing
+// above U+10FFFF.
+bool valid_utf8(const char* s, size_t n);
+
 // Wraps a core Value in a new caller-owned handle.
 manypy_value* new_value(manypy::Value value);
 
@@ -112,4 +117,22 @@ manypy_status* fence(const char* function, Body&& body) noexcept {
     if ((ptr) == nullptr) {                                                          \
       return manypy::capi::invalid_argument(api_function, #ptr " must not be NULL"); \
     }                                                                                \
+  } while (0)
+
+// The same for a path, which must also not be empty.
+#define MANYPY_PATH(ptr)                                                              \
+  do {                                                                                \
+    MANYPY_NOT_NULL(ptr);                                                             \
+    if (*(ptr) == '\0') {                                                             \
+      return manypy::capi::invalid_argument(api_function, #ptr " must not be empty"); \
+    }                                                                                 \
+  } while (0)
+
+// A name (module, record, method, attribute, key, id) that is not NULL must
+// be valid UTF-8: Python would refuse it later, less clearly.
+#define MANYPY_UTF8(ptr)                                                                 \
+  do {                                                                                   \
+    if ((ptr) != nullptr && !manypy::capi::valid_utf8((ptr), std::strlen(ptr))) {       \
+      return manypy::capi::invalid_argument(api_function, #ptr " is not valid UTF-8");   \
+    }                                                                                    \
   } while (0)

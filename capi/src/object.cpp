@@ -42,6 +42,8 @@ manypy_status* manypy_package_load_pickle(manypy_package* package, const char* m
     MANYPY_NOT_NULL(package);
     MANYPY_NOT_NULL(module);
     MANYPY_NOT_NULL(name);
+    MANYPY_UTF8(module);
+    MANYPY_UTF8(name);
     MANYPY_NOT_NULL(out_object);
     auto handle = std::make_unique<manypy_object>();
     handle->object = std::make_unique<manypy::ReplicatedObject>(package->package, module, name);
@@ -118,6 +120,7 @@ manypy_status* manypy_object_call(manypy_object* object, const char* method,
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(object);
     MANYPY_NOT_NULL(out_result);
+    MANYPY_UTF8(method);
     std::string method_name = method ? method : "";
     manypy::Value result = object->object->call(
         options_of(options), method ? &method_name : nullptr,
@@ -134,6 +137,7 @@ manypy_status* manypy_object_getattr(manypy_object* object, const char* name,
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(object);
     MANYPY_NOT_NULL(name);
+    MANYPY_UTF8(name);
     MANYPY_NOT_NULL(out_value);
     *out_value = manypy::capi::new_value(object->object->getattr(options_of(options), name));
     return nullptr;
@@ -144,6 +148,7 @@ manypy_status* manypy_object_hasattr(manypy_object* object, const char* name, in
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(object);
     MANYPY_NOT_NULL(name);
+    MANYPY_UTF8(name);
     MANYPY_NOT_NULL(out_has);
     *out_has = object->object->hasattr(name) ? 1 : 0;
     return nullptr;

@@ -64,6 +64,9 @@ manypy_status* manypy_add_op_callbacks(manypy_op_callback_fn enter, manypy_op_ca
       throw;
     }
     MANYPY_NOT_NULL(out_id);
+    if (needs_inputs != 0 && needs_inputs != 1) {
+      return manypy::capi::invalid_argument(api_function, "needs_inputs must be 0 or 1");
+    }
     manypy::operator_callbacks::Options options;
     options.sampling_probability = sampling_probability;
     options.needs_inputs = needs_inputs != 0;
@@ -85,6 +88,8 @@ manypy_status* manypy_call_options_set_context(manypy_call_options* options,
                                                const char* model_id, const char* request_id) {
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(options);
+    MANYPY_UTF8(model_id);
+    MANYPY_UTF8(request_id);
     options->options.model_id = model_id ? model_id : "";
     options->options.request_id = request_id ? request_id : "";
     return nullptr;

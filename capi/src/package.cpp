@@ -21,7 +21,7 @@ manypy_status* manypy_package_load_file(manypy_pool* pool, const char* path,
                                         manypy_package** out_package) {
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(pool);
-    MANYPY_NOT_NULL(path);
+    MANYPY_PATH(path);
     MANYPY_NOT_NULL(out_package);
     return make_package(pool, manypy::Archive::open_file(path), out_package);
   });
@@ -53,6 +53,7 @@ manypy_status* manypy_package_read_file(const manypy_package* package, const cha
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(package);
     MANYPY_NOT_NULL(name);
+    MANYPY_UTF8(name);
     MANYPY_NOT_NULL(out_bytes);
     *out_bytes = manypy::capi::new_value(
         manypy::Value::of_bytes(package->package->archive().read(name)));
@@ -68,7 +69,7 @@ manypy_status* manypy_package_save_file(const manypy_package* package, const cha
                                         const manypy_value* extra_files) {
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(package);
-    MANYPY_NOT_NULL(path);
+    MANYPY_PATH(path);
     manypy::ExtraFiles files =
         manypy::extra_files_from(extra_files ? &manypy::capi::value_of(extra_files) : nullptr);
     // The export hook stamps this archive too; the caller's files win.

@@ -6,7 +6,7 @@ extern "C" {
 
 manypy_status* manypy_script_load_file(const char* path, manypy_script_module** out_module) {
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
-    MANYPY_NOT_NULL(path);
+    MANYPY_PATH(path);
     MANYPY_NOT_NULL(out_module);
     auto handle = std::make_unique<manypy_script_module>();
     handle->module = manypy::ScriptModule::load_file(path);
@@ -36,6 +36,7 @@ manypy_status* manypy_script_call(manypy_script_module* module, const char* meth
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(module);
     MANYPY_NOT_NULL(out_result);
+    MANYPY_UTF8(method);
     std::string method_name = method ? method : "";
     manypy::Value result =
         module->module->call(method ? &method_name : nullptr,
@@ -65,7 +66,7 @@ extern "C" {
 
 manypy_status* manypy_load_operator_library(const char* path) {
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
-    MANYPY_NOT_NULL(path);
+    MANYPY_PATH(path);
     manypy::operator_libraries::load(path);
     return nullptr;
   });
@@ -75,7 +76,7 @@ manypy_status* manypy_script_save_file(const manypy_script_module* module, const
                                        const manypy_value* extra_files) {
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(module);
-    MANYPY_NOT_NULL(path);
+    MANYPY_PATH(path);
     module->module->save(path, extra_files ? &manypy::capi::value_of(extra_files) : nullptr);
     return nullptr;
   });

@@ -75,6 +75,7 @@ const char* manypy_code_name(manypy_code code) {
     case MANYPY_ERR_NO_SUCH_NAME: return "MANYPY_ERR_NO_SUCH_NAME";
     case MANYPY_ERR_DEADLINE_EXCEEDED: return "MANYPY_ERR_DEADLINE_EXCEEDED";
     case MANYPY_ERR_CANCELLED: return "MANYPY_ERR_CANCELLED";
+    case MANYPY_ERR_UNTRUSTED_ARCHIVE: return "MANYPY_ERR_UNTRUSTED_ARCHIVE";
   }
   return "MANYPY_UNKNOWN";
 }

@@ -10,7 +10,7 @@ manypy_status* manypy_value_new_tensor(DLManagedTensor* tensor, manypy_value** o
       return manypy::capi::invalid_argument(api_function, "out_value must not be NULL");
     }
     MANYPY_NOT_NULL(tensor);
-    std::shared_ptr<manypy::Tensor> adopted = manypy::Tensor::adopt(tensor);
+    std::shared_ptr<manypy::Tensor> adopted = manypy::Tensor::adopt_caller(tensor);
     *out_value = manypy::capi::new_value(manypy::Value::of_tensor(std::move(adopted)));
     return nullptr;
   });
@@ -22,9 +22,10 @@ manypy_status* manypy_value_new_tensor_from_buffer(void* data, size_t data_size,
                                                    int copy, void (*release)(void*),
                                                    void* release_ctx, manypy_value** out_value) {
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
-    if (out_value == nullptr) {
-      if (release) release(release_ctx);
-      return manypy::capi::invalid_argument(api_function, "out_value must not be NULL");
+    if (out_value == nullptr || (copy != 0 && copy != 1)) {
+      if (release) release(release_ctx);  // owned even on failure
+      return manypy::capi::invalid_argument(
+          api_function, out_value == nullptr ? "out_value must not be NULL" : "copy must be 0 or 1");
     }
     std::shared_ptr<manypy::Tensor> tensor = manypy::Tensor::from_buffer(
         data, data_size, dtype, ndim, shape, strides, copy != 0, release, release_ctx);

@@ -18,6 +18,15 @@ manypy_status* expect_kind(const char* function, const manypy_value* value, Valu
                                        manypy::kind_name(kind));
 }
 
+// Refuses an item that would nest `container` deeper than Value::kMaxDepth.
+manypy_status* check_depth(const char* function, const Value& container, const Value& item) {
+  if (container.depth_with(item) <= Value::kMaxDepth) return nullptr;
+  return manypy::capi::invalid_argument(
+      function, ("the item would nest containers " + std::to_string(item.depth + 1) +
+                 " deep; at most " + std::to_string(Value::kMaxDepth) + " are allowed")
+                    .c_str());
+}
+
 manypy_value* make(Value v) noexcept {
   try {
     return manypy::capi::new_value(std::move(v));
@@ -26,8 +35,12 @@ manypy_value* make(Value v) noexcept {
   }
 }
 
-// Well-formed UTF-8 (RFC 3629): no overlong forms, no surrogates, nothing
-// above U+10FFFF.
+}  // namespace
+
+namespace manypy::capi {
+
+manypy_value* new_value(Value value) { return handle_of(new Value(std::move(value))); }
+
 bool valid_utf8(const char* s, size_t n) {
   const auto* p = reinterpret_cast<const unsigned char*>(s);
   size_t k = 0;
@@ -60,11 +73,6 @@ bool valid_utf8(const char* s, size_t n) {
   return true;
 }
 
-}  // namespace
-
-namespace manypy::capi {
-
-manypy_value* new_value(Value value) { return handle_of(new Value(std::move(value))); }
 
 }  // namespace manypy::capi
 
@@ -94,7 +102,7 @@ manypy_status* manypy_value_new_string(const char* utf8, size_t length,
     if (utf8 == nullptr && length > 0) {
       return manypy::capi::invalid_argument(api_function, "utf8 must not be NULL");
     }
-    if (!valid_utf8(utf8, length)) {
+    if (!manypy::capi::valid_utf8(utf8, length)) {
       return manypy::capi::invalid_argument(api_function, "the string is not valid UTF-8");
     }
     *out_value = manypy::capi::new_value(Value::of_string(std::string(utf8 ? utf8 : "", length)));
@@ -116,7 +124,8 @@ manypy_status* manypy_value_append(manypy_value* sequence, manypy_value* item) {
                                            manypy::kind_name(value_of(sequence).kind) +
                                            ", not a list or tuple");
     }
-    value_of(sequence).items.push_back(std::move(*owned));
+    if (manypy_status* s = check_depth(api_function, value_of(sequence), *owned)) return s;
+    value_of(sequence).append(std::move(*owned));
     return nullptr;
   });
 }
@@ -131,17 +140,11 @@ manypy_status* manypy_value_dict_set(manypy_value* dict, const char* key, manypy
     MANYPY_NOT_NULL(key);
     MANYPY_NOT_NULL(item);
     if (manypy_status* s = expect_kind(api_function, dict, ValueKind::kDict)) return s;
-    if (!valid_utf8(key, std::strlen(key))) {
+    if (!manypy::capi::valid_utf8(key, std::strlen(key))) {
       return manypy::capi::invalid_argument(api_function, "the key is not valid UTF-8");
     }
-    Value& d = value_of(dict);
-    long at = d.find_key(key);
-    if (at >= 0) {
-      d.items[at] = std::move(*owned);
-    } else {
-      d.keys.emplace_back(key);
-      d.items.push_back(std::move(*owned));
-    }
+    if (manypy_status* s = check_depth(api_function, value_of(dict), *owned)) return s;
+    value_of(dict).put(key, std::move(*owned));
     return nullptr;
   });
 }
@@ -267,6 +270,7 @@ manypy_status* manypy_value_dict_get(const manypy_value* value, const char* key,
     MANYPY_NOT_NULL(value);
     MANYPY_NOT_NULL(key);
     MANYPY_NOT_NULL(out_item);
+    MANYPY_UTF8(key);
     if (manypy_status* s = expect_kind(api_function, value, ValueKind::kDict)) return s;
     long at = value_of(value).find_key(key);
     if (at < 0) {

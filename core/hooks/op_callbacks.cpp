@@ -160,9 +160,13 @@ bool add_op_callbacks(uint64_t id, double sampling_probability, int needs_inputs
     slot.emit = emit_fn;
     slot.interpreter = interpreter;
     slot.id.store(id, std::memory_order_release);
+    // Operators only (RecordScope::FUNCTION): not TorchScript function
+    // frames, user record_function scopes or backward nodes, which the
+    // callbacks are not about and which would cost every such scope a look.
     slot.handle = at::addGlobalCallback(at::RecordFunctionCallback(kEnters[s], kExits[s])
                                             .needsInputs(needs_inputs != 0)
-                                            .samplingProb(sampling_probability));
+                                            .samplingProb(sampling_probability)
+                                            .scopes({at::RecordScope::FUNCTION}));
     return true;
   }
   return false;

@@ -216,11 +216,16 @@ static int deliver_tensor(PyObject* tensor, const mpi_sink* sink) {
   return MPI_OK;
 }
 
+/* `depth`: the containers around `obj`. */
+static int too_deep(int depth, const mpi_sink* sink) {
+  if (depth < MPI_MAX_DEPTH) return 0;
+  char message[96];
+  snprintf(message, sizeof message, "result is nested more than %d deep", MPI_MAX_DEPTH);
+  mpi_report(sink, MPI_ERR_UNSUPPORTED_TYPE, "", message, "");
+  return 1;
+}
+
 static int deliver(PyObject* obj, const mpi_sink* sink, int depth) {
-  if (depth > 64) {
-    mpi_report(sink, MPI_ERR_UNSUPPORTED_TYPE, "", "result is nested more than 64 deep", "");
-    return MPI_ERR_UNSUPPORTED_TYPE;
-  }
   mpi_value v;
   memset(&v, 0, sizeof v);
   if (obj == Py_None) {
@@ -258,6 +263,7 @@ static int deliver(PyObject* obj, const mpi_sink* sink, int depth) {
   } else if (g_tensor_type != NULL && PyObject_IsInstance(obj, g_tensor_type) == 1) {
     return deliver_tensor(obj, sink);
   } else if (PyTuple_Check(obj) || PyList_Check(obj)) {
+    if (too_deep(depth, sink)) return MPI_ERR_UNSUPPORTED_TYPE;
     int is_tuple = PyTuple_Check(obj);
     Py_ssize_t n = is_tuple ? PyTuple_GET_SIZE(obj) : PyList_GET_SIZE(obj);
     sink->begin(sink->ctx, is_tuple ? MPI_VALUE_TUPLE : MPI_VALUE_LIST, (size_t)n);
@@ -270,6 +276,7 @@ static int deliver(PyObject* obj, const mpi_sink* sink, int depth) {
     sink->end(sink->ctx);
     return MPI_OK;
   } else if (PyDict_Check(obj)) {
+    if (too_deep(depth, sink)) return MPI_ERR_UNSUPPORTED_TYPE;
     sink->begin(sink->ctx, MPI_VALUE_DICT, (size_t)PyDict_GET_SIZE(obj));
     Py_ssize_t pos = 0;
     PyObject *key, *item;

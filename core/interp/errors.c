@@ -24,7 +24,8 @@ static int code_for(PyObject* type, const char* message) {
   if (PyErr_GivenExceptionMatches(type, PyExc_ModuleNotFoundError)) {
     return MPI_ERR_MODULE_NOT_FOUND;
   }
-  if (strcmp(((PyTypeObject*)type)->tp_name, "BadZipFile") == 0) {
+  const char* name = ((PyTypeObject*)type)->tp_name;
+  if (strcmp(name, "BadZipFile") == 0 || strcmp(name, "ArchiveError") == 0) {
     return MPI_ERR_BAD_ARCHIVE;
   }
   return MPI_ERR_PYTHON;

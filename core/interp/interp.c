@@ -144,6 +144,11 @@ static int start(const mpi_start_options* options, const mpi_sink* sink) {
   int rc = load_runtime(sink);
   if (rc == MPI_OK && mpi_init_stops() != 0) rc = mpi_report_python_error(sink);
   if (rc == MPI_OK) {
+    PyObject* r = PyObject_CallMethod(mpi_runtime, "guard_process_exit", NULL);
+    if (r == NULL) rc = mpi_report_python_error(sink);
+    Py_XDECREF(r);
+  }
+  if (rc == MPI_OK) {
     PyObject* r = PyObject_CallMethod(mpi_runtime, "forbid_global_dlopen", NULL);
     if (r == NULL) rc = mpi_report_python_error(sink);
     Py_XDECREF(r);
@@ -170,8 +175,9 @@ static int lease_begin(const mpi_lease_options* options, const mpi_sink* sink) {
     if (p == NULL || PyList_Append(paths, p) != 0) Py_CLEAR(paths);
     Py_XDECREF(p);
   }
-  PyObject* globals = paths ? PyObject_CallMethod(mpi_runtime, "lease_begin", "Oi", paths,
-                                                  options->intra_op_threads)
+  PyObject* globals = paths ? PyObject_CallMethod(mpi_runtime, "lease_begin", "Oii", paths,
+                                                  options->intra_op_threads,
+                                                  options->allow_process_exit)
                             : NULL;
   Py_XDECREF(paths);
   if (globals == NULL) {

@@ -22,7 +22,7 @@
 extern "C" {
 #endif
 
-#define MANYPY_INTERP_API_VERSION 6u
+#define MANYPY_INTERP_API_VERSION 7u
 
 /* Status codes used across the boundary; they match manypy_code (the C
  * API checks that at compile time, capi/src/abi_checks.cpp). */
@@ -42,7 +42,8 @@ enum {
   MPI_ERR_BAD_TENSOR = 17,
   MPI_ERR_NO_SUCH_NAME = 18,
   MPI_ERR_DEADLINE_EXCEEDED = 19,
-  MPI_ERR_CANCELLED = 20
+  MPI_ERR_CANCELLED = 20,
+  MPI_ERR_UNTRUSTED_ARCHIVE = 21
 };
 
 enum {
@@ -61,6 +62,9 @@ enum {
 /* DLPack's type code for bool (kDLBool, DLPack >= 0.8), as MANYPY_DL_BOOL.
  * Tensors cross the boundary with it whatever torch's DLPack can express. */
 #define MPI_DL_BOOL 6
+
+/* The most containers a value may nest, as manypy::Value::kMaxDepth. */
+#define MPI_MAX_DEPTH 64
 
 /* A value tree. As an argument (host to interpreter) the whole tree is
  * host memory, read-only, valid for the call; ownership of every `tensor`
@@ -112,9 +116,11 @@ typedef struct mpi_sink {
 
 /* Services the host offers the interpreter side. */
 typedef struct mpi_host_api {
-  /* `nbytes` bytes of a package record, as a uint8 DLPack tensor over the
-   * host's copy of the archive (no copy). On success returns MPI_OK and
-   * *out (owned by the caller); else writes a message to `error`. */
+  /* A package's storage record, which must hold exactly `nbytes` bytes,
+   * stored, as a uint8 DLPack tensor over the host's copy of the archive (no
+   * copy). On success returns MPI_OK and *out (owned by the caller); else
+   * returns the code (MPI_ERR_BAD_ARCHIVE, MPI_ERR_NO_SUCH_NAME, ...) and
+   * writes a message to `error`. */
   int (*package_record)(uint64_t package_id, const char* record, uint64_t nbytes,
                         DLManagedTensor** out, char* error, size_t error_size);
   /* An API usage event of this interpreter's torch (c10::LogAPIUsage). Any
@@ -142,6 +148,8 @@ typedef struct mpi_lease_options {
   const char* const* extra_sys_path;
   size_t extra_sys_path_count;
   int intra_op_threads;
+  /* 1: os._exit and os.abort end the process; 0: they raise instead. */
+  int allow_process_exit;
 } mpi_lease_options;
 
 typedef struct manypy_interp_api {

@@ -9,6 +9,7 @@
 void mpi_capsule_destructor(PyObject* capsule); /* convert.c */
 
 static PyObject* g_objects;           /* runtime._objects */
+static PyObject* g_archive_error;     /* runtime.ArchiveError */
 static PyObject* g_set_grad_enabled;  /* torch._C._set_grad_enabled */
 static PyObject* g_is_grad_enabled;   /* torch.is_grad_enabled */
 
@@ -21,8 +22,11 @@ static PyObject* host_record(PyObject* self, PyObject* args) {
   if (!PyArg_ParseTuple(args, "KsK", &package_id, &name, &nbytes)) return NULL;
   char error[512] = "";
   DLManagedTensor* tensor = NULL;
-  if (mpi_host->package_record(package_id, name, nbytes, &tensor, error, sizeof error) != MPI_OK) {
-    PyErr_SetString(PyExc_RuntimeError, error);
+  int rc = mpi_host->package_record(package_id, name, nbytes, &tensor, error, sizeof error);
+  if (rc != MPI_OK) {
+    /* A storage the archive lacks, or gets wrong, is the archive's fault. */
+    int archive_fault = rc == MPI_ERR_BAD_ARCHIVE || rc == MPI_ERR_NO_SUCH_NAME;
+    PyErr_SetString(archive_fault && g_archive_error ? g_archive_error : PyExc_RuntimeError, error);
     return NULL;
   }
   return PyCapsule_New(tensor, "dltensor", mpi_capsule_destructor);
@@ -34,6 +38,7 @@ static PyMethodDef kHostRecord = {"_manypy_host_record", host_record, METH_VARAR
 static int lookups_ready(void) {
   if (g_objects != NULL) return 0;
   g_objects = PyObject_GetAttrString(mpi_runtime, "_objects");
+  if (g_archive_error == NULL) g_archive_error = PyObject_GetAttrString(mpi_runtime, "ArchiveError");
   PyObject* torch = PyImport_ImportModule("torch");
   PyObject* c = torch ? PyObject_GetAttrString(torch, "_C") : NULL;
   g_set_grad_enabled = c ? PyObject_GetAttrString(c, "_set_grad_enabled") : NULL;

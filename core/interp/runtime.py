@@ -10,6 +10,18 @@ import sys
 import traceback
 
 
+class ArchiveError(Exception):
+    """An archive whose records cannot be read as a package: corrupt,
+    truncated or doctored. Raised from the original error, which the
+    traceback shows; the host reports it as MANYPY_ERR_BAD_ARCHIVE."""
+
+    __module__ = "manypy"
+
+
+def _archive_error(exc):
+    return ArchiveError(f"{type(exc).__name__}: {exc}")
+
+
 class DeadlineExceeded(BaseException):
     """Raised in model code whose call ran past its deadline.
 
@@ -24,6 +36,40 @@ class Cancelled(BaseException):
     """Raised in model code whose call's cancel token was cancelled."""
 
     __module__ = "manypy"
+
+
+class ProcessExitRefused(RuntimeError):
+    """Raised by os._exit and os.abort: they would end the host process,
+    which serves other models and other requests (pool option
+    manypy_pool_options_set_allow_process_exit restores them)."""
+
+    __module__ = "manypy"
+
+
+_allow_process_exit = False
+
+
+def guard_process_exit():
+    """os._exit and os.abort (and posix's) raise ProcessExitRefused unless
+    the lease allows them. A guard against a model ending the service by
+    accident, not a sandbox: code can still kill its process other ways."""
+    import posix
+
+    original_exit, original_abort = posix._exit, posix.abort
+
+    def _exit(status):
+        if _allow_process_exit:
+            original_exit(status)
+        raise ProcessExitRefused(f"os._exit({status}) would end the host process")
+
+    def abort():
+        if _allow_process_exit:
+            original_abort()
+        raise ProcessExitRefused("os.abort() would end the host process")
+
+    for module in (os, posix):
+        module._exit = _exit
+        module.abort = abort
 
 
 def forbid_global_dlopen():
@@ -89,12 +135,13 @@ _lease = None
 _intra_op_threads = 1
 
 
-def lease_begin(extra_sys_path, intra_op_threads):
+def lease_begin(extra_sys_path, intra_op_threads, allow_process_exit):
     """Remember the clean state, apply a pool's settings, return its globals."""
-    global _lease, _intra_op_threads
+    global _lease, _intra_op_threads, _allow_process_exit
     _lease = (list(sys.path), set(sys.modules))
     sys.path.extend(extra_sys_path)
     _intra_op_threads = intra_op_threads
+    _allow_process_exit = bool(allow_process_exit)
     apply_intra_op_threads()
     return {"__name__": "__main__", "__builtins__": builtins}
 
@@ -108,7 +155,8 @@ def apply_intra_op_threads():
 
 def lease_end(globals_dict):
     """Give the interpreter back as lease_begin found it."""
-    global _lease
+    global _lease, _allow_process_exit
+    _allow_process_exit = False
     globals_dict.clear()
     _objects.clear()
     for importer in _packages.values():
@@ -226,12 +274,16 @@ def verify_records(view):
 
 
 def package_open(package_id, view, fetch):
+    """Opens the package; any failure here is the archive's."""
     import torch
     from torch.package import PackageImporter
 
-    verify_records(view)
-    reader = torch._C.PyTorchFileReader(HostArchive(view))
-    importer = PackageImporter(reader)
+    try:
+        verify_records(view)
+        reader = torch._C.PyTorchFileReader(HostArchive(view))
+        importer = PackageImporter(reader)
+    except Exception as exc:
+        raise _archive_error(exc) from exc
     importer.zip_reader = SharedStorageReader(reader, fetch)
     _packages[package_id] = importer
 
@@ -254,6 +306,20 @@ def forget_package_sources(importer):
             linecache.cache.pop(getattr(module, "__file__", None), None)
 
 
+def _is_archive_fault(exc):
+    """Whether an exception from unpickling says the archive is bad: records
+    that do not decode, compile or unpickle, or that torch's reader cannot
+    read. A missing module is not (ModuleNotFoundError stays itself), nor is
+    an exception the model's own code raises."""
+    import pickle
+    import zipfile
+
+    if isinstance(exc, (UnicodeDecodeError, SyntaxError, EOFError, pickle.UnpicklingError,
+                        zipfile.BadZipFile, ArchiveError)):
+        return True
+    return isinstance(exc, RuntimeError) and str(exc).startswith("PytorchStreamReader")
+
+
 def package_close(package_id):
     importer = _packages.pop(package_id, None)
     if importer is not None:
@@ -261,7 +327,13 @@ def package_close(package_id):
 
 
 def object_load(object_id, package_id, module, name):
-    _objects[object_id] = _packages[package_id].load_pickle(module, name)
+    try:
+        obj = _packages[package_id].load_pickle(module, name)
+    except Exception as exc:
+        if _is_archive_fault(exc) and not isinstance(exc, ArchiveError):
+            raise _archive_error(exc) from exc
+        raise
+    _objects[object_id] = obj
 
 
 def object_drop(object_id):

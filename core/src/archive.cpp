@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +16,7 @@
 
 #include "error.h"
 #include "value.h"
+#include "zip_index.h"
 
 namespace manypy {
 
@@ -26,9 +28,26 @@ std::string torch_message(const c10::Error& e) {
   return text.substr(0, text.find('\n'));
 }
 
-bool starts_like_zip(const void* data, size_t size) {
-  return size >= 4 && std::memcmp(data, "PK\x03\x04", 4) == 0;
-}
+// libtorch's MemoryReadAdapter copies whatever it is asked for, past the end
+// of the buffer too. This one returns what is there, so a reader that trusts
+// a bad offset gets a short read, and an error, instead of a crash.
+class BoundedReadAdapter final : public caffe2::serialize::ReadAdapterInterface {
+ public:
+  BoundedReadAdapter(std::shared_ptr<const Archive> owner, const void* data, size_t size)
+      : owner_(std::move(owner)), data_(static_cast<const char*>(data)), size_(size) {}
+  size_t size() const override { return size_; }
+  size_t read(uint64_t pos, void* buf, size_t n, const char*) const override {
+    if (pos >= size_) return 0;
+    n = static_cast<size_t>(std::min<uint64_t>(n, size_ - pos));
+    std::memcpy(buf, data_ + pos, n);
+    return n;
+  }
+
+ private:
+  std::shared_ptr<const Archive> owner_;  // null while the archive opens itself
+  const char* data_;
+  size_t size_;
+};
 
 // The uint8 view handed to interpreters by record_view.
 struct RecordView {
@@ -56,6 +75,7 @@ Archive::~Archive() {
 }
 
 std::shared_ptr<Archive> Archive::open_file(const std::string& path) {
+  if (path.empty()) throw Error(Code::kInvalidArgument, "path must not be empty");
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     int err = errno;
@@ -96,17 +116,12 @@ std::shared_ptr<Archive> Archive::from_bytes(const void* data, size_t size) {
 }
 
 void Archive::open_reader() {
+  index_ = std::make_unique<ZipIndex>(data_, size_, origin_);
   try {
     reader_ = std::make_unique<caffe2::serialize::PyTorchStreamReader>(
-        std::make_shared<caffe2::serialize::MemoryReadAdapter>(data_, static_cast<off_t>(size_)));
+        std::make_shared<BoundedReadAdapter>(nullptr, data_, size_));
   } catch (const c10::Error& e) {
     std::string why = torch_message(e);
-    if (why.find("central directory") != std::string::npos) {
-      throw Error(Code::kBadArchive,
-                  origin_ + (starts_like_zip(data_, size_)
-                                 ? " is a truncated or corrupt zip archive (" + why + ")"
-                                 : " is not a zip archive (" + why + ")"));
-    }
     if (why.find("supported version") != std::string::npos) {
       throw Error(Code::kUnsupportedVersion,
                   origin_ + " has an archive format this libtorch cannot read: " + why);
@@ -117,14 +132,22 @@ void Archive::open_reader() {
                   origin_ + " is a zip archive but not a PyTorch archive (" + why + ")");
     }
     throw Error(Code::kBadArchive, origin_ + " cannot be read: " + why);
+  } catch (const std::logic_error& e) {
+    // std::stoull of the version record: not a number, or one beyond 64 bits.
+    throw Error(Code::kUnsupportedVersion,
+                origin_ + " has a version record libtorch cannot parse (" + e.what() + ")");
   }
+}
+
+std::shared_ptr<caffe2::serialize::ReadAdapterInterface> Archive::read_adapter() const {
+  return std::make_shared<BoundedReadAdapter>(shared_from_this(), data_, size_);
 }
 
 std::vector<std::string> Archive::records() const { return reader_->getAllRecords(); }
 
 Value Archive::records_value() const {
   Value list = Value::container(ValueKind::kList);
-  for (std::string& name : records()) list.items.push_back(Value::of_string(std::move(name)));
+  for (std::string& name : records()) list.append(Value::of_string(std::move(name)));
   return list;
 }
 
@@ -159,6 +182,10 @@ std::string Archive::read(const std::string& name) const {
   } catch (const c10::Error& e) {
     throw Error(Code::kBadArchive, origin_ + ": cannot read record '" + name + "': " +
                                        torch_message(e));
+  } catch (const std::bad_alloc&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(Code::kBadArchive, origin_ + ": cannot read record '" + name + "': " + e.what());
   }
 }
 
@@ -184,8 +211,22 @@ void Archive::save_copy(const std::string& path, const ExtraFiles& extra_files) 
 }
 
 DLManagedTensor* Archive::record_view(const std::string& name, size_t nbytes) {
-  if (!reader_->hasRecord(name)) {
+  const ZipEntry* entry = index_->find_record(name);
+  if (entry == nullptr || !reader_->hasRecord(name)) {
     throw Error(Code::kNoSuchName, origin_ + " has no record '" + name + "'");
+  }
+  // Storages are mapped in place: a compressed one would be read as its
+  // compressed bytes. torch never writes them compressed; refuse them.
+  if (entry->method != kZipStored) {
+    throw Error(Code::kBadArchive, origin_ + ": storage record '" + name +
+                                       "' is compressed (zip method " +
+                                       std::to_string(entry->method) +
+                                       "); manypy maps storages in place and needs them stored");
+  }
+  if (entry->size != nbytes) {
+    throw Error(Code::kBadArchive, origin_ + ": storage record '" + name + "' holds " +
+                                       std::to_string(entry->size) + " bytes but its tensor "
+                                       "views " + std::to_string(nbytes));
   }
   size_t offset = 0;
   try {

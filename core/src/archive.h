@@ -1,5 +1,7 @@
 // A PyTorch zip archive in host memory, read with libtorch's own reader
-// (caffe2::serialize::PyTorchStreamReader): no zip code of ours.
+// (caffe2::serialize::PyTorchStreamReader) once libzip has checked its
+// structure (zip_index.h), and always through a read adapter that never
+// reads past the end: no zip code of ours.
 #pragma once
 
 #include <dlpack/dlpack.h>
@@ -12,11 +14,13 @@
 
 namespace caffe2::serialize {
 class PyTorchStreamReader;
+class ReadAdapterInterface;
 }
 
 namespace manypy {
 
 struct Value;
+class ZipIndex;
 
 // Extra files given through the C API: a dict of name -> bytes or string (or
 // nullptr for none). Throws Error(kInvalidArgument) for anything else.
@@ -26,8 +30,9 @@ ExtraFiles extra_files_from(const Value* dict);
 class Archive : public std::enable_shared_from_this<Archive> {
  public:
   // Maps the file (private, copy-on-write), so record data is shared with the
-  // page cache. Throws Error: kNotFound, kBadArchive, kUnsupportedVersion,
-  // kNotAPackage (a zip that is no PyTorch archive).
+  // page cache. Throws Error: kInvalidArgument (an empty path), kNotFound,
+  // kBadArchive, kUnsupportedVersion, kNotAPackage (a zip that is no PyTorch
+  // archive).
   static std::shared_ptr<Archive> open_file(const std::string& path);
   // Copies `size` bytes. Same errors.
   static std::shared_ptr<Archive> from_bytes(const void* data, size_t size);
@@ -43,6 +48,9 @@ class Archive : public std::enable_shared_from_this<Archive> {
   std::vector<std::string> records() const;
   // The same as a list value of strings.
   Value records_value() const;
+  // A reader of this archive's bytes for libtorch (torch::jit::load): never
+  // reads past the end, and keeps the archive alive.
+  std::shared_ptr<caffe2::serialize::ReadAdapterInterface> read_adapter() const;
   bool has_record(const std::string& name) const;
   // A record's bytes (copied). Throws Error(kNoSuchName) if absent.
   std::string read(const std::string& name) const;
@@ -52,9 +60,10 @@ class Archive : public std::enable_shared_from_this<Archive> {
   // archive is replaced. Throws Error (kNotFound for an unwritable path).
   void save_copy(const std::string& path, const ExtraFiles& extra_files) const;
 
-  // `nbytes` bytes of record `name` as a uint8 DLPack tensor over this
+  // Record `name` (a tensor storage) as a uint8 DLPack tensor over this
   // archive's memory (no copy); keeps the archive alive until its deleter
-  // runs. Throws Error if the record is absent or shorter than `nbytes`.
+  // runs. Throws Error(kBadArchive) unless the record is stored (not
+  // compressed) and holds exactly `nbytes` bytes, what its tensor views.
   DLManagedTensor* record_view(const std::string& name, size_t nbytes);
 
  private:
@@ -65,6 +74,7 @@ class Archive : public std::enable_shared_from_this<Archive> {
   void* data_;
   size_t size_;
   bool mapped_;
+  std::unique_ptr<ZipIndex> index_;
   std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader_;
 };
 

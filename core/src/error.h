@@ -30,6 +30,7 @@ enum class Code : int {
   kNoSuchName = 18,
   kDeadlineExceeded = 19,
   kCancelled = 20,
+  kUntrustedArchive = 21,
 };
 
 class Error : public std::exception {

@@ -98,7 +98,8 @@ void ArgTree::build(const Value& value, mpi_value& out) {
 Value& Outcome::slot() {
   if (open_.empty()) return root_;
   Value& container = *open_.back();
-  return container.items.emplace_back();
+  if (container.kind == ValueKind::kDict) return container.put(std::move(pending_key_), Value());
+  return container.append(Value());
 }
 
 void Outcome::on_error(void* ctx, int code, const char* py_type, const char* message,
@@ -152,7 +153,7 @@ void Outcome::on_begin(void* ctx, int kind, size_t count) {
   auto* self = static_cast<Outcome*>(ctx);
   try {
     Value& out = self->slot();
-    out.kind = static_cast<ValueKind>(kind);
+    out = Value::container(static_cast<ValueKind>(kind));
     (void)count;  // items never move: pointers to nested containers stay valid
     self->open_.push_back(&out);
   } catch (const std::exception& e) {
@@ -163,7 +164,7 @@ void Outcome::on_begin(void* ctx, int kind, size_t count) {
 void Outcome::on_key(void* ctx, const char* key, size_t length) {
   auto* self = static_cast<Outcome*>(ctx);
   try {
-    if (!self->open_.empty()) self->open_.back()->keys.emplace_back(key, length);
+    self->pending_key_.assign(key, length);
   } catch (const std::exception& e) {
     if (!self->error) self->error.emplace(Code::kResourceExhausted, e.what());
   }
@@ -171,7 +172,16 @@ void Outcome::on_key(void* ctx, const char* key, size_t length) {
 
 void Outcome::on_end(void* ctx) {
   auto* self = static_cast<Outcome*>(ctx);
-  if (!self->open_.empty()) self->open_.pop_back();
+  if (self->open_.empty()) return;
+  Value* done = self->open_.back();
+  self->open_.pop_back();
+  // Its items were filled in place, after it joined its parent: the parent's
+  // depth learns of them now. (The interpreter side limits results to
+  // Value::kMaxDepth.)
+  if (!self->open_.empty()) {
+    Value* parent = self->open_.back();
+    parent->depth = parent->depth_with(*done);
+  }
 }
 
 }  // namespace manypy

@@ -67,6 +67,7 @@ class Outcome {
   isolation::Namespace* ns_;
   Value root_;
   std::vector<Value*> open_;  // containers being filled, innermost last
+  std::string pending_key_;   // a dict's key, until its value arrives
 };
 
 }  // namespace manypy

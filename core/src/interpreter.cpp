@@ -3,6 +3,7 @@
 #include "operator_callbacks.h"
 #include "operator_libraries.h"
 #include "runtime_paths.h"
+#include "spin.h"
 #include "stack_headroom.h"
 
 namespace manypy {
@@ -61,14 +62,20 @@ void Interpreter::home_main() {
   }
   started_cv_.notify_all();
 
-  // Serve handed-over calls for the rest of the process.
+  // Serve handed-over calls for the rest of the process. After each, poll
+  // briefly for the next before sleeping: a caller that finds the home
+  // thread awake needs no wake-up (docs/threads.md, "The two modes").
   for (;;) {
+    spin_until([this] { return queued_.load(std::memory_order_acquire) > 0; });
     std::function<void()> task;
     {
       std::unique_lock<std::mutex> lock(mu_);
+      home_sleeping_ = true;
       tasks_cv_.wait(lock, [this] { return !tasks_.empty(); });
+      home_sleeping_ = false;
       task = std::move(tasks_.front());
       tasks_.pop_front();
+      queued_.fetch_sub(1, std::memory_order_relaxed);
     }
     task();
   }
@@ -103,8 +110,9 @@ struct Handoff {
   std::condition_variable cv;  // the caller waits on it, so a busy home
                                // thread does not wake every waiter
   bool started = false;
-  bool done = false;
+  std::atomic<bool> done{false};  // set under mu; also polled without it
   bool abandoned = false;
+  bool caller_sleeping = false;   // the home thread notifies only then
 
   static void wake(void* self) {
     auto* h = static_cast<Handoff*>(self);
@@ -133,16 +141,22 @@ void Interpreter::run_on_home(const Call& call, Outcome& outcome, CallStop* stop
       } catch (const std::exception& e) {
         if (!outcome.error) outcome.error.emplace(Code::kInternal, e.what());
       }
+      bool wake;
       {
         std::lock_guard<std::mutex> lock(handoff->mu);
-        handoff->done = true;
+        handoff->done.store(true, std::memory_order_release);
+        wake = handoff->caller_sleeping;
       }
-      handoff->cv.notify_all();
+      if (wake) handoff->cv.notify_all();
     });
+    queued_.fetch_add(1, std::memory_order_release);
+    if (home_sleeping_) tasks_cv_.notify_one();  // only the home thread waits on it
   }
-  tasks_cv_.notify_one();  // only the home thread waits on it
   if (stop) watchdog_.set_waiter(*stop, &Handoff::wake, handoff.get());
+  // A short call is done before a sleep would even begin.
+  spin_until([&] { return handoff->done.load(std::memory_order_acquire); });
   std::unique_lock<std::mutex> lock(handoff->mu);
+  handoff->caller_sleeping = true;
   while (!handoff->done) {
     if (stop == nullptr || handoff->started) {
       handoff->cv.wait(lock);  // a started call is the watchdog's to stop
@@ -195,7 +209,8 @@ void Interpreter::interrupt(CallStop& stop) {
 void Interpreter::lease_begin(const LeaseSettings& settings) {
   std::vector<const char*> paths;
   for (const std::string& p : settings.extra_sys_path) paths.push_back(p.c_str());
-  mpi_lease_options options{paths.data(), paths.size(), settings.intra_op_threads};
+  mpi_lease_options options{paths.data(), paths.size(), settings.intra_op_threads,
+                            settings.allow_process_exit ? 1 : 0};
   run(ThreadMode::kHandoff, [&](const manypy_interp_api& api, const mpi_sink& sink) {
     return api.lease_begin(&options, &sink);
   });

@@ -28,6 +28,8 @@ enum class ThreadMode { kDirect = 0, kHandoff = 1 };
 struct LeaseSettings {
   std::vector<std::string> extra_sys_path;
   int intra_op_threads = 1;
+  // os._exit and os.abort end the host process (instead of raising).
+  bool allow_process_exit = false;
 };
 
 class Interpreter {
@@ -104,6 +106,8 @@ class Interpreter {
   std::atomic<bool> healthy_{false};  // started without error
   std::optional<Error> start_error_;
   std::deque<std::function<void()>> tasks_;
+  std::atomic<int> queued_{0};  // tasks_.size(), polled by the home thread
+  bool home_sleeping_ = false;  // under mu_: the home thread waits on tasks_cv_
   std::thread home_;
   Watchdog watchdog_{[this](CallStop& stop) { interrupt(stop); }};
 };

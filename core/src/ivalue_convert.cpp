@@ -105,7 +105,9 @@ c10::IValue to_ivalue(const Value& value) {
   throw Error(Code::kInternal, "unknown value kind");
 }
 
-Value from_ivalue(const c10::IValue& iv) {
+namespace {
+
+Value from_ivalue_at(const c10::IValue& iv, uint32_t depth) {
   if (iv.isNone()) return Value::none();
   if (iv.isBool()) return Value::of_bool(iv.toBool());
   if (iv.isInt()) return Value::of_int(iv.toInt());
@@ -115,16 +117,13 @@ Value from_ivalue(const c10::IValue& iv) {
     // DLPack carries no autograd state; the managed tensor keeps the storage.
     return Value::of_tensor(Tensor::adopt(to_dlpack(iv.toTensor().detach())));
   }
-  if (iv.isList() || iv.isTuple()) {
-    Value out = Value::container(iv.isList() ? ValueKind::kList : ValueKind::kTuple);
-    if (iv.isList()) {
-      for (const c10::IValue& item : iv.toListRef()) out.items.push_back(from_ivalue(item));
-    } else {
-      for (const c10::IValue& item : iv.toTupleRef().elements()) {
-        out.items.push_back(from_ivalue(item));
-      }
-    }
-    return out;
+  if (!iv.isList() && !iv.isTuple() && !iv.isGenericDict()) {
+    throw Error(Code::kUnsupportedType,
+                "a TorchScript result of type " + iv.tagKind() + " is not supported");
+  }
+  if (depth >= Value::kMaxDepth) {
+    throw Error(Code::kUnsupportedType, "result is nested more than " +
+                                            std::to_string(Value::kMaxDepth) + " deep");
   }
   if (iv.isGenericDict()) {
     Value out = Value::container(ValueKind::kDict);
@@ -134,13 +133,23 @@ Value from_ivalue(const c10::IValue& iv) {
                                                 entry.key().tagKind() +
                                                 " is not supported (keys must be str)");
       }
-      out.keys.push_back(entry.key().toStringRef());
-      out.items.push_back(from_ivalue(entry.value()));
+      out.put(entry.key().toStringRef(), from_ivalue_at(entry.value(), depth + 1));
     }
     return out;
   }
-  throw Error(Code::kUnsupportedType,
-              "a TorchScript result of type " + iv.tagKind() + " is not supported");
+  Value out = Value::container(iv.isList() ? ValueKind::kList : ValueKind::kTuple);
+  if (iv.isList()) {
+    for (const c10::IValue& item : iv.toListRef()) out.append(from_ivalue_at(item, depth + 1));
+  } else {
+    for (const c10::IValue& item : iv.toTupleRef().elements()) {
+      out.append(from_ivalue_at(item, depth + 1));
+    }
+  }
+  return out;
 }
+
+}  // namespace
+
+Value from_ivalue(const c10::IValue& iv) { return from_ivalue_at(iv, 0); }
 
 }  // namespace manypy

@@ -46,6 +46,9 @@ int package_record_for_interpreter(uint64_t package_id, const char* record, uint
     }
     *out = archive->record_view(record, nbytes);
     return MPI_OK;
+  } catch (const Error& e) {
+    copy_message(e.message(), error, error_size);
+    return static_cast<int>(e.code());
   } catch (const std::exception& e) {
     copy_message(e.what(), error, error_size);
     return MPI_ERR_INTERNAL;
@@ -54,6 +57,8 @@ int package_record_for_interpreter(uint64_t package_id, const char* record, uint
 
 Package::Package(std::shared_ptr<Pool> pool, std::shared_ptr<Archive> archive)
     : id_(g_next_id.fetch_add(1)), pool_(std::move(pool)), archive_(std::move(archive)) {
+  // Before anything of the archive reaches an interpreter.
+  pool_->trust().check(*archive_);
   if (!archive_->has_record(".data/extern_modules")) {
     throw Error(Code::kNotAPackage,
                 archive_->origin() +

@@ -13,7 +13,7 @@ Pool::Lease::~Lease() {
   }
 }
 
-Pool::Pool(const PoolOptions& options) : mode_(options.thread_mode) {
+Pool::Pool(const PoolOptions& options) : mode_(options.thread_mode), trust_(options.trust) {
   if (options.lease.intra_op_threads < 1) {
     throw Error(Code::kInvalidArgument, "intra-op threads must be >= 1, not " +
                                             std::to_string(options.lease.intra_op_threads));

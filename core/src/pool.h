@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "archive_trust.h"
 #include "interpreter.h"
 
 namespace manypy {
@@ -17,6 +18,7 @@ struct PoolOptions {
   size_t interpreters = 1;
   LeaseSettings lease;
   ThreadMode thread_mode = ThreadMode::kDirect;
+  ArchiveTrust trust;
 };
 
 class Pool {
@@ -36,6 +38,8 @@ class Pool {
   Value eval(int interpreter, const std::string& expression);
 
   ThreadMode mode() const { return mode_; }
+  // Which archives packages of this pool may come from.
+  const ArchiveTrust& trust() const { return trust_; }
 
   // Runs fn(Interpreter&) on interpreter `interpreter` of the pool (or a free
   // or least loaded one for kAnyInterpreter), holding a unit of its load. An
@@ -77,6 +81,7 @@ class Pool {
   size_t index_of(const Slot& slot) const;
 
   ThreadMode mode_;
+  ArchiveTrust trust_;
   std::vector<std::unique_ptr<Slot>> slots_;
   std::atomic<unsigned> next_{0};
   std::mutex idle_mu_;

@@ -62,7 +62,9 @@ Profiler::~Profiler() {
 void Profiler::record(const mph_op_event& e) {
   const int64_t duration = e.end_ns - e.start_ns;
   std::lock_guard<std::mutex> lock(mu_);
-  Stats& s = stats_[{e.model_id, e.name}];
+  auto it = stats_.find(KeyView(e.model_id, e.name));
+  if (it == stats_.end()) it = stats_.emplace(Key(e.model_id, e.name), Stats()).first;
+  Stats& s = it->second;
   s.count++;
   s.total_ns += duration;
   if (s.samples.size() < kSamplesPerKey) {
@@ -71,9 +73,16 @@ void Profiler::record(const mph_op_event& e) {
     s.samples[s.next] = duration;
     s.next = (s.next + 1) % kSamplesPerKey;
   }
-  if (trace_.size() == kTraceEvents) trace_.pop_front();
-  trace_.push_back(
-      {e.name, e.model_id, e.request_id, e.thread_id, e.interpreter, e.start_ns, e.end_ns});
+  if (trace_.size() < kTraceEvents) trace_.emplace_back();
+  TraceEvent& t = trace_[trace_next_];
+  trace_next_ = (trace_next_ + 1) % kTraceEvents;
+  t.name.assign(e.name);
+  t.model_id.assign(e.model_id);
+  t.request_id.assign(e.request_id);
+  t.thread_id = e.thread_id;
+  t.interpreter = e.interpreter;
+  t.start_ns = e.start_ns;
+  t.end_ns = e.end_ns;
 }
 
 std::vector<Profiler::Entry> Profiler::snapshot() const {
@@ -114,8 +123,9 @@ std::string Profiler::chrome_trace_json() const {
   {
     std::lock_guard<std::mutex> lock(mu_);
     out.reserve(out.size() + trace_.size() * 256);
-    bool first = true;
-    for (const TraceEvent& t : trace_) {
+    // Oldest first: from the next slot to overwrite, around the ring.
+    for (size_t k = 0; k < trace_.size(); ++k) {
+      const TraceEvent& t = trace_[(trace_next_ + k) % trace_.size()];
       const nlohmann::json event = {{"name", t.name},
                                     {"cat", "operator"},
                                     {"ph", "X"},
@@ -127,8 +137,7 @@ std::string Profiler::chrome_trace_json() const {
                                      {{"model_id", t.model_id},
                                       {"request_id", t.request_id},
                                       {"interpreter", t.interpreter}}}};
-      if (!first) out += ',';
-      first = false;
+      if (k > 0) out += ',';
       // Invalid UTF-8 in a name is replaced rather than failing the export.
       out += event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     }

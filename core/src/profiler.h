@@ -4,10 +4,11 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -51,12 +52,26 @@ class Profiler {
     int32_t interpreter;
     int64_t start_ns, end_ns;
   };
+  // (model id, operator). Looked up by string_views, so recording an event
+  // allocates nothing once its pair has been seen.
+  using Key = std::pair<std::string, std::string>;
+  using KeyView = std::pair<std::string_view, std::string_view>;
+  struct KeyLess {
+    using is_transparent = void;
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const {
+      return std::tie(a.first, a.second) < std::tie(b.first, b.second);
+    }
+  };
   void record(const mph_op_event& event);
 
   uint64_t registration_ = 0;
   mutable std::mutex mu_;
-  std::map<std::pair<std::string, std::string>, Stats> stats_;
-  std::deque<TraceEvent> trace_;
+  std::map<Key, Stats, KeyLess> stats_;
+  // A ring of the latest events: slots (and their strings' buffers) are
+  // reused, so a full ring allocates nothing more.
+  std::vector<TraceEvent> trace_;
+  size_t trace_next_ = 0;
 };
 
 }  // namespace manypy

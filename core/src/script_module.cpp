@@ -2,8 +2,6 @@
 
 #include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
-#include <caffe2/serialize/in_memory_adapter.h>
-#include <sys/stat.h>
 #include <torch/script.h>
 
 #include <cctype>
@@ -24,12 +22,8 @@ struct ScriptModule::Impl {
 
 namespace {
 
-Error load_error(const std::string& origin, const c10::Error& e) {
-  std::string why = e.what_without_backtrace();
-  why = why.substr(0, why.find('\n'));
-  if (why.find("central directory") != std::string::npos) {
-    return Error(Code::kBadArchive, origin + " is not a zip archive, or is truncated (" + why + ")");
-  }
+Error load_error(const std::string& origin, const std::string& text) {
+  std::string why = text.substr(0, text.find('\n'));
   if (why.find("supported version") != std::string::npos) {
     return Error(Code::kUnsupportedVersion,
                  origin + " has an archive format this libtorch cannot read: " + why);
@@ -68,31 +62,32 @@ Error script_error(const std::string& method, const std::string& text) {
 ScriptModule::ScriptModule(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 ScriptModule::~ScriptModule() = default;
 
-std::unique_ptr<ScriptModule> ScriptModule::load_file(const std::string& path) {
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0) throw Error(Code::kNotFound, "cannot open " + path + ": no such file");
+// Both loads go through the archive reader every path shares: libzip checks
+// the structure first, and libtorch reads through a bounded adapter.
+std::unique_ptr<ScriptModule> ScriptModule::load(const Archive& archive) {
   auto impl = std::make_unique<Impl>();
   try {
-    impl->module = torch::jit::load(path);
+    impl->module = torch::jit::load(archive.read_adapter());
   } catch (const c10::Error& e) {
-    throw load_error(path, e);
+    throw load_error(archive.origin(), e.what_without_backtrace());
+  } catch (const std::bad_alloc&) {
+    throw;
+  } catch (const std::exception& e) {
+    // TorchScript's parser and deserializer also throw plain standard
+    // exceptions (std::out_of_range from vector::at) on corrupt code.
+    throw load_error(archive.origin(), e.what());
   }
   impl->module.eval();
   api_usage::log("manypy.script.load");
   return std::unique_ptr<ScriptModule>(new ScriptModule(std::move(impl)));
 }
 
+std::unique_ptr<ScriptModule> ScriptModule::load_file(const std::string& path) {
+  return load(*Archive::open_file(path));
+}
+
 std::unique_ptr<ScriptModule> ScriptModule::load_bytes(const void* data, size_t size) {
-  auto impl = std::make_unique<Impl>();
-  try {
-    impl->module = torch::jit::load(
-        std::make_shared<caffe2::serialize::MemoryReadAdapter>(data, static_cast<off_t>(size)));
-  } catch (const c10::Error& e) {
-    throw load_error("<bytes>", e);
-  }
-  impl->module.eval();
-  api_usage::log("manypy.script.load");
-  return std::unique_ptr<ScriptModule>(new ScriptModule(std::move(impl)));
+  return load(*Archive::from_bytes(data, size));
 }
 
 Value ScriptModule::call(const std::string* method, const Value* args, const Value* kwargs,

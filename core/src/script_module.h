@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "archive.h"
 #include "call_options.h"
 #include "value.h"
 
@@ -12,7 +13,8 @@ namespace manypy {
 
 class ScriptModule {
  public:
-  // Throws Error: kNotFound, kBadArchive, kUnsupportedVersion.
+  // Throws Error: kInvalidArgument (empty path), kNotFound, kBadArchive,
+  // kUnsupportedVersion, kNotAPackage.
   static std::unique_ptr<ScriptModule> load_file(const std::string& path);
   static std::unique_ptr<ScriptModule> load_bytes(const void* data, size_t size);
   ~ScriptModule();
@@ -30,6 +32,7 @@ class ScriptModule {
  private:
   struct Impl;
   explicit ScriptModule(std::unique_ptr<Impl> impl);
+  static std::unique_ptr<ScriptModule> load(const Archive& archive);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -64,6 +64,13 @@ class StableVector {
   }
   T& push_back(T item) { return emplace_back(std::move(item)); }
 
+  // Moves every element's allocation to the end of `out`, leaving this
+  // empty: how a value tree is freed without recursion.
+  void move_into(std::vector<std::unique_ptr<T>>& out) {
+    for (auto& slot : slots_) out.push_back(std::move(slot));
+    slots_.clear();
+  }
+
   iterator begin() { return iterator(slots_.begin()); }
   iterator end() { return iterator(slots_.end()); }
   const_iterator begin() const { return const_iterator(slots_.begin()); }

@@ -1,5 +1,8 @@
 #include "tensor.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -150,6 +153,53 @@ std::shared_ptr<Tensor> Tensor::adopt(DLManagedTensor* managed) {
   if (managed == nullptr) throw Error(Code::kInvalidArgument, "tensor must not be NULL");
   try {
     check_layout(managed->dl_tensor);
+  } catch (...) {
+    if (managed->deleter) managed->deleter(managed);
+    throw;
+  }
+  return std::shared_ptr<Tensor>(new Tensor(managed));
+}
+
+namespace {
+
+// Whether [lo, hi) is mapped memory. msync(MS_ASYNC) does nothing on Linux
+// but check the range: it fails with ENOMEM for any unmapped page in it.
+bool mapped(uintptr_t lo, uintptr_t hi) {
+  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t start = lo & ~(page - 1);
+  return msync(reinterpret_cast<void*>(start), hi - start, MS_ASYNC) == 0;
+}
+
+// The caller's DLManagedTensor: its memory is only as good as its word, so
+// check what can be checked without a size (as from_buffer has).
+void check_caller_memory(const DLTensor& t) {
+  int64_t lowest = 0, highest = 0;
+  if (!extent(t.ndim, t.shape, t.strides, t.dtype.bits / 8, &lowest, &highest)) return;
+  if (t.data == nullptr) {
+    throw Error(Code::kBadTensor, "tensor data is NULL but its shape has elements");
+  }
+  const __int128 base = static_cast<__int128>(reinterpret_cast<uintptr_t>(t.data)) +
+                        static_cast<__int128>(t.byte_offset);
+  const __int128 lo = base + lowest, hi = base + highest;
+  if (lo <= 0 || hi > static_cast<__int128>(UINTPTR_MAX)) {
+    throw Error(Code::kBadTensor, "tensor data + byte_offset " + std::to_string(t.byte_offset) +
+                                      " addresses memory beyond the address space");
+  }
+  if (!mapped(static_cast<uintptr_t>(lo), static_cast<uintptr_t>(hi))) {
+    throw Error(Code::kBadTensor,
+                "tensor memory is not mapped: data + byte_offset " +
+                    std::to_string(t.byte_offset) + " + the layout's " +
+                    std::to_string(highest - lowest) + " bytes reach outside this process's memory");
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<Tensor> Tensor::adopt_caller(DLManagedTensor* managed) {
+  if (managed == nullptr) throw Error(Code::kInvalidArgument, "tensor must not be NULL");
+  try {
+    check_layout(managed->dl_tensor);
+    check_caller_memory(managed->dl_tensor);
   } catch (...) {
     if (managed->deleter) managed->deleter(managed);
     throw;

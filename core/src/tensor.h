@@ -22,6 +22,10 @@ class Tensor {
   // Checks device, dtype and shape first; on failure runs the deleter at
   // once and throws Error(kBadTensor).
   static std::shared_ptr<Tensor> adopt(DLManagedTensor* managed);
+  // The same for a tensor from a caller, which is checked further: data is
+  // not NULL when there are elements, and every byte the layout addresses
+  // (data + byte_offset + strides) is memory mapped in this process.
+  static std::shared_ptr<Tensor> adopt_caller(DLManagedTensor* managed);
 
   // Over a caller's buffer, borrowed (release runs when the Tensor dies) or
   // copied into a new C-contiguous buffer (release runs before returning).

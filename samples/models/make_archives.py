@@ -13,6 +13,7 @@ archive is for.
 import argparse
 import json
 import os
+import pickle
 import shutil
 import struct
 import sys
@@ -295,6 +296,87 @@ def make_malformed(identity_name):
     check(load_error(name) is not None, f"{name} loaded")
 
 
+def rewrite_zip(src_name, name, transform, purpose):
+    """Copies archive SRC_NAME to NAME record by record, with zipfile:
+    transform(record name, data) returns (data, zipfile compression) for
+    each.  zipfile does not keep torch's 64-byte data alignment, which none
+    of these archives gets far enough to need."""
+    with zipfile.ZipFile(path(src_name)) as zin, \
+            zipfile.ZipFile(path(name), "w", zipfile.ZIP_STORED) as zout:
+        for info in zin.infolist():
+            data, compression = transform(info.filename, zin.read(info))
+            zout.writestr(zipfile.ZipInfo(info.filename, info.date_time), data,
+                          compress_type=compression)
+    record(name, purpose)
+
+
+def make_malformed_records(heavy_name, identity_name, script_name):
+    """Archives whose zip structure is sound but whose records are not."""
+    first_storage = []
+
+    def short_storage(name, data):
+        if name.endswith(".storage") and not first_storage:
+            first_storage.append(name)
+            return b"", zipfile.ZIP_STORED
+        return data, zipfile.ZIP_STORED
+
+    rewrite_zip(heavy_name, "malformed/short_storage.pt", short_storage,
+                "malformed: python_heavy.pt with its first storage record emptied")
+    
+    def deflated_storages(name, data):
+        return data, zipfile.ZIP_DEFLATED if name.endswith(".storage") else zipfile.ZIP_STORED
+
+    rewrite_zip(heavy_name, "malformed/deflated_storage.pt", deflated_storages,
+                "malformed: python_heavy.pt with its storage records deflated")
+
+    def huge_version(name, data):
+        return (b"99999999999999999999999\n" if name.endswith("/.data/version") else data,
+                zipfile.ZIP_STORED)
+
+    rewrite_zip(identity_name, "malformed/huge_version.pt", huge_version,
+                "malformed: identity.pt with a .data/version beyond 64 bits")
+
+    def bad_source(name, data):
+        return (b"\xff\xfe not UTF-8 \x80\n" if name.endswith("/identity.py") else data,
+                zipfile.ZIP_STORED)
+
+    rewrite_zip(identity_name, "malformed/bad_source.pt", bad_source,
+                "malformed: identity.pt whose packaged source is not UTF-8")
+    check(isinstance(load_error("malformed/bad_source.pt"), (UnicodeDecodeError, SyntaxError)),
+          "bad_source.pt: expected a decoding error from torch.package")
+
+    def bad_code(name, data):
+        if name.endswith(".py") and "/code/" in name:
+            return b"def forward(self, x:\n  return )))\n", zipfile.ZIP_STORED
+        return data, zipfile.ZIP_STORED
+
+    rewrite_zip(script_name, "malformed/bad_script.pt", bad_code,
+                "malformed: loop_script.pt whose TorchScript code does not parse")
+
+    # runs_code.pt: a pickle is a program. This one calls builtins.exec, which
+    # torch.package always allows, to write the file $MANYPY_MARKER names.
+    # It shows what a trusted-archive allow-list is for (docs/security.md).
+    class RunsCode:
+        def __reduce__(self):
+            return (exec, ("import os, pathlib\n"
+                           "m = os.environ.get('MANYPY_MARKER')\n"
+                           "m and pathlib.Path(m).write_text('the pickle ran')\n",))
+
+    payload = pickle.dumps(RunsCode(), protocol=3)
+    rewrite_zip(identity_name, "malformed/runs_code.pt",
+                lambda name, data: (payload if name.endswith("/model/model.pkl") else data,
+                                    zipfile.ZIP_STORED),
+                "malformed: identity.pt whose pickle runs code (writes $MANYPY_MARKER)")
+    marker = os.path.join(tempfile.mkdtemp(prefix="manypy-marker-"), "ran")
+    os.environ["MANYPY_MARKER"] = marker
+    try:
+        load_error("malformed/runs_code.pt")
+        check(os.path.exists(marker), "runs_code.pt: its pickle did not run")
+    finally:
+        del os.environ["MANYPY_MARKER"]
+        shutil.rmtree(os.path.dirname(marker))
+
+
 def main():
     global OUT
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -397,6 +479,7 @@ def main():
 
     # malformed -----------------------------------------------------------
     make_malformed("identity.pt")
+    make_malformed_records("python_heavy.pt", "identity.pt", "loop_script.pt")
 
     MANIFEST.append({"file": "manifest.json", "bytes": None,
                      "purpose": "this list of files and their purposes"})

@@ -64,7 +64,10 @@ static void test_code_names(void** state) {
   assert_int_equal(MANYPY_ERR_DEADLINE_EXCEEDED, 19);
   assert_int_equal(MANYPY_ERR_CANCELLED, 20);
   /* Values this version does not know. */
-  assert_string_equal(manypy_code_name((manypy_code)21), "MANYPY_UNKNOWN");
+  assert_string_equal(manypy_code_name(MANYPY_ERR_UNTRUSTED_ARCHIVE),
+                      "MANYPY_ERR_UNTRUSTED_ARCHIVE");
+  assert_int_equal(MANYPY_ERR_UNTRUSTED_ARCHIVE, 21);
+  assert_string_equal(manypy_code_name((manypy_code)22), "MANYPY_UNKNOWN");
   assert_string_equal(manypy_code_name((manypy_code)999), "MANYPY_UNKNOWN");
 }
 

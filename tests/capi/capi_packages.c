@@ -362,7 +362,7 @@ static void test_python_type_when_python_raised(void** state) {
        manypy_package_load_pickle(extern_package, "model", "model.pkl", &object),
        MANYPY_ERR_MODULE_NOT_FOUND, "ModuleNotFoundError"},
       {"corrupt record", manypy_package_load_pickle(corrupt, "model", "model.pkl", &object),
-       MANYPY_ERR_BAD_ARCHIVE, "zipfile.BadZipFile"},
+       MANYPY_ERR_BAD_ARCHIVE, "manypy.ArchiveError"},
       {"missing method", manypy_object_call(identity, "nope", NULL, NULL, NULL, &value),
        MANYPY_ERR_NO_SUCH_NAME, "AttributeError"},
       {"missing attribute", manypy_object_getattr(identity, "nope", NULL, &value),

@@ -25,6 +25,7 @@ public enum ErrorCode {
   NO_SUCH_NAME(ManypyNativeConstants.MANYPY_ERR_NO_SUCH_NAME),
   DEADLINE_EXCEEDED(ManypyNativeConstants.MANYPY_ERR_DEADLINE_EXCEEDED),
   CANCELLED(ManypyNativeConstants.MANYPY_ERR_CANCELLED),
+  UNTRUSTED_ARCHIVE(ManypyNativeConstants.MANYPY_ERR_UNTRUSTED_ARCHIVE),
   /** A code newer than this binding. */
   UNKNOWN(-1);
 

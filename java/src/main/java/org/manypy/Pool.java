@@ -48,6 +48,11 @@ public final class Pool extends NativeResource {
       }
       Status.check(ManypyNative.manypy_pool_options_set_intra_op_threads(native_, options.intraOpThreads));
       Status.check(ManypyNative.manypy_pool_options_set_thread_mode(native_, options.threadMode.value));
+      for (String digest : options.trustedSha256) {
+        Status.check(ManypyNative.manypy_pool_options_add_trusted_sha256(native_, digest));
+      }
+      Status.check(ManypyNative.manypy_pool_options_set_allow_process_exit(
+          native_, options.allowProcessExit ? 1 : 0));
       return createWithRetries(native_);
     } finally {
       ManypyNative.manypy_pool_options_free(native_);

@@ -13,6 +13,8 @@ public final class PoolOptions {
   final List<String> sysPath = new ArrayList<>();
   int intraOpThreads = 1;
   ThreadMode threadMode = ThreadMode.DIRECT;
+  final List<String> trustedSha256 = new ArrayList<>();
+  boolean allowProcessExit = false;
 
   /** Number of interpreters, 1 to {@link Manypy#maxInterpreters()}. */
   public PoolOptions interpreters(int count) {
@@ -34,6 +36,26 @@ public final class PoolOptions {
 
   public PoolOptions threadMode(ThreadMode mode) {
     this.threadMode = mode;
+    return this;
+  }
+
+  /**
+   * Trusts archives with this SHA-256 digest (64 hex digits, as {@code sha256sum} prints it).
+   * Once any digest is given, packages of other archives fail with
+   * {@link UntrustedArchiveException} before any of their code runs (loading a package runs
+   * its pickles, which are code: docs/security.md).
+   */
+  public PoolOptions trustSha256(String hexDigest) {
+    trustedSha256.add(hexDigest);
+    return this;
+  }
+
+  /**
+   * Whether os._exit and os.abort in the pool's interpreters end the JVM (true) or raise
+   * manypy.ProcessExitRefused (false, the default).
+   */
+  public PoolOptions allowProcessExit(boolean allow) {
+    this.allowProcessExit = allow;
     return this;
   }
 }

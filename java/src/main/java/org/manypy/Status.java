@@ -46,6 +46,7 @@ final class Status {
       case NO_SUCH_NAME: return new NoSuchNameException(code, message, type, traceback);
       case DEADLINE_EXCEEDED: return new DeadlineExceededException(code, message, type, traceback);
       case CANCELLED: return new CancelledException(code, message, type, traceback);
+      case UNTRUSTED_ARCHIVE: return new UntrustedArchiveException(code, message, type, traceback);
       default: return new ManypyException(code, message, type, traceback);
     }
   }

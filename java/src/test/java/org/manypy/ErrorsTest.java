@@ -61,7 +61,8 @@ class ErrorsTest {
         Map.entry(ErrorCode.BAD_TENSOR, BadTensorException.class),
         Map.entry(ErrorCode.NO_SUCH_NAME, NoSuchNameException.class),
         Map.entry(ErrorCode.DEADLINE_EXCEEDED, DeadlineExceededException.class),
-        Map.entry(ErrorCode.CANCELLED, CancelledException.class));
+        Map.entry(ErrorCode.CANCELLED, CancelledException.class),
+        Map.entry(ErrorCode.UNTRUSTED_ARCHIVE, UntrustedArchiveException.class));
     for (ErrorCode code : ErrorCode.values()) {
       if (code == ErrorCode.OK || code == ErrorCode.UNKNOWN) continue;
       ManypyException e = Status.of(code, "m", "", "");

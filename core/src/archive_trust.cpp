@@ -1,0 +1,58 @@
+#include "archive_trust.h"
+
+#include <openssl/evp.h>
+
+#include "archive.h"
+#include "error.h"
+
+namespace manypy {
+
+Sha256 sha256(const void* data, size_t size) {
+  Sha256 digest{};
+  unsigned int length = 0;
+  if (EVP_Digest(data, size, digest.data(), &length, EVP_sha256(), nullptr) != 1 ||
+      length != digest.size()) {
+    throw Error(Code::kInternal, "OpenSSL could not compute a SHA-256 digest");
+  }
+  return digest;
+}
+
+std::string hex(const Sha256& digest) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string text;
+  for (uint8_t byte : digest) {
+    text += kDigits[byte >> 4];
+    text += kDigits[byte & 15];
+  }
+  return text;
+}
+
+bool parse_sha256(const std::string& text, Sha256* out) {
+  if (text.size() != 64) return false;
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  for (size_t k = 0; k < 32; ++k) {
+    int hi = nibble(text[2 * k]), lo = nibble(text[2 * k + 1]);
+    if (hi < 0 || lo < 0) return false;
+    (*out)[k] = static_cast<uint8_t>(hi << 4 | lo);
+  }
+  return true;
+}
+
+void ArchiveTrust::check(const Archive& archive) const {
+  if (!active()) return;
+  const Sha256 digest = sha256(archive.data(), archive.size());
+  if (digests.count(digest)) return;
+  if (verifier != nullptr && (*verifier)(digest, archive.origin())) return;
+  throw Error(Code::kUntrustedArchive,
+              archive.origin() + " has SHA-256 " + hex(digest) +
+                  ", which this pool does not trust (not on its allow-list" +
+                  (verifier ? ", and refused by its verifier)" : ")") +
+                  "; nothing of it was run");
+}
+
+}  // namespace manypy

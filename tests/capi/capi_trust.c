@@ -1,0 +1,197 @@
+/*
+ * Trusted archives and the process-exit guard. runs_code.pt's pickle writes
+ * the file $MANYPY_MARKER names when it is unpickled: a pool that does not
+ * trust it refuses it and the marker never appears; a pool with no
+ * allow-list runs it (what the allow-list is for). Code calling os._exit
+ * raises instead of ending the host; a pool that allows it (in a child
+ * process) does end with the status.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "capi_test_support.h"
+
+static char g_marker[64];
+static const char* g_self;
+
+/* sha256sum of an archive, as the allow-list takes it. */
+static void sha256_of(const char* path, char out[65]) {
+  char command[4200];
+  snprintf(command, sizeof command, "sha256sum '%s'", path);
+  FILE* p = popen(command, "r");
+  assert_non_null(p);
+  assert_non_null(fgets(out, 65, p));
+  pclose(p);
+  assert_int_equal(strlen(out), 64);
+}
+
+static int marker_exists(void) { return access(g_marker, F_OK) == 0; }
+
+static manypy_pool* pool_with(manypy_pool_options* options) {
+  manypy_pool* pool = NULL;
+  ASSERT_OK(manypy_pool_create(options, &pool));
+  manypy_pool_options_free(options);
+  return pool;
+}
+
+static void test_allow_list_refuses_before_anything_runs(void** state) {
+  (void)state;
+  char identity_digest[65], runs_code_digest[65];
+  sha256_of(ARCHIVE("identity.pt"), identity_digest);
+  sha256_of(ARCHIVE("malformed/runs_code.pt"), runs_code_digest);
+  manypy_pool_options* options = manypy_pool_options_new();
+  ASSERT_OK(manypy_pool_options_add_trusted_sha256(options, identity_digest));
+  manypy_pool* pool = pool_with(options);
+
+  manypy_package* package = NULL;
+  manypy_status* s = EXPECT_CODE(
+      manypy_package_load_file(pool, ARCHIVE("malformed/runs_code.pt"), &package),
+      MANYPY_ERR_UNTRUSTED_ARCHIVE);
+  ASSERT_CONTAINS(manypy_status_message(s), runs_code_digest);
+  manypy_status_free(s);
+  size_t size = 0;
+  void* bytes = READ_WHOLE_FILE(ARCHIVE("malformed/runs_code.pt"), &size);
+  ASSERT_CODE(manypy_package_load_bytes(pool, bytes, size, &package),
+              MANYPY_ERR_UNTRUSTED_ARCHIVE);
+  free(bytes);
+  assert_null(package);
+  assert_false(marker_exists());
+  /* Reading its records runs nothing, trusted or not. */
+  manypy_value* files = NULL;
+  ASSERT_OK(manypy_archive_list_files(ARCHIVE("malformed/runs_code.pt"), &files));
+  manypy_value_free(files);
+
+  /* The trusted one loads and serves. */
+  package = LOAD_PACKAGE(pool, "identity.pt");
+  manypy_object* identity = LOAD_MODEL(package);
+  manypy_object_free(identity);
+  manypy_package_free(package);
+  manypy_pool_destroy(pool);
+  assert_false(marker_exists());
+}
+
+static int verify(const uint8_t* sha256, const char* origin, void* user_data) {
+  (void)sha256;
+  ++*(int*)user_data;
+  return strstr(origin, "identity.pt") != NULL;
+}
+
+static int g_verifier_data_freed;
+static void free_verifier_data(void* p) {
+  (void)p;
+  ++g_verifier_data_freed;
+}
+
+static void test_verifier(void** state) {
+  (void)state;
+  static int asked = 0;
+  g_verifier_data_freed = 0;
+  manypy_pool_options* options = manypy_pool_options_new();
+  ASSERT_OK(manypy_pool_options_set_archive_verifier(options, verify, &asked, free_verifier_data));
+  manypy_pool* pool = pool_with(options);  /* the pool still holds the verifier */
+  assert_int_equal(g_verifier_data_freed, 0);
+  manypy_package* package = NULL;
+  ASSERT_CODE(manypy_package_load_file(pool, ARCHIVE("malformed/runs_code.pt"), &package),
+              MANYPY_ERR_UNTRUSTED_ARCHIVE);
+  ASSERT_OK(manypy_package_load_file(pool, ARCHIVE("identity.pt"), &package));
+  assert_int_equal(asked, 2);
+  manypy_package_free(package);
+  manypy_pool_destroy(pool);
+  assert_int_equal(g_verifier_data_freed, 1);
+  assert_false(marker_exists());
+}
+
+static void test_bad_arguments(void** state) {
+  (void)state;
+  manypy_pool_options* options = manypy_pool_options_new();
+  ASSERT_INVALID_ARG(manypy_pool_options_add_trusted_sha256(options, "abc"),
+                     "manypy_pool_options_add_trusted_sha256", "hex_digest");
+  char not_hex[65];
+  memset(not_hex, 'g', 64);
+  not_hex[64] = '\0';
+  ASSERT_INVALID_ARG(manypy_pool_options_add_trusted_sha256(options, not_hex),
+                     "manypy_pool_options_add_trusted_sha256", "hex_digest");
+  ASSERT_INVALID_ARG(manypy_pool_options_set_allow_process_exit(options, 2),
+                     "manypy_pool_options_set_allow_process_exit", "allow");
+  g_verifier_data_freed = 0;
+  ASSERT_INVALID_ARG(manypy_pool_options_set_archive_verifier(NULL, verify, NULL,
+                                                              free_verifier_data),
+                     "manypy_pool_options_set_archive_verifier", "options");
+  assert_int_equal(g_verifier_data_freed, 1);  /* freed even on failure */
+  ASSERT_OK(manypy_pool_options_set_archive_verifier(options, verify, NULL, free_verifier_data));
+  ASSERT_OK(manypy_pool_options_set_archive_verifier(options, NULL, NULL, NULL));
+  assert_int_equal(g_verifier_data_freed, 2);  /* replaced: the old one freed */
+  manypy_pool_options_free(options);
+}
+
+/* Without an allow-list the pickle runs: what the allow-list protects. */
+static void test_without_allow_list_the_pickle_runs(void** state) {
+  (void)state;
+  manypy_pool* pool = pool_with(manypy_pool_options_new());
+  manypy_package* package = LOAD_PACKAGE(pool, "malformed/runs_code.pt");
+  manypy_object* object = NULL;
+  manypy_status* s = manypy_package_load_pickle(package, "model", "model.pkl", &object);
+  manypy_status_free(s); /* exec returns None: an object or not, the code ran */
+  manypy_object_free(object);
+  assert_true(marker_exists());
+  unlink(g_marker);
+  manypy_package_free(package);
+  manypy_pool_destroy(pool);
+}
+
+static void test_os_exit_raises(void** state) {
+  (void)state;
+  manypy_pool* pool = pool_with(manypy_pool_options_new());
+  manypy_status* s = EXPECT_CODE(manypy_pool_exec(pool, 0, "import os\nos._exit(3)"),
+                                 MANYPY_ERR_PYTHON);
+  assert_string_equal(manypy_status_python_type(s), "manypy.ProcessExitRefused");
+  ASSERT_CONTAINS(manypy_status_message(s), "os._exit(3) would end the host process");
+  manypy_status_free(s);
+  s = EXPECT_CODE(manypy_pool_exec(pool, 0, "import posix\nposix.abort()"), MANYPY_ERR_PYTHON);
+  manypy_status_free(s);
+  assert_int_equal(EVAL_INT64(pool, 0, "6 * 7"), 42);
+  manypy_pool_destroy(pool);
+}
+
+/* In a child: a pool that allows process exit ends with os._exit's status. */
+static int child_exit(void) {
+  manypy_pool_options* options = manypy_pool_options_new();
+  manypy_status* s = manypy_pool_options_set_allow_process_exit(options, 1);
+  manypy_pool* pool = NULL;
+  if (s == NULL) s = manypy_pool_create(options, &pool);
+  if (s == NULL) s = manypy_pool_exec(pool, 0, "import os\nos._exit(3)");
+  fprintf(stderr, "child: still running: %s\n", manypy_status_message(s));
+  return 1;
+}
+
+static void test_allowed_os_exit_ends_the_process(void** state) {
+  (void)state;
+  char command[4200];
+  snprintf(command, sizeof command, "'%s' --child-exit", g_self);
+  int status = system(command);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 3);
+}
+
+int main(int argc, char** argv) {
+  g_self = argv[0];
+  if (argc == 2 && strcmp(argv[1], "--child-exit") == 0) return child_exit();
+  snprintf(g_marker, sizeof g_marker, "/tmp/capi_trust_marker_%d", (int)getpid());
+  unlink(g_marker);
+  setenv("MANYPY_MARKER", g_marker, 1);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_allow_list_refuses_before_anything_runs),
+      cmocka_unit_test(test_verifier),
+      cmocka_unit_test(test_bad_arguments),
+      cmocka_unit_test(test_without_allow_list_the_pickle_runs),
+      cmocka_unit_test(test_os_exit_raises),
+      cmocka_unit_test(test_allowed_os_exit_ends_the_process),
+  };
+  int failed = cmocka_run_group_tests_name("capi_trust", tests, NULL, NULL);
+  unlink(g_marker);
+  return failed;
+}
