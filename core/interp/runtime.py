@@ -159,6 +159,8 @@ def lease_end(globals_dict):
     _allow_process_exit = False
     globals_dict.clear()
     _objects.clear()
+    for importer in _packages.values():
+        forget_package_sources(importer)
     _packages.clear()
     if _lease is not None:
         saved_path, saved_modules = _lease
@@ -185,6 +187,9 @@ def describe_exception(exc):
 
 
 # ---- packages and replicated objects -------------------------------------
+
+
+_read_counts = {}  # HostArchive.readinto's results, one int object per count
 
 
 class HostArchive(io.RawIOBase):
@@ -217,7 +222,10 @@ class HostArchive(io.RawIOBase):
         n = max(0, min(len(buffer), len(self._view) - self._pos))
         buffer[:n] = self._view[self._pos : self._pos + n]
         self._pos += n
-        return n
+        # torch 1.13's reader never releases what readinto returns (later
+        # torch does): each count above 256 was a new int object leaked, a
+        # few per package opened. Counts kept here cost nothing to leak.
+        return _read_counts.setdefault(n, n)
 
 
 class SharedStorageReader:
@@ -280,6 +288,24 @@ def package_open(package_id, view, fetch):
     _packages[package_id] = importer
 
 
+def forget_package_sources(importer):
+    """Drop linecache's entries for a package's modules as the package closes.
+
+    PackageImporter registers each module's source with linecache.lazycache
+    under the module's mangled file name ("<torch_package_N>.name.py"), and
+    the entry holds the importer's get_source: without this, every package
+    ever opened stayed alive in each interpreter that opened it (its
+    importer, modules, classes, functions and a reader over the host's
+    archive, which the host unmaps when the package is freed), about 20 KB
+    each for python_heavy.pt (docs/memory.md).
+    """
+    import linecache
+
+    for module in list(importer.modules.values()):
+        if getattr(module, "__loader__", None) is importer:
+            linecache.cache.pop(getattr(module, "__file__", None), None)
+
+
 def _is_archive_fault(exc):
     """Whether an exception from unpickling says the archive is bad: records
     that do not decode, compile or unpickle, or that torch's reader cannot
@@ -295,7 +321,9 @@ def _is_archive_fault(exc):
 
 
 def package_close(package_id):
-    _packages.pop(package_id, None)
+    importer = _packages.pop(package_id, None)
+    if importer is not None:
+        forget_package_sources(importer)
 
 
 def object_load(object_id, package_id, module, name):

@@ -2,6 +2,47 @@
 
 namespace manypy {
 
+namespace {
+
+// A tensor made by an interpreter, as the host holds it. Its deleter is the
+// namespace's torch, and can enter the interpreter: torch keeps the Python
+// object of a tensor that C++ still references, and when the last reference
+// goes (the host freeing a result) it drops that object under the GIL,
+// creating a Python thread state for the calling thread. That thread may
+// never have entered the namespace (a HANDOFF caller, a thread that only
+// frees values), so it is prepared first, as for any entry (key blocks and
+// ctype tables, docs/isolation.md hazards 1 and 9). Unprepared, the
+// namespace libc allocated the thread's key block, and the host libc freed
+// it when the thread exited: "double free or corruption", found by
+// tests/soak (HANDOFF, threads that call once and exit).
+struct NamespaceTensor {
+  DLManagedTensor managed{};
+  DLManagedTensor* inner = nullptr;
+  isolation::Namespace* ns = nullptr;
+};
+
+void delete_namespace_tensor(DLManagedTensor* managed) {
+  auto* t = static_cast<NamespaceTensor*>(managed->manager_ctx);
+  t->ns->prepare_thread();
+  t->inner->deleter(t->inner);
+  delete t;
+}
+
+// `inner`, with a deleter that prepares the thread. Throws std::bad_alloc,
+// leaving `inner` to the caller.
+DLManagedTensor* prepared_deleter(DLManagedTensor* inner, isolation::Namespace* ns) {
+  if (ns == nullptr || inner->deleter == nullptr) return inner;
+  auto* t = new NamespaceTensor();
+  t->managed.dl_tensor = inner->dl_tensor;  // shape and strides stay inner's
+  t->managed.manager_ctx = t;
+  t->managed.deleter = delete_namespace_tensor;
+  t->inner = inner;
+  t->ns = ns;
+  return &t->managed;
+}
+
+}  // namespace
+
 ArgTree::ArgTree(const Value& value) { build(value, root_); }
 
 ArgTree::~ArgTree() {
@@ -102,7 +143,7 @@ void Outcome::store(const mpi_value* v) {
     case ValueKind::kBytes: out.s.assign(v->s, v->len); break;
     case ValueKind::kTensor:
       // Adopt even if something fails later, so the deleter always runs.
-      out.tensor = Tensor::adopt(v->tensor);
+      out.tensor = Tensor::adopt(prepared_deleter(v->tensor, ns_));
       break;
     default: break;
   }

@@ -7,6 +7,7 @@
 
 #include "error.h"
 #include "interp_api.h"
+#include "isolation/namespace.h"
 #include "value.h"
 
 namespace manypy {
@@ -39,6 +40,11 @@ class ArgTree {
 // Receives one call's results and errors from the interpreter side.
 class Outcome {
  public:
+  // `ns`: the namespace of the interpreter the results come from. Its
+  // tensors' deleters run that namespace's code, which may enter the
+  // interpreter, so whatever thread frees one is prepared for it first.
+  explicit Outcome(isolation::Namespace* ns = nullptr) : ns_(ns) {}
+
   std::optional<Error> error;
 
   mpi_sink sink() {
@@ -58,6 +64,7 @@ class Outcome {
   static void on_key(void* ctx, const char* key, size_t length);
   static void on_end(void* ctx);
 
+  isolation::Namespace* ns_;
   Value root_;
   std::vector<Value*> open_;  // containers being filled, innermost last
   std::string pending_key_;   // a dict's key, until its value arrives

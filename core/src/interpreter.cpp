@@ -181,7 +181,7 @@ Value Interpreter::run(ThreadMode mode, const Call& call, CallStop* stop) {
     throw Error(Code::kInterpreterBroken, "interpreter " + std::to_string(slot_) +
                                               " failed to start and cannot run code");
   }
-  Outcome outcome;
+  Outcome outcome(ns_.get());
   if (stop) watchdog_.watch(*stop);
   struct Unwatch {
     Watchdog& watchdog;

@@ -7,7 +7,8 @@
  * exactly once by the time the caller freed its values. Half the threads
  * pin an interpreter, half let the pool choose. Then python_heavy.pt (kwargs,
  * dict results, real work) from 8 threads sharing one args value, checked
- * against the expected files. Last, the pool handle is destroyed while
+ * against the expected files. Then 300 HANDOFF threads that each make one
+ * python_heavy call and exit. Last, the pool handle is destroyed while
  * threads call an object and load objects from its package. Zero errors
  * allowed; run times are printed,
  * never asserted.
@@ -322,6 +323,55 @@ static void test_stress_python_heavy(void** state) {
   assert_int_equal(errors, 0);
 }
 
+/* ---- HANDOFF: threads that call once, free the result's tensors and exit -------- */
+
+/* Freeing a tensor an interpreter made runs that namespace's torch, which
+ * takes the interpreter's GIL (torch drops the tensor's Python object under
+ * it). So a thread must be prepared for the namespace first even in HANDOFF
+ * mode, where it never enters it to call. Unprepared, the namespace libc
+ * allocated the thread's pthread key block, the host libc freed it as the
+ * thread exited, and glibc aborted ("double free or corruption (out)"),
+ * within a few hundred threads (found by tests/soak's thread churn). */
+static void test_handoff_threads_free_results_and_exit(void** state) {
+  (void)state;
+  const int threads = 300;
+  g_heavy_input = READ_F32("python_heavy.input.bin", 4 * 64);
+  g_heavy_logits = READ_F32("python_heavy.expected.logits.bin", 4 * 10);
+  g_heavy_norm = READ_F32("python_heavy.expected.norm.bin", 4);
+  manypy_pool* pool = MAKE_POOL(2, MANYPY_THREAD_MODE_HANDOFF);
+  manypy_package* package = LOAD_PACKAGE(pool, "python_heavy.pt");
+  manypy_object* model = LOAD_MODEL(package);
+  const int64_t shape[2] = {4, 64};
+  manypy_value* items[1] = {F32_TENSOR(g_heavy_input, 2, shape)};
+  manypy_value* args = LIST_OF(1, items);
+  manypy_value* kwargs = capi_heavy_kwargs();
+  int errors = 0;
+  double t0 = capi_now();
+  for (int t = 0; t < threads; ++t) {
+    struct heavy_worker w;
+    memset(&w, 0, sizeof w);
+    w.model = model;
+    w.args = args;
+    w.kwargs = kwargs;
+    w.calls = 1;
+    pthread_t thread;
+    assert_int_equal(pthread_create(&thread, NULL, run_heavy_worker, &w), 0);
+    pthread_join(thread, NULL);
+    if (w.errors && errors++ == 0) fprintf(stderr, "  thread %d: %s\n", t, w.first_error);
+  }
+  fprintf(stderr, "  HANDOFF: %d threads, one python_heavy call each: %d errors in %.2f s\n",
+          threads, errors, capi_now() - t0);
+  manypy_value_free(kwargs);
+  manypy_value_free(args);
+  manypy_object_free(model);
+  manypy_package_free(package);
+  manypy_pool_destroy(pool);
+  free(g_heavy_input);
+  free(g_heavy_logits);
+  free(g_heavy_norm);
+  assert_int_equal(errors, 0);
+}
+
 /* ---- the pool handle goes while objects are being called and loaded ------------ */
 
 struct churn_worker {
@@ -423,6 +473,7 @@ int main(void) {
       cmocka_unit_test(test_stress_direct),
       cmocka_unit_test(test_stress_handoff),
       cmocka_unit_test(test_stress_python_heavy),
+      cmocka_unit_test(test_handoff_threads_free_results_and_exit),
       cmocka_unit_test(test_pool_handle_destroyed_during_calls),
   };
   int failed = cmocka_run_group_tests_name("capi_stress", tests, NULL, NULL);
