@@ -143,7 +143,13 @@ std::shared_ptr<caffe2::serialize::ReadAdapterInterface> Archive::read_adapter()
   return std::make_shared<BoundedReadAdapter>(shared_from_this(), data_, size_);
 }
 
-std::vector<std::string> Archive::records() const { return reader_->getAllRecords(); }
+std::vector<std::string> Archive::records() const {
+  try {
+    return reader_->getAllRecords();
+  } catch (const c10::Error& e) {  // e.g. a record outside the archive's folder
+    throw Error(Code::kBadArchive, origin_ + ": cannot list its records: " + torch_message(e));
+  }
+}
 
 Value Archive::records_value() const {
   Value list = Value::container(ValueKind::kList);
@@ -170,10 +176,17 @@ ExtraFiles extra_files_from(const Value* dict) {
   return files;
 }
 
-bool Archive::has_record(const std::string& name) const { return reader_->hasRecord(name); }
+bool Archive::has_record(const std::string& name) const {
+  try {
+    return reader_->hasRecord(name);
+  } catch (const c10::Error& e) {
+    throw Error(Code::kBadArchive,
+                origin_ + ": cannot look up record '" + name + "': " + torch_message(e));
+  }
+}
 
 std::string Archive::read(const std::string& name) const {
-  if (!reader_->hasRecord(name)) {
+  if (!has_record(name)) {
     throw Error(Code::kNoSuchName, origin_ + " has no record '" + name + "'");
   }
   try {
@@ -212,7 +225,7 @@ void Archive::save_copy(const std::string& path, const ExtraFiles& extra_files) 
 
 DLManagedTensor* Archive::record_view(const std::string& name, size_t nbytes) {
   const ZipEntry* entry = index_->find_record(name);
-  if (entry == nullptr || !reader_->hasRecord(name)) {
+  if (entry == nullptr || !has_record(name)) {
     throw Error(Code::kNoSuchName, origin_ + " has no record '" + name + "'");
   }
   // Storages are mapped in place: a compressed one would be read as its

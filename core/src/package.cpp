@@ -6,6 +6,7 @@
 
 #include "api_usage.h"
 #include "error.h"
+#include "pickle_check.h"
 
 namespace manypy {
 
@@ -57,8 +58,17 @@ int package_record_for_interpreter(uint64_t package_id, const char* record, uint
 
 Package::Package(std::shared_ptr<Pool> pool, std::shared_ptr<Archive> archive)
     : id_(g_next_id.fetch_add(1)), pool_(std::move(pool)), archive_(std::move(archive)) {
-  // Before anything of the archive reaches an interpreter.
-  pool_->trust().check(*archive_);
+  // Before anything of the archive reaches an interpreter. (Only the
+  // host-side fuzz target builds a package without a pool: it has no
+  // interpreter for the archive to reach.)
+  if (pool_) pool_->trust().check(*archive_);
+  // TorchScript modules inside the package are unpickled by libtorch's own
+  // unpickler in the interpreter, which trusts its input (pickle_check.h).
+  for (const std::string& name : archive_->records()) {
+    if (name.rfind(".data/ts_code/", 0) == 0 && is_torch_pickle_record(name)) {
+      check_pickle(archive_->read(name), archive_->origin() + ": " + name);
+    }
+  }
   if (!archive_->has_record(".data/extern_modules")) {
     throw Error(Code::kNotAPackage,
                 archive_->origin() +

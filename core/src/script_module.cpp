@@ -11,6 +11,7 @@
 #include "archive.h"
 #include "error.h"
 #include "ivalue_convert.h"
+#include "pickle_check.h"
 #include "op_callbacks.h"
 #include "script_stop.h"
 
@@ -65,6 +66,11 @@ ScriptModule::~ScriptModule() = default;
 // Both loads go through the archive reader every path shares: libzip checks
 // the structure first, and libtorch reads through a bounded adapter.
 std::unique_ptr<ScriptModule> ScriptModule::load(const Archive& archive) {
+  // libtorch's unpickler trusts its input: check every pickle it will read
+  // (some only when an error message needs source ranges) first.
+  for (const std::string& name : archive.records()) {
+    if (is_torch_pickle_record(name)) check_pickle(archive.read(name), archive.origin() + ": " + name);
+  }
   auto impl = std::make_unique<Impl>();
   try {
     impl->module = torch::jit::load(archive.read_adapter());

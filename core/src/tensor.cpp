@@ -60,13 +60,22 @@ const char* code_name(uint8_t code) {
 // layout addresses; false if the tensor has no elements. Throws on overflow.
 bool extent(int32_t ndim, const int64_t* shape, const int64_t* strides, int64_t itemsize,
             int64_t* lowest, int64_t* highest) {
+  // Every factor stays within +-2^63 and every partial sum is checked
+  // against int64 at once, so nothing here leaves __int128, whatever the
+  // caller's 64 dimensions hold.
+  constexpr __int128 kMax = std::numeric_limits<int64_t>::max();
+  const auto too_large = [] { return Error(Code::kBadTensor, "tensor is too large to address"); };
+  for (int32_t k = 0; k < ndim; ++k) {
+    if (shape[k] == 0) return false;
+  }
   __int128 lo = 0, hi = 0, contiguous = 1;
   for (int32_t k = ndim - 1; k >= 0; --k) {
-    if (shape[k] == 0) return false;
-    __int128 stride = strides ? strides[k] : contiguous;
-    __int128 span = (__int128)(shape[k] - 1) * stride;
+    const __int128 stride = strides ? strides[k] : contiguous;
+    const __int128 span = (__int128)(shape[k] - 1) * stride;
     if (span < 0) lo += span; else hi += span;
+    if (hi > kMax || lo < -kMax) throw too_large();
     contiguous *= shape[k];
+    if (contiguous > kMax) contiguous = kMax + 1;  // only a later span of 0 may follow
   }
   lo *= itemsize;
   hi = (hi + 1) * itemsize;
@@ -79,9 +88,13 @@ bool extent(int32_t ndim, const int64_t* shape, const int64_t* strides, int64_t 
 }
 
 void check_layout(const DLTensor& t) {
-  if (t.device.device_type != kDLCPU) {
-    throw Error(Code::kBadTensor, "tensor is on device type " +
-                                      std::to_string(t.device.device_type) +
+  // The caller's struct may hold any int there: read it as one (loading a
+  // value outside DLDeviceType's enumerators as the enum is undefined in C++).
+  int device_type;
+  static_assert(sizeof device_type == sizeof t.device.device_type, "DLDeviceType is an int");
+  std::memcpy(&device_type, &t.device.device_type, sizeof device_type);
+  if (device_type != kDLCPU) {
+    throw Error(Code::kBadTensor, "tensor is on device type " + std::to_string(device_type) +
                                       "; manypy accepts CPU tensors (kDLCPU = 1) only");
   }
   if (std::string why = unsupported_dtype_reason(t.dtype); !why.empty()) {
@@ -234,9 +247,16 @@ std::shared_ptr<Tensor> Tensor::from_buffer(void* data, size_t data_size, DLData
     }
     if (strides) ctx->strides.assign(strides, strides + ndim);
     if (copy) {
-      int64_t numel = 1;
-      for (int32_t k = 0; k < ndim; ++k) numel *= shape[k];
-      size_t bytes = (size_t)numel * (size_t)itemsize;
+      // Broadcast strides (0) let a small buffer describe more elements
+      // than memory holds: the copy's size is checked, not assumed.
+      int64_t numel = 1, total = 0;
+      for (int32_t k = 0; k < ndim; ++k) {
+        if (__builtin_mul_overflow(numel, shape[k], &numel)) numel = INT64_MAX;
+      }
+      if (__builtin_mul_overflow(numel, itemsize, &total) || total > INT64_MAX - 128) {
+        throw Error(Code::kBadTensor, "a copy of this layout would hold more than 2^63 bytes");
+      }
+      size_t bytes = (size_t)total;
       ctx->owned_data = std::aligned_alloc(64, ((bytes + 63) / 64) * 64 + 64);
       if (ctx->owned_data == nullptr) throw std::bad_alloc();
       if (numel > 0) {
@@ -281,13 +301,20 @@ DLManagedTensor* Tensor::share(const std::shared_ptr<Tensor>& tensor) {
   ctx->tensor = tensor;
   ctx->managed.dl_tensor = tensor->dl();  // shape/strides stay owned by `tensor`
   DLTensor& t = ctx->managed.dl_tensor;
-  // torch 1.13 ignores byte_offset: fold it into the pointer.
-  if (t.data != nullptr) t.data = static_cast<char*>(t.data) + t.byte_offset;
-  t.byte_offset = 0;
-  // An empty tensor may have no data, but torch never runs the deleter of a
-  // NULL data pointer: give it an address it will never read.
+  // An empty tensor may have no data (or any byte_offset: nothing checks
+  // the memory of no elements), but torch never runs the deleter of a NULL
+  // data pointer: give it an address it will never read.
   alignas(64) static char no_elements[64];
-  if (t.data == nullptr) t.data = no_elements;
+  bool empty = false;
+  for (int32_t k = 0; k < t.ndim; ++k) empty = empty || t.shape[k] == 0;
+  if (empty || t.data == nullptr) {
+    t.data = no_elements;
+  } else {
+    // torch 1.13 ignores byte_offset: fold it into the pointer (checked to
+    // stay inside the address space when the tensor was made).
+    t.data = static_cast<char*>(t.data) + t.byte_offset;
+  }
+  t.byte_offset = 0;
   ctx->managed.manager_ctx = ctx;
   ctx->managed.deleter = delete_share;
   return &ctx->managed;

@@ -353,6 +353,14 @@ def make_malformed_records(heavy_name, identity_name, script_name):
     rewrite_zip(script_name, "malformed/bad_script.pt", bad_code,
                 "malformed: loop_script.pt whose TorchScript code does not parse")
 
+    # bad_pickle_script.pt: constants.pkl is PROTO 2, BUILD, STOP. BUILD pops
+    # two items from an empty stack; libtorch's unpickler does not check and
+    # crashed the process (found by fuzz_script_load).
+    rewrite_zip(script_name, "malformed/bad_pickle_script.pt",
+                lambda name, data: (b"\x80\x02b." if name.endswith("/constants.pkl") else data,
+                                    zipfile.ZIP_STORED),
+                "malformed: loop_script.pt whose constants.pkl pops an empty stack")
+
     # runs_code.pt: a pickle is a program. This one calls builtins.exec, which
     # torch.package always allows, to write the file $MANYPY_MARKER names.
     # It shows what a trusted-archive allow-list is for (docs/security.md).
@@ -375,6 +383,24 @@ def make_malformed_records(heavy_name, identity_name, script_name):
     finally:
         del os.environ["MANYPY_MARKER"]
         shutil.rmtree(os.path.dirname(marker))
+
+
+def write_pickles():
+    """pickles/protocolN.pkl: one object written by Python's pickle at each
+    protocol, with what libtorch's pickles do not use (frames, memoize, sets,
+    bytes, shared references): the pickle check (core/src/pickle_check.h)
+    must accept every well-formed pickle, not only torch's."""
+    os.makedirs(path("pickles"), exist_ok=True)
+    shared = [1.5, "shared"]
+    obj = {"ints": [0, 1, -1, 255, 65536, 2**40, -2**70], "text": "é ünïcode",
+           "bytes": b"\x00\xff", "tuple": (1, (2, 3), ()), "set": {1, 2}, "none": None,
+           "bools": [True, False], "frozen": frozenset({"a"}), "shared": (shared, shared),
+           "nested": {"a": {"b": [{"c": 1.0}]}}, "big": "x" * 70000, "range": range(3)}
+    for protocol in range(6):
+        data = pickle.dumps(obj, protocol=protocol)
+        check(pickle.loads(data) == obj, f"pickle protocol {protocol} round trip")
+        write_bytes(f"pickles/protocol{protocol}.pkl", data,
+                    f"a Python pickle, protocol {protocol} (pickle check tests)")
 
 
 def main():
@@ -453,6 +479,9 @@ def main():
     check(torch.equal(loop(torch.zeros(2), 3), torch.full((2,), 3.0)), "loop: wrong result")
     torch.jit.save(loop, path("loop_script.pt"))
     record("loop_script.pt", "TorchScript of Loop: forward(x, n) adds 1 n times")
+
+    # pickles: one of each protocol, for the pickle check's tests ------------
+    write_pickles()
 
     # encoder: bool padding mask --------------------------------------------
     torch.manual_seed(0)

@@ -155,6 +155,13 @@ static void test_doctored_records(void** state) {
     fail_msg("bad_script.pt: %s", manypy_code_name(manypy_status_code(s)));
   }
   manypy_status_free(s);
+  /* A pickle that pops an empty stack: libtorch's unpickler crashed on it. */
+  s = EXPECT_CODE(manypy_script_load_file(ARCHIVE("malformed/bad_pickle_script.pt"), &module),
+                  MANYPY_ERR_BAD_ARCHIVE);
+  ASSERT_CONTAINS(manypy_status_message(s), "constants.pkl");
+  ASSERT_CONTAINS(manypy_status_message(s), "BUILD");
+  manypy_status_free(s);
+  assert_null(module);
   /* The interpreter still serves. */
   assert_int_equal(EVAL_INT64(g_pool, 0, "6 * 7"), 42);
 }

@@ -81,11 +81,12 @@ struct Layout {
   __int128 lo = 0, hi = 0;              // element offsets addressed
 };
 
-// Saturating at +-2^90, which no accepted layout reaches (their byte
-// extents fit int64): products of two such values, and sums of 64, stay far
-// inside __int128.
+// Saturating at +-2^63, just past int64, which no accepted layout reaches
+// (their byte extents fit int64): every product is of two saturated values
+// (at most 2^126) and every sum of a saturated value and one product, so
+// nothing leaves __int128.
 __int128 sat(__int128 v) {
-  const __int128 big = static_cast<__int128>(1) << 90;
+  const __int128 big = static_cast<__int128>(1) << 63;
   return v > big ? big : v < -big ? -big : v;
 }
 

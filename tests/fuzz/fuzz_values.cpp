@@ -359,7 +359,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         key = key.substr(0, key.find('\0'));
         const manypy_value* got = nullptr;
         manypy_code c = call(manypy_value_dict_get(v, key.c_str(), &got), "dict_get");
-        if (n->kind != MANYPY_VALUE_DICT) {
+        if (!utf8_ok(key)) {  // the key is checked before the value's kind
+          FUZZ_CHECK(c == MANYPY_ERR_INVALID_ARGUMENT && got == nullptr,
+                     "dict_get of a key that is not UTF-8");
+        } else if (n->kind != MANYPY_VALUE_DICT) {
           FUZZ_CHECK(c == MANYPY_ERR_WRONG_KIND, "dict_get of a non-dict");
         } else if (n->find(key) < 0) {
           FUZZ_CHECK(c == MANYPY_ERR_NO_SUCH_NAME && got == nullptr, "dict_get of a missing key");
