@@ -178,6 +178,11 @@ impl Args {
         check_library_version()?;
         Value::Tuple(values.to_vec()).to_c().map(Args)
     }
+
+    /// The C tuple, for calls through the raw API; valid while `self` is.
+    pub fn as_raw(&self) -> *const sys::manypy_value {
+        self.0.as_ptr()
+    }
 }
 
 /// Keyword arguments converted to a C dict once (see [`Args`]).
@@ -188,6 +193,11 @@ impl Kwargs {
     pub fn new<K: AsRef<str>>(entries: &[(K, Value)]) -> Result<Kwargs> {
         check_library_version()?;
         kwargs_to_c(entries).map(Kwargs)
+    }
+
+    /// The C dict, for calls through the raw API; valid while `self` is.
+    pub fn as_raw(&self) -> *const sys::manypy_value {
+        self.0.as_ptr()
     }
 }
 

@@ -44,6 +44,12 @@ impl Object {
         Ok(Object { raw, package })
     }
 
+    /// The C handle, for calls through the raw API ([`crate::sys`]). It is
+    /// valid while `self` is; do not free it.
+    pub fn as_raw(&self) -> *mut sys::manypy_object {
+        self.raw.as_ptr()
+    }
+
     /// The package the object came from.
     pub fn package(&self) -> &Package {
         &self.package
