@@ -156,3 +156,14 @@ fn bad_input_is_an_err_not_a_panic() {
     assert_eq!(i64::try_from(Value::from("x")).unwrap_err().code(), Code::WrongKind);
     assert_eq!(pool.exec(Some(0), "a\0b").unwrap_err().code(), Code::InvalidArgument);
 }
+
+#[cfg(feature = "ndarray")]
+#[test]
+fn strided_results_view_as_ndarray_in_place() {
+    let (pool, _) = echo();
+    let t = common::tensor_of(&pool.eval(Some(0), "torch.arange(6, dtype=torch.float32).reshape(2, 3).t()").unwrap());
+    let view = t.as_array::<f32>().unwrap();
+    assert_eq!(view.shape(), &[3, 2]);
+    assert_eq!(view[[2, 1]], 5.0);
+    assert_eq!(view.as_ptr() as *const u8, t.data_ptr(), "a view, not a copy");
+}
