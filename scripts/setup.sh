@@ -12,6 +12,8 @@ packages=(
   # The fuzz and sanitizer build (build-fuzz, docs/hardening.md): clang with
   # its sanitizer runtimes, libFuzzer, llvm-symbolizer for their reports.
   clang libclang-rt-14-dev libfuzzer-14-dev llvm-14
+  # The Rust binding's test that regenerates its bindings (bindgen loads libclang).
+  libclang1-14
 )
 
 missing=()

@@ -1,0 +1,243 @@
+//! rust_vs_c: the same libmanypy called from Rust (the safe crate) and from
+//! C (src/c_side.c), side by side in one process, in alternating rounds, so
+//! the ratios come from one run on one machine state.
+//!
+//!   A. Call overhead: identity.pt (forward(x) -> x) on a [2, 3] tensor, one
+//!      thread, p50 latency per call: C; Rust with prepared Args; Rust with
+//!      a `&[Value]` converted at each call. Target: Rust (prepared) p50 at
+//!      most 0.5 us above C's.
+//!   B. Throughput: python_heavy.pt from 2 threads on a pool of 2
+//!      interpreters. Target: Rust at least 0.95x C's calls/s.
+//!
+//! A benchmark, not a test: it prints figures and "meets"/"misses" and exits
+//! non-zero only when a call fails or an output is wrong.
+//!
+//! Usage: rust_vs_c [--archives DIR] [--calls N] [--seconds S] [--rounds R]
+//!   --calls N    identity calls per path (default 20000)
+//!   --seconds S  python_heavy seconds per path (default 4), split over the rounds
+//!   --rounds R   alternating rounds (default 4)
+use std::ffi::c_char;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use manypy::{sys, Args, Kwargs, Object, Pool, Tensor, Value};
+
+extern "C" {
+    fn bench_c_latencies(
+        object: *mut sys::manypy_object,
+        args: *const sys::manypy_value,
+        latencies: *mut i64,
+        n: usize,
+        error: *mut c_char,
+        error_size: usize,
+    ) -> i32;
+    fn bench_c_throughput(
+        object: *mut sys::manypy_object,
+        args: *const sys::manypy_value,
+        kwargs: *const sys::manypy_value,
+        threads: i32,
+        seconds: f64,
+        out_calls: *mut u64,
+        out_ns: *mut i64,
+        error: *mut c_char,
+        error_size: usize,
+    ) -> i32;
+}
+
+type Failure = Box<dyn std::error::Error>;
+
+fn c_error(buf: &[u8]) -> Failure {
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    format!("C side: {}", String::from_utf8_lossy(&buf[..end])).into()
+}
+
+fn read_f32(path: &Path) -> Result<Vec<f32>, Failure> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
+}
+
+fn c_latencies(object: &Object, args: &Args, n: usize) -> Result<Vec<i64>, Failure> {
+    let mut latencies = vec![0i64; n];
+    let mut error = [0u8; 512];
+    let rc = unsafe {
+        bench_c_latencies(object.as_raw(), args.as_raw(), latencies.as_mut_ptr(), n, error.as_mut_ptr().cast(), error.len())
+    };
+    if rc != 0 {
+        return Err(c_error(&error));
+    }
+    Ok(latencies)
+}
+
+fn rust_latencies(n: usize, mut call: impl FnMut() -> manypy::Result<Value>) -> Result<Vec<i64>, Failure> {
+    let mut latencies = Vec::with_capacity(n);
+    for _ in 0..n {
+        let start = Instant::now();
+        let out = call()?;
+        // Read the result as the C side does: the tensor's data.
+        std::hint::black_box(Tensor::try_from(out)?.data_ptr());
+        latencies.push(start.elapsed().as_nanos() as i64);
+    }
+    Ok(latencies)
+}
+
+fn p50_us(samples: &mut [i64]) -> f64 {
+    samples.sort_unstable();
+    samples[samples.len() / 2] as f64 / 1e3
+}
+
+fn c_throughput(object: &Object, args: &Args, kwargs: &Kwargs, seconds: f64) -> Result<(u64, f64), Failure> {
+    let (mut calls, mut ns) = (0u64, 0i64);
+    let mut error = [0u8; 512];
+    let rc = unsafe {
+        bench_c_throughput(object.as_raw(), args.as_raw(), kwargs.as_raw(), 2, seconds, &mut calls, &mut ns,
+                           error.as_mut_ptr().cast(), error.len())
+    };
+    if rc != 0 {
+        return Err(c_error(&error));
+    }
+    Ok((calls, ns as f64 / 1e9))
+}
+
+fn rust_throughput(object: &Object, args: &Args, kwargs: &Kwargs, seconds: f64) -> Result<(u64, f64), Failure> {
+    let stop = AtomicBool::new(false);
+    let start = Instant::now();
+    let counts: Vec<manypy::Result<u64>> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut calls = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        std::hint::black_box(object.call_with(None, args, kwargs, None)?);
+                        calls += 1;
+                    }
+                    Ok(calls)
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_secs_f64(seconds));
+        stop.store(true, Ordering::Relaxed);
+        workers.into_iter().map(|w| w.join().expect("a thread panicked")).collect()
+    });
+    let elapsed = start.elapsed().as_secs_f64();
+    let mut total = 0;
+    for c in counts {
+        total += c?;
+    }
+    Ok((total, elapsed))
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok { "meets" } else { "misses" }
+}
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("rust_vs_c: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<(), Failure> {
+    let mut archives = std::env::var_os("MANYPY_ARCHIVES").map(PathBuf::from).unwrap_or_default();
+    let (mut calls, mut seconds, mut rounds) = (20_000usize, 4.0f64, 4usize);
+    let mut argv = std::env::args().skip(1);
+    while let Some(flag) = argv.next() {
+        let v = argv.next().ok_or(format!("{flag} needs a value"))?;
+        match flag.as_str() {
+            "--archives" => archives = v.into(),
+            "--calls" => calls = v.parse()?,
+            "--seconds" => seconds = v.parse()?,
+            "--rounds" => rounds = v.parse()?,
+            _ => return Err(format!("unknown option {flag}").into()),
+        }
+    }
+    if archives.as_os_str().is_empty() {
+        return Err("give --archives DIR or set MANYPY_ARCHIVES".into());
+    }
+    let rounds = rounds.max(1);
+    println!("libmanypy {}, {} rounds, alternating C and Rust", manypy::library_version()?, rounds);
+
+    // ---- A: call overhead ------------------------------------------------
+    let pool1 = Pool::new(1)?;
+    let identity = pool1.load_package(archives.join("identity.pt"))?.load_pickle("model", "model.pkl")?;
+    let input = read_f32(&archives.join("identity.input.bin"))?;
+    let x = Tensor::from_vec(input.clone(), &[2, 3])?;
+    let values = [Value::from(&x)];
+    let args = Args::new(&values)?;
+    let out = identity.call(&args)?;
+    if Tensor::try_from(out)?.as_slice::<f32>()? != &input[..] {
+        return Err("identity.pt did not return its input".into());
+    }
+    let per_round = (calls / rounds).max(1);
+    // Warm-up: both paths, unmeasured.
+    c_latencies(&identity, &args, 1000)?;
+    rust_latencies(1000, || identity.call(&args))?;
+    let (mut c, mut prepared, mut converted) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..rounds {
+        // Alternate which path goes first, so neither always runs warmer.
+        if round % 2 == 0 {
+            c.extend(c_latencies(&identity, &args, per_round)?);
+            prepared.extend(rust_latencies(per_round, || identity.call(&args))?);
+            converted.extend(rust_latencies(per_round, || identity.call(&values))?);
+        } else {
+            converted.extend(rust_latencies(per_round, || identity.call(&values))?);
+            prepared.extend(rust_latencies(per_round, || identity.call(&args))?);
+            c.extend(c_latencies(&identity, &args, per_round)?);
+        }
+    }
+    let (c50, p50, v50) = (p50_us(&mut c), p50_us(&mut prepared), p50_us(&mut converted));
+    println!("A. identity.pt [2, 3], 1 thread, {} calls per path, p50 per call:", c.len());
+    println!("   C                          {c50:8.2} us");
+    println!("   Rust, prepared Args        {p50:8.2} us  ({:+.2} us vs C, target <= +0.50: {})", p50 - c50, verdict(p50 - c50 <= 0.5));
+    println!("   Rust, &[Value] per call    {v50:8.2} us  ({:+.2} us vs C)", v50 - c50);
+    drop(identity);
+    drop(pool1);
+
+    // ---- B: throughput -------------------------------------------------------
+    let pool2 = Pool::new(2)?;
+    let heavy = pool2.load_package(archives.join("python_heavy.pt"))?.load_pickle("model", "model.pkl")?;
+    let hx = Tensor::from_vec(read_f32(&archives.join("python_heavy.input.bin"))?, &[4, 64])?;
+    let hargs = Args::new(&[Value::from(hx)])?;
+    let hkwargs = Kwargs::new(&[("steps", Value::Int(5)), ("normalize", Value::Bool(false))])?;
+    let expected = read_f32(&archives.join("python_heavy.expected.logits.bin"))?;
+    for i in 0..2 {
+        let options = manypy::CallOptions::builder().interpreter(i).build()?;
+        let out = heavy.call_with(None, &hargs, &hkwargs, Some(&options))?;
+        let logits = Tensor::try_from(out.get("logits").ok_or("no logits")?)?.to_vec::<f32>()?;
+        let scale = expected.iter().fold(0f32, |m, e| m.max(e.abs()));
+        if logits.iter().zip(&expected).any(|(g, e)| (g - e).abs() > 1e-4 * (e.abs() + scale)) {
+            return Err(format!("python_heavy.pt: wrong output on interpreter {i}").into());
+        }
+    }
+    let slice = seconds / rounds as f64;
+    let (mut c_calls, mut c_time, mut r_calls, mut r_time) = (0u64, 0f64, 0u64, 0f64);
+    for round in 0..rounds {
+        let mut c_round = || -> Result<(), Failure> {
+            let (n, t) = c_throughput(&heavy, &hargs, &hkwargs, slice)?;
+            c_calls += n;
+            c_time += t;
+            Ok(())
+        };
+        if round % 2 == 0 {
+            c_round()?;
+        }
+        let (n, t) = rust_throughput(&heavy, &hargs, &hkwargs, slice)?;
+        r_calls += n;
+        r_time += t;
+        if round % 2 == 1 {
+            let (n, t) = c_throughput(&heavy, &hargs, &hkwargs, slice)?;
+            c_calls += n;
+            c_time += t;
+        }
+    }
+    let (c_rate, r_rate) = (c_calls as f64 / c_time, r_calls as f64 / r_time);
+    println!("B. python_heavy.pt, 2 threads on 2 interpreters, {seconds:.1} s per path:");
+    println!("   C                          {c_rate:8.1} calls/s");
+    println!(
+        "   Rust                       {r_rate:8.1} calls/s  ({:.3}x C, target >= 0.95x: {})",
+        r_rate / c_rate,
+        verdict(r_rate / c_rate >= 0.95)
+    );
+    Ok(())
+}

@@ -1,0 +1,361 @@
+//! What a call carries besides its arguments: [`CallOptions`] (interpreter,
+//! context ids, timeout, cancel token) and [`CancelToken`]; and the argument
+//! forms a call accepts ([`Arguments`], [`KeywordArguments`], prepared
+//! [`Args`] and [`Kwargs`]).
+use std::ptr::NonNull;
+use std::sync::Arc;
+use std::time::Duration;
+
+use manypy_sys as sys;
+
+use crate::error::{Code, Error, Result};
+use crate::value::{c_string, CValue, Value};
+use crate::version::check_library_version;
+
+/// A cancel token: cancelling it stops every call that uses it, running or
+/// waiting, with [`Code::Cancelled`], and fails later calls at once. It
+/// cannot be reset. `Clone` shares the token; `Send + Sync`: cancel it from
+/// any thread.
+#[derive(Clone)]
+pub struct CancelToken(Arc<TokenHandle>);
+
+struct TokenHandle(NonNull<sys::manypy_cancel_token>);
+
+// The C token is thread safe.
+unsafe impl Send for TokenHandle {}
+unsafe impl Sync for TokenHandle {}
+
+impl Drop for TokenHandle {
+    fn drop(&mut self) {
+        // Options and calls that use the token keep their own reference.
+        unsafe { sys::manypy_cancel_token_free(self.0.as_ptr()) }
+    }
+}
+
+impl CancelToken {
+    /// A new, uncancelled token.
+    pub fn new() -> Result<CancelToken> {
+        check_library_version()?;
+        let p = unsafe { sys::manypy_cancel_token_new() };
+        let p = NonNull::new(p).ok_or_else(|| Error::new(Code::ResourceExhausted, "out of memory"))?;
+        Ok(CancelToken(Arc::new(TokenHandle(p))))
+    }
+
+    /// Cancels: returns once every running call using the token has been
+    /// asked to stop. Idempotent.
+    pub fn cancel(&self) {
+        unsafe { sys::manypy_cancel_token_cancel(self.0 .0.as_ptr()) }
+    }
+
+    /// Whether the token was cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        unsafe { sys::manypy_cancel_token_is_cancelled(self.0 .0.as_ptr()) != 0 }
+    }
+}
+
+impl std::fmt::Debug for CancelToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CancelToken").field("cancelled", &self.is_cancelled()).finish()
+    }
+}
+
+/// Per-call options, built once and shared by any number of calls and
+/// threads (`Send + Sync`: the C API only reads them during a call).
+///
+/// ```no_run
+/// # fn main() -> manypy::Result<()> {
+/// use std::time::Duration;
+/// let token = manypy::CancelToken::new()?;
+/// let options = manypy::CallOptions::builder()
+///     .interpreter(0)
+///     .context("resnet18", "request-42")
+///     .timeout(Duration::from_millis(250))
+///     .cancel_token(&token)
+///     .build()?;
+/// # Ok(()) }
+/// ```
+pub struct CallOptions {
+    raw: NonNull<sys::manypy_call_options>,
+}
+
+unsafe impl Send for CallOptions {}
+unsafe impl Sync for CallOptions {}
+
+impl Drop for CallOptions {
+    fn drop(&mut self) {
+        unsafe { sys::manypy_call_options_free(self.raw.as_ptr()) }
+    }
+}
+
+impl CallOptions {
+    /// A builder with the defaults: any interpreter, no timeout, no token,
+    /// no context.
+    pub fn builder() -> CallOptionsBuilder {
+        CallOptionsBuilder::default()
+    }
+
+    pub(crate) fn as_ptr(&self) -> *const sys::manypy_call_options {
+        self.raw.as_ptr()
+    }
+}
+
+/// Builds [`CallOptions`]; see there.
+#[derive(Default, Clone)]
+pub struct CallOptionsBuilder {
+    interpreter: Option<usize>,
+    timeout: Option<Duration>,
+    token: Option<CancelToken>,
+    context: Option<(String, String)>,
+}
+
+impl CallOptionsBuilder {
+    /// Pins calls to interpreter `index` of the pool (default: any).
+    pub fn interpreter(mut self, index: usize) -> Self {
+        self.interpreter = Some(index);
+        self
+    }
+
+    /// Bounds each call to `timeout` from its start, waiting for an
+    /// interpreter included; running Python code is stopped when it passes
+    /// ([`Code::DeadlineExceeded`]). `Duration::ZERO` means no timeout.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Calls stop with [`Code::Cancelled`] when `token` is cancelled.
+    pub fn cancel_token(mut self, token: &CancelToken) -> Self {
+        self.token = Some(token.clone());
+        self
+    }
+
+    /// The ids every operator callback of these calls reports.
+    pub fn context(mut self, model_id: impl Into<String>, request_id: impl Into<String>) -> Self {
+        self.context = Some((model_id.into(), request_id.into()));
+        self
+    }
+
+    /// The options; `Err` for an interpreter index or timeout out of range
+    /// or ids containing NUL.
+    pub fn build(self) -> Result<CallOptions> {
+        check_library_version()?;
+        let raw = NonNull::new(unsafe { sys::manypy_call_options_new() })
+            .ok_or_else(|| Error::new(Code::ResourceExhausted, "out of memory"))?;
+        let options = CallOptions { raw };
+        let p = raw.as_ptr();
+        unsafe {
+            if let Some(index) = self.interpreter {
+                let index = i32::try_from(index)
+                    .map_err(|_| Error::new(Code::OutOfRange, format!("interpreter index {index}")))?;
+                Error::check(sys::manypy_call_options_set_interpreter(p, index))?;
+            }
+            if let Some(timeout) = self.timeout {
+                let ns = i64::try_from(timeout.as_nanos())
+                    .map_err(|_| Error::new(Code::OutOfRange, format!("timeout {timeout:?}")))?;
+                Error::check(sys::manypy_call_options_set_timeout(p, ns))?;
+            }
+            if let Some(token) = &self.token {
+                // The options take their own reference to the token.
+                Error::check(sys::manypy_call_options_set_cancel_token(p, token.0 .0.as_ptr()))?;
+            }
+            if let Some((model, request)) = &self.context {
+                let (model, request) = (c_string(model)?, c_string(request)?);
+                Error::check(sys::manypy_call_options_set_context(p, model.as_ptr(), request.as_ptr()))?;
+            }
+        }
+        Ok(options)
+    }
+}
+
+/// Positional arguments converted to a C tuple once, for calls that repeat
+/// them: such calls convert nothing. `Send + Sync`: any number of threads
+/// may pass the same `Args` to calls at once.
+pub struct Args(CValue);
+
+impl Args {
+    /// Converts `values` (tensors are shared, not copied).
+    pub fn new(values: &[Value]) -> Result<Args> {
+        check_library_version()?;
+        Value::Tuple(values.to_vec()).to_c().map(Args)
+    }
+
+    /// The C tuple, for calls through the raw API; valid while `self` is.
+    pub fn as_raw(&self) -> *const sys::manypy_value {
+        self.0.as_ptr()
+    }
+}
+
+/// Keyword arguments converted to a C dict once (see [`Args`]).
+pub struct Kwargs(CValue);
+
+impl Kwargs {
+    /// Converts `entries` (keys in order).
+    pub fn new<K: AsRef<str>>(entries: &[(K, Value)]) -> Result<Kwargs> {
+        check_library_version()?;
+        kwargs_to_c(entries).map(Kwargs)
+    }
+
+    /// The C dict, for calls through the raw API; valid while `self` is.
+    pub fn as_raw(&self) -> *const sys::manypy_value {
+        self.0.as_ptr()
+    }
+}
+
+fn kwargs_to_c<K: AsRef<str>>(entries: &[(K, Value)]) -> Result<CValue> {
+    let dict = CValue::from_raw(unsafe { sys::manypy_value_new_dict() })
+        .ok_or_else(|| Error::new(Code::ResourceExhausted, "out of memory"))?;
+    for (key, value) in entries {
+        dict.dict_set(key.as_ref(), value.to_c()?)?;
+    }
+    Ok(dict)
+}
+
+pub(crate) mod private {
+    use super::*;
+
+    /// Arguments as the C call takes them: converted now, or prepared.
+    pub enum Raw<'a> {
+        None,
+        Owned(CValue),
+        Prepared(&'a CValue),
+    }
+
+    impl Raw<'_> {
+        pub fn as_ptr(&self) -> *const sys::manypy_value {
+            match self {
+                Raw::None => std::ptr::null(),
+                Raw::Owned(v) => v.as_ptr(),
+                Raw::Prepared(v) => v.as_ptr(),
+            }
+        }
+    }
+
+    pub trait Sealed {}
+}
+use private::Raw;
+
+/// What a call takes as positional arguments: a slice, array or `Vec` of
+/// [`Value`]s (converted at each call), prepared [`Args`], or `()` for none.
+pub trait Arguments: private::Sealed {
+    #[doc(hidden)]
+    fn raw(&self) -> Result<Raw<'_>>;
+}
+
+impl private::Sealed for [Value] {}
+impl Arguments for [Value] {
+    fn raw(&self) -> Result<Raw<'_>> {
+        if self.is_empty() {
+            return Ok(Raw::None);
+        }
+        let tuple = CValue::from_raw(unsafe { sys::manypy_value_new_tuple() })
+            .ok_or_else(|| Error::new(Code::ResourceExhausted, "out of memory"))?;
+        for v in self {
+            let item = std::mem::ManuallyDrop::new(v.to_c()?);
+            unsafe { Error::check(sys::manypy_value_append(tuple.as_ptr(), item.as_ptr()))? };
+        }
+        Ok(Raw::Owned(tuple))
+    }
+}
+impl<const N: usize> private::Sealed for [Value; N] {}
+impl<const N: usize> Arguments for [Value; N] {
+    fn raw(&self) -> Result<Raw<'_>> {
+        self.as_slice().raw()
+    }
+}
+impl private::Sealed for Vec<Value> {}
+impl Arguments for Vec<Value> {
+    fn raw(&self) -> Result<Raw<'_>> {
+        self.as_slice().raw()
+    }
+}
+impl private::Sealed for Args {}
+impl Arguments for Args {
+    fn raw(&self) -> Result<Raw<'_>> {
+        Ok(Raw::Prepared(&self.0))
+    }
+}
+impl private::Sealed for () {}
+impl Arguments for () {
+    fn raw(&self) -> Result<Raw<'_>> {
+        Ok(Raw::None)
+    }
+}
+
+/// What a call takes as keyword arguments: a slice, array or `Vec` of
+/// `(name, Value)` pairs, prepared [`Kwargs`], or `()` for none.
+pub trait KeywordArguments: private::Sealed {
+    #[doc(hidden)]
+    fn raw(&self) -> Result<Raw<'_>>;
+}
+
+impl<K: AsRef<str>> private::Sealed for [(K, Value)] {}
+impl<K: AsRef<str>> KeywordArguments for [(K, Value)] {
+    fn raw(&self) -> Result<Raw<'_>> {
+        if self.is_empty() {
+            return Ok(Raw::None);
+        }
+        kwargs_to_c(self).map(Raw::Owned)
+    }
+}
+impl<K: AsRef<str>, const N: usize> private::Sealed for [(K, Value); N] {}
+impl<K: AsRef<str>, const N: usize> KeywordArguments for [(K, Value); N] {
+    fn raw(&self) -> Result<Raw<'_>> {
+        self.as_slice().raw()
+    }
+}
+impl<K: AsRef<str>> private::Sealed for Vec<(K, Value)> {}
+impl<K: AsRef<str>> KeywordArguments for Vec<(K, Value)> {
+    fn raw(&self) -> Result<Raw<'_>> {
+        self.as_slice().raw()
+    }
+}
+impl private::Sealed for Kwargs {}
+impl KeywordArguments for Kwargs {
+    fn raw(&self) -> Result<Raw<'_>> {
+        Ok(Raw::Prepared(&self.0))
+    }
+}
+impl KeywordArguments for () {
+    fn raw(&self) -> Result<Raw<'_>> {
+        Ok(Raw::None)
+    }
+}
+
+/// The C string for an optional method name (NULL: call the object).
+pub(crate) fn method_name(method: Option<&str>) -> Result<Option<std::ffi::CString>> {
+    method.map(c_string).transpose()
+}
+
+/// The C pointer of optional call options.
+pub(crate) fn options_ptr(options: Option<&CallOptions>) -> *const sys::manypy_call_options {
+    options.map_or(std::ptr::null(), CallOptions::as_ptr)
+}
+
+/// Runs a C call that returns an owned value, and converts the result.
+pub(crate) fn value_result(
+    f: impl FnOnce(*mut *mut sys::manypy_value) -> *mut sys::manypy_status,
+) -> Result<Value> {
+    let mut out = std::ptr::null_mut();
+    unsafe { Error::check(f(&mut out))? };
+    let owned = CValue::from_raw(out)
+        .ok_or_else(|| Error::new(Code::Internal, "the library returned no value"))?;
+    owned.to_value()
+}
+
+impl std::fmt::Debug for CallOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallOptions").finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for Args {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Args").finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for Kwargs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kwargs").finish_non_exhaustive()
+    }
+}

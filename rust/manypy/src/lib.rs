@@ -1,0 +1,125 @@
+//! Safe Rust API of manypy: PyTorch models written in Python, served from a
+//! pool of isolated embedded CPython interpreters (each with its own GIL)
+//! inside this process, through libmanypy's C API.
+//!
+//! * [`Pool`] (built with [`Pool::builder`]) holds the interpreters;
+//!   [`Package`] is a torch.package archive loaded into it; [`Object`] is a
+//!   model unpickled from a package, replicated into each interpreter that
+//!   serves it. Children keep their parents alive; dropping frees.
+//! * [`Object`] and [`ScriptModule`] are `Send + Sync` and calls take
+//!   `&self`: call one model from any number of threads.
+//! * Arguments and results are [`Value`]s; tensors ([`Tensor`]) cross
+//!   without copying, through DLPack.
+//! * Every failure is an [`Error`] with a [`Code`]; nothing panics on a C
+//!   failure. The loaded library's version is checked once, before any
+//!   other call ([`check_library_version`]).
+//! * [`CallOptions`] give a call its interpreter, context ids, timeout and
+//!   [`CancelToken`].
+//! * Operator callbacks ([`OpCallbacks`]), the [`Profiler`], API usage
+//!   logging ([`set_api_usage_handler`]), archive metadata
+//!   ([`archive_list_files`], [`set_export_hook`]) and custom operator
+//!   libraries ([`load_operator_library`]).
+//!
+//! Values are built with `From` and read with `TryFrom`:
+//!
+//! ```
+//! use manypy::{Tensor, Value};
+//! let x = Tensor::from_slice(&[1.0f32, 2.0, 3.0], &[3]).unwrap();
+//! let args = vec![Value::from(&x), Value::from(5), Value::from("text")];
+//! assert_eq!(i64::try_from(&args[1]).unwrap(), 5);
+//! assert_eq!(Tensor::try_from(&args[0]).unwrap().as_slice::<f32>().unwrap(), &[1.0, 2.0, 3.0]);
+//! assert!(x.as_slice::<i64>().is_err()); // wrong dtype: an Err, not a panic
+//! ```
+//!
+//! See docs/rust.md in the repository for building, threads and lifetimes.
+
+mod call;
+mod callbacks;
+mod error;
+mod metadata;
+#[cfg(feature = "ndarray")]
+mod ndarray_support;
+mod object;
+mod package;
+mod pool;
+mod profiler;
+mod script;
+mod tensor;
+mod trampoline;
+mod usage;
+mod value;
+mod version;
+
+use std::ffi::CString;
+use std::path::Path;
+
+pub use call::{Args, Arguments, CallOptions, CallOptionsBuilder, CancelToken, KeywordArguments, Kwargs};
+pub use callbacks::{InputKind, OpCallback, OpCallbackRegistration, OpCallbacks, OpEvent, OpInput};
+pub use error::{Code, Error, Result};
+pub use metadata::{archive_list_files, archive_read_file, clear_export_hook, set_export_hook, ExportHook};
+pub use object::Object;
+pub use package::Package;
+pub use pool::{ArchiveVerifier, Pool, PoolBuilder, ThreadMode};
+pub use profiler::{ProfileEntry, Profiler};
+pub use script::ScriptModule;
+pub use tensor::{Complex32, Complex64, DType, Element, Tensor, BF16, F16};
+pub use trampoline::callback_panics;
+pub use usage::{clear_api_usage_handler, log_api_usage, set_api_usage_handler, ApiUsageHandler};
+pub use value::Value;
+pub use version::{check_library_version, library_version};
+
+/// The raw bindings, for what the safe API does not cover.
+pub use manypy_sys as sys;
+
+/// The most interpreters this process can hold at once, all pools together.
+pub fn max_interpreters() -> Result<usize> {
+    check_library_version()?;
+    Ok(unsafe { sys::manypy_max_interpreters() })
+}
+
+/// Loads a custom operator library (a shared library registering operators
+/// with `TORCH_LIBRARY`) into the host's libtorch and every interpreter,
+/// present and future. Never unloaded.
+pub fn load_operator_library(path: impl AsRef<Path>) -> Result<()> {
+    check_library_version()?;
+    let path = path_c_string(path.as_ref())?;
+    unsafe { Error::check(sys::manypy_load_operator_library(path.as_ptr())) }
+}
+
+/// Intra-op threads of the host's libtorch, used by [`ScriptModule`] calls.
+pub fn set_script_intra_op_threads(threads: i32) -> Result<()> {
+    check_library_version()?;
+    unsafe { Error::check(sys::manypy_script_set_intra_op_threads(threads)) }
+}
+
+/// A path as the C API takes it: UTF-8 without NUL.
+pub(crate) fn path_c_string(path: &Path) -> Result<CString> {
+    let s = path
+        .to_str()
+        .ok_or_else(|| Error::new(Code::InvalidArgument, format!("path {path:?} is not UTF-8")))?;
+    value::c_string(s)
+}
+
+#[cfg(test)]
+mod thread_safety {
+    //! The promises of manypy.h, as the types state them.
+    use super::*;
+
+    fn send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn handles_the_header_calls_thread_safe_are_send_and_sync() {
+        send_sync::<Pool>();
+        send_sync::<Package>();
+        send_sync::<Object>();
+        send_sync::<ScriptModule>();
+        send_sync::<CallOptions>();
+        send_sync::<CancelToken>();
+        send_sync::<Profiler>();
+        send_sync::<Tensor>();
+        send_sync::<Value>();
+        send_sync::<Args>();
+        send_sync::<Kwargs>();
+        send_sync::<Error>();
+    }
+}

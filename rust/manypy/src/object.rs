@@ -1,0 +1,120 @@
+//! Replicated objects (models) unpickled from a package.
+use std::ptr::NonNull;
+
+use manypy_sys as sys;
+
+use crate::call::{method_name, options_ptr, value_result, Arguments, CallOptions, KeywordArguments};
+use crate::error::{Code, Error, Result};
+use crate::package::Package;
+use crate::value::{c_string, Value};
+
+/// An object unpickled from a [`Package`] (typically an `nn.Module`),
+/// replicated lazily into each interpreter that serves a call on it.
+/// `Send + Sync` and every call takes `&self`: the C API lets any number of
+/// threads call one object at once. Keeps its package and pool alive;
+/// dropping it unloads every replica (the borrow checker ensures no call
+/// is running then).
+///
+/// ```no_run
+/// # fn main() -> manypy::Result<()> {
+/// use manypy::{Pool, Tensor, Value};
+/// let pool = Pool::new(2)?;
+/// let model = pool.load_package("identity.pt")?.load_pickle("model", "model.pkl")?;
+/// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3])?;
+/// let y = model.call(&[Value::from(x)])?;
+/// # Ok(()) }
+/// ```
+pub struct Object {
+    raw: NonNull<sys::manypy_object>,
+    package: Package,
+}
+
+unsafe impl Send for Object {}
+unsafe impl Sync for Object {}
+
+impl Drop for Object {
+    fn drop(&mut self) {
+        unsafe { sys::manypy_object_free(self.raw.as_ptr()) }
+    }
+}
+
+impl Object {
+    pub(crate) fn new(raw: *mut sys::manypy_object, package: Package) -> Result<Object> {
+        let raw = NonNull::new(raw).ok_or_else(|| Error::new(Code::Internal, "no object returned"))?;
+        Ok(Object { raw, package })
+    }
+
+    /// The C handle, for calls through the raw API ([`crate::sys`]). It is
+    /// valid while `self` is; do not free it.
+    pub fn as_raw(&self) -> *mut sys::manypy_object {
+        self.raw.as_ptr()
+    }
+
+    /// The package the object came from.
+    pub fn package(&self) -> &Package {
+        &self.package
+    }
+
+    /// Calls the object itself (an `nn.Module`'s `forward`, with its hooks)
+    /// under `torch.no_grad()`.
+    pub fn call<A: Arguments + ?Sized>(&self, args: &A) -> Result<Value> {
+        self.call_with(None, args, &(), None)
+    }
+
+    /// Calls the method `method`.
+    pub fn call_method<A: Arguments + ?Sized>(&self, method: &str, args: &A) -> Result<Value> {
+        self.call_with(Some(method), args, &(), None)
+    }
+
+    /// The general form: an optional method name (`None`: the object
+    /// itself), positional and keyword arguments, and options (interpreter,
+    /// context, timeout, cancel token).
+    pub fn call_with<A, K>(
+        &self,
+        method: Option<&str>,
+        args: &A,
+        kwargs: &K,
+        options: Option<&CallOptions>,
+    ) -> Result<Value>
+    where
+        A: Arguments + ?Sized,
+        K: KeywordArguments + ?Sized,
+    {
+        let method = method_name(method)?;
+        let method = method.as_ref().map_or(std::ptr::null(), |m| m.as_ptr());
+        let (args, kwargs) = (args.raw()?, kwargs.raw()?);
+        value_result(|out| unsafe {
+            sys::manypy_object_call(
+                self.raw.as_ptr(),
+                method,
+                args.as_ptr(),
+                kwargs.as_ptr(),
+                options_ptr(options),
+                out,
+            )
+        })
+    }
+
+    /// The attribute `name`, converted to a value (a property runs Python,
+    /// so `options` may bound it).
+    pub fn getattr(&self, name: &str, options: Option<&CallOptions>) -> Result<Value> {
+        let name = c_string(name)?;
+        value_result(|out| unsafe {
+            sys::manypy_object_getattr(self.raw.as_ptr(), name.as_ptr(), options_ptr(options), out)
+        })
+    }
+
+    /// Whether the object has the attribute `name`.
+    pub fn hasattr(&self, name: &str) -> Result<bool> {
+        let name = c_string(name)?;
+        let mut has = 0;
+        unsafe { Error::check(sys::manypy_object_hasattr(self.raw.as_ptr(), name.as_ptr(), &mut has))? };
+        Ok(has != 0)
+    }
+}
+
+impl std::fmt::Debug for Object {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Object").finish_non_exhaustive()
+    }
+}

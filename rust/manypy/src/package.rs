@@ -1,0 +1,90 @@
+//! torch.package archives loaded into a pool.
+use std::path::Path;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use manypy_sys as sys;
+
+use crate::call::value_result;
+use crate::error::{Code, Error, Result};
+use crate::object::Object;
+use crate::pool::Pool;
+use crate::value::{c_string, Value};
+
+struct PackageHandle {
+    raw: NonNull<sys::manypy_package>,
+    pool: Pool,
+}
+
+// The C package is thread safe.
+unsafe impl Send for PackageHandle {}
+unsafe impl Sync for PackageHandle {}
+
+impl Drop for PackageHandle {
+    fn drop(&mut self) {
+        unsafe { sys::manypy_package_free(self.raw.as_ptr()) }
+    }
+}
+
+/// A torch.package archive loaded into a [`Pool`]. Keeps the pool alive.
+/// `Clone` shares it; `Send + Sync`.
+#[derive(Clone)]
+pub struct Package(Arc<PackageHandle>);
+
+impl Package {
+    pub(crate) fn new(raw: *mut sys::manypy_package, pool: Pool) -> Result<Package> {
+        let raw = NonNull::new(raw).ok_or_else(|| Error::new(Code::Internal, "no package returned"))?;
+        Ok(Package(Arc::new(PackageHandle { raw, pool })))
+    }
+
+    pub(crate) fn ptr(&self) -> *mut sys::manypy_package {
+        self.0.raw.as_ptr()
+    }
+
+    /// The pool the package was loaded into.
+    pub fn pool(&self) -> &Pool {
+        &self.0.pool
+    }
+
+    /// Unpickles `module`.`name` (e.g. `"model"`, `"model.pkl"`): in one
+    /// interpreter now, so errors surface here, and lazily in the others.
+    pub fn load_pickle(&self, module: &str, name: &str) -> Result<Object> {
+        let (module, name) = (c_string(module)?, c_string(name)?);
+        let mut out = std::ptr::null_mut();
+        unsafe {
+            Error::check(sys::manypy_package_load_pickle(self.ptr(), module.as_ptr(), name.as_ptr(), &mut out))?
+        };
+        Object::new(out, self.clone())
+    }
+
+    /// The names of every record in the archive, read without Python.
+    pub fn list_files(&self) -> Result<Vec<String>> {
+        strings(value_result(|out| unsafe { sys::manypy_package_list_files(self.ptr(), out) })?)
+    }
+
+    /// One record's bytes, read without Python ([`Code::NoSuchName`] if absent).
+    pub fn read_file(&self, name: &str) -> Result<Vec<u8>> {
+        let name = c_string(name)?;
+        let v = value_result(|out| unsafe { sys::manypy_package_read_file(self.ptr(), name.as_ptr(), out) })?;
+        Vec::<u8>::try_from(v)
+    }
+
+    /// Writes a copy of the archive to `path`, with `extra_files` (name ->
+    /// bytes or string) stored as `extra/<name>`, plus the export hook's.
+    pub fn save(&self, path: impl AsRef<Path>, extra_files: &[(&str, Value)]) -> Result<()> {
+        let path = crate::path_c_string(path.as_ref())?;
+        let extra = crate::metadata::extra_files(extra_files)?;
+        unsafe { Error::check(sys::manypy_package_save_file(self.ptr(), path.as_ptr(), extra.as_ptr())) }
+    }
+}
+
+/// A list of strings from the library.
+pub(crate) fn strings(v: Value) -> Result<Vec<String>> {
+    Vec::<Value>::try_from(v)?.into_iter().map(String::try_from).collect()
+}
+
+impl std::fmt::Debug for Package {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Package").finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,255 @@
+//! The pool of interpreters, and its builder.
+use std::path::Path;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use manypy_sys as sys;
+
+use crate::call::value_result;
+use crate::error::{Code, Error, Result};
+use crate::package::Package;
+use crate::trampoline::guard;
+use crate::value::{c_string, Value};
+use crate::version::check_library_version;
+
+/// How a call reaches its interpreter (docs/threads.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ThreadMode {
+    /// The calling thread enters the interpreter itself. Fastest.
+    #[default]
+    Direct,
+    /// The call runs on a thread the library owns, one per interpreter:
+    /// memory stays flat however many host threads come and go.
+    Handoff,
+}
+
+/// Decides about an archive not on the allow-list: gets its SHA-256 and its
+/// origin (the path, or `"<bytes>"`), returns whether to trust it.
+pub type ArchiveVerifier = Box<dyn Fn(&[u8; 32], &str) -> bool + Send + Sync + 'static>;
+
+/// Options of a [`Pool`]; see [`Pool::builder`].
+#[derive(Default)]
+pub struct PoolBuilder {
+    interpreters: Option<usize>,
+    sys_paths: Vec<String>,
+    intra_op_threads: Option<i32>,
+    thread_mode: ThreadMode,
+    trusted_sha256: Vec<String>,
+    verifier: Option<ArchiveVerifier>,
+    allow_process_exit: bool,
+}
+
+impl PoolBuilder {
+    /// Number of interpreters, 1 to [`crate::max_interpreters`] (default 1).
+    pub fn interpreters(mut self, count: usize) -> Self {
+        self.interpreters = Some(count);
+        self
+    }
+
+    /// Appends a directory to every interpreter's `sys.path`.
+    pub fn sys_path(mut self, path: impl Into<String>) -> Self {
+        self.sys_paths.push(path.into());
+        self
+    }
+
+    /// Intra-op threads per interpreter (default 1).
+    pub fn intra_op_threads(mut self, threads: i32) -> Self {
+        self.intra_op_threads = Some(threads);
+        self
+    }
+
+    /// How calls reach interpreters (default [`ThreadMode::Direct`]).
+    pub fn thread_mode(mut self, mode: ThreadMode) -> Self {
+        self.thread_mode = mode;
+        self
+    }
+
+    /// Trusts archives with this SHA-256 (64 hex digits). A pool given an
+    /// allow-list or a verifier runs only archives they accept
+    /// ([`Code::UntrustedArchive`] otherwise, before any of the archive runs).
+    pub fn trust_sha256(mut self, hex_digest: impl Into<String>) -> Self {
+        self.trusted_sha256.push(hex_digest.into());
+        self
+    }
+
+    /// Decides about archives not on the allow-list. Runs on the loading
+    /// thread; a panic in it refuses the archive.
+    pub fn archive_verifier(
+        mut self,
+        verifier: impl Fn(&[u8; 32], &str) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.verifier = Some(Box::new(verifier));
+        self
+    }
+
+    /// Whether `os._exit` in a model ends the process (default false: it
+    /// raises in Python instead).
+    pub fn allow_process_exit(mut self, allow: bool) -> Self {
+        self.allow_process_exit = allow;
+        self
+    }
+
+    /// Creates the pool. Interpreters start on first use (about a second
+    /// each: each imports torch).
+    pub fn build(self) -> Result<Pool> {
+        check_library_version()?;
+        let options = NonNull::new(unsafe { sys::manypy_pool_options_new() })
+            .ok_or_else(|| Error::new(Code::ResourceExhausted, "out of memory"))?;
+        struct Options(NonNull<sys::manypy_pool_options>);
+        impl Drop for Options {
+            fn drop(&mut self) {
+                unsafe { sys::manypy_pool_options_free(self.0.as_ptr()) }
+            }
+        }
+        let options = Options(options);
+        let o = options.0.as_ptr();
+        unsafe {
+            if let Some(n) = self.interpreters {
+                Error::check(sys::manypy_pool_options_set_interpreters(o, n))?;
+            }
+            for path in &self.sys_paths {
+                Error::check(sys::manypy_pool_options_add_sys_path(o, c_string(path)?.as_ptr()))?;
+            }
+            if let Some(threads) = self.intra_op_threads {
+                Error::check(sys::manypy_pool_options_set_intra_op_threads(o, threads))?;
+            }
+            let mode = match self.thread_mode {
+                ThreadMode::Direct => sys::MANYPY_THREAD_MODE_DIRECT,
+                ThreadMode::Handoff => sys::MANYPY_THREAD_MODE_HANDOFF,
+            };
+            Error::check(sys::manypy_pool_options_set_thread_mode(o, mode))?;
+            for digest in &self.trusted_sha256 {
+                Error::check(sys::manypy_pool_options_add_trusted_sha256(o, c_string(digest)?.as_ptr()))?;
+            }
+            if let Some(verifier) = self.verifier {
+                let user_data = Box::into_raw(Box::new(verifier)) as *mut std::ffi::c_void;
+                // The C library frees it (free_verifier) exactly once, even on failure.
+                Error::check(sys::manypy_pool_options_set_archive_verifier(
+                    o,
+                    Some(verify),
+                    user_data,
+                    Some(free_verifier),
+                ))?;
+            }
+            Error::check(sys::manypy_pool_options_set_allow_process_exit(o, self.allow_process_exit as i32))?;
+            let mut pool = std::ptr::null_mut();
+            Error::check(sys::manypy_pool_create(o, &mut pool))?;
+            let pool = NonNull::new(pool).ok_or_else(|| Error::new(Code::Internal, "no pool returned"))?;
+            Ok(Pool(Arc::new(PoolHandle(pool))))
+        }
+    }
+}
+
+unsafe extern "C" fn verify(sha256: *const u8, origin: *const std::os::raw::c_char, user_data: *mut std::ffi::c_void) -> i32 {
+    let verifier = &*(user_data as *const ArchiveVerifier);
+    let digest = &*(sha256 as *const [u8; 32]);
+    let origin = crate::error::owned(origin);
+    // A panicking verifier refuses the archive.
+    guard(|| verifier(digest, &origin)).unwrap_or(false) as i32
+}
+
+unsafe extern "C" fn free_verifier(user_data: *mut std::ffi::c_void) {
+    let _ = guard(|| drop(Box::from_raw(user_data as *mut ArchiveVerifier)));
+}
+
+pub(crate) struct PoolHandle(NonNull<sys::manypy_pool>);
+
+// The C pool is thread safe; destroy runs once, when the last Arc (the
+// Pool clones, its packages' and objects' references) goes, so it never
+// races another call.
+unsafe impl Send for PoolHandle {}
+unsafe impl Sync for PoolHandle {}
+
+impl Drop for PoolHandle {
+    fn drop(&mut self) {
+        unsafe { sys::manypy_pool_destroy(self.0.as_ptr()) }
+    }
+}
+
+/// A pool of isolated interpreters, each with its own GIL. `Clone` shares
+/// the pool; `Send + Sync`, and every method takes `&self`: the C pool is
+/// thread safe. Packages and objects keep their pool alive; the pool's
+/// interpreters go back to the process when the last of them is dropped.
+///
+/// ```no_run
+/// # fn main() -> manypy::Result<()> {
+/// let pool = manypy::Pool::builder().interpreters(2).build()?;
+/// pool.exec_all("def double(x):\n    return 2 * x\n")?;
+/// assert_eq!(pool.eval(Some(1), "double(21)")?, manypy::Value::Int(42));
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Pool(pub(crate) Arc<PoolHandle>);
+
+impl Pool {
+    /// Options for a new pool.
+    pub fn builder() -> PoolBuilder {
+        PoolBuilder::default()
+    }
+
+    /// A pool with default options and `interpreters` interpreters.
+    pub fn new(interpreters: usize) -> Result<Pool> {
+        Pool::builder().interpreters(interpreters).build()
+    }
+
+    fn ptr(&self) -> *mut sys::manypy_pool {
+        self.0 .0.as_ptr()
+    }
+
+    /// Number of interpreters.
+    pub fn size(&self) -> usize {
+        unsafe { sys::manypy_pool_size(self.ptr()) }
+    }
+
+    /// Runs Python statements in an interpreter's global namespace
+    /// (`None`: any interpreter).
+    pub fn exec(&self, interpreter: Option<usize>, source: &str) -> Result<()> {
+        let source = c_string(source)?;
+        unsafe { Error::check(sys::manypy_pool_exec(self.ptr(), index(interpreter)?, source.as_ptr())) }
+    }
+
+    /// Runs the same statements in every interpreter, in order; stops at the
+    /// first failure.
+    pub fn exec_all(&self, source: &str) -> Result<()> {
+        let source = c_string(source)?;
+        unsafe { Error::check(sys::manypy_pool_exec_all(self.ptr(), source.as_ptr())) }
+    }
+
+    /// Evaluates a Python expression in an interpreter (`None`: any).
+    pub fn eval(&self, interpreter: Option<usize>, expression: &str) -> Result<Value> {
+        let expression = c_string(expression)?;
+        let i = index(interpreter)?;
+        value_result(|out| unsafe { sys::manypy_pool_eval(self.ptr(), i, expression.as_ptr(), out) })
+    }
+
+    /// Loads a torch.package archive from a file (mapped, not read).
+    pub fn load_package(&self, path: impl AsRef<Path>) -> Result<Package> {
+        let path = crate::path_c_string(path.as_ref())?;
+        let mut out = std::ptr::null_mut();
+        unsafe { Error::check(sys::manypy_package_load_file(self.ptr(), path.as_ptr(), &mut out))? };
+        Package::new(out, self.clone())
+    }
+
+    /// Loads a torch.package archive from bytes (copied).
+    pub fn load_package_bytes(&self, bytes: &[u8]) -> Result<Package> {
+        let mut out = std::ptr::null_mut();
+        unsafe {
+            Error::check(sys::manypy_package_load_bytes(self.ptr(), bytes.as_ptr().cast(), bytes.len(), &mut out))?
+        };
+        Package::new(out, self.clone())
+    }
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool").field("size", &self.size()).finish()
+    }
+}
+
+/// An interpreter index for C: -1 for any.
+pub(crate) fn index(interpreter: Option<usize>) -> Result<i32> {
+    match interpreter {
+        None => Ok(sys::MANYPY_ANY_INTERPRETER),
+        Some(i) => i32::try_from(i).map_err(|_| Error::new(Code::OutOfRange, format!("interpreter index {i}"))),
+    }
+}

@@ -1,0 +1,89 @@
+//! TorchScript modules run by libtorch on the host: no Python, no interpreter.
+use std::path::Path;
+use std::ptr::NonNull;
+
+use manypy_sys as sys;
+
+use crate::call::{method_name, options_ptr, value_result, Arguments, CallOptions, KeywordArguments};
+use crate::error::{Code, Error, Result};
+use crate::value::Value;
+use crate::version::check_library_version;
+
+/// A TorchScript module (`torch.jit.save`) loaded into the host's libtorch.
+/// `Send + Sync`, calls take `&self`: the C API lets any number of threads
+/// call it at once.
+pub struct ScriptModule(NonNull<sys::manypy_script_module>);
+
+unsafe impl Send for ScriptModule {}
+unsafe impl Sync for ScriptModule {}
+
+impl Drop for ScriptModule {
+    fn drop(&mut self) {
+        unsafe { sys::manypy_script_free(self.0.as_ptr()) }
+    }
+}
+
+impl ScriptModule {
+    /// Loads a TorchScript archive from a file.
+    pub fn load(path: impl AsRef<Path>) -> Result<ScriptModule> {
+        check_library_version()?;
+        let path = crate::path_c_string(path.as_ref())?;
+        let mut out = std::ptr::null_mut();
+        unsafe { Error::check(sys::manypy_script_load_file(path.as_ptr(), &mut out))? };
+        Self::wrap(out)
+    }
+
+    /// Loads a TorchScript archive from bytes.
+    pub fn load_bytes(bytes: &[u8]) -> Result<ScriptModule> {
+        check_library_version()?;
+        let mut out = std::ptr::null_mut();
+        unsafe { Error::check(sys::manypy_script_load_bytes(bytes.as_ptr().cast(), bytes.len(), &mut out))? };
+        Self::wrap(out)
+    }
+
+    fn wrap(raw: *mut sys::manypy_script_module) -> Result<ScriptModule> {
+        NonNull::new(raw)
+            .map(ScriptModule)
+            .ok_or_else(|| Error::new(Code::Internal, "no module returned"))
+    }
+
+    /// Calls `forward`, in inference mode.
+    pub fn call<A: Arguments + ?Sized>(&self, args: &A) -> Result<Value> {
+        self.call_with(None, args, &(), None)
+    }
+
+    /// Calls a method (`None`: `forward`) with keyword arguments and options
+    /// (timeout, cancel token, context; the interpreter index is ignored).
+    pub fn call_with<A, K>(
+        &self,
+        method: Option<&str>,
+        args: &A,
+        kwargs: &K,
+        options: Option<&CallOptions>,
+    ) -> Result<Value>
+    where
+        A: Arguments + ?Sized,
+        K: KeywordArguments + ?Sized,
+    {
+        let method = method_name(method)?;
+        let method = method.as_ref().map_or(std::ptr::null(), |m| m.as_ptr());
+        let (args, kwargs) = (args.raw()?, kwargs.raw()?);
+        value_result(|out| unsafe {
+            sys::manypy_script_call(self.0.as_ptr(), method, args.as_ptr(), kwargs.as_ptr(), options_ptr(options), out)
+        })
+    }
+
+    /// Saves the module (`torch.jit.save`) with `extra_files` stored as
+    /// `extra/<name>`, plus the export hook's.
+    pub fn save(&self, path: impl AsRef<Path>, extra_files: &[(&str, Value)]) -> Result<()> {
+        let path = crate::path_c_string(path.as_ref())?;
+        let extra = crate::metadata::extra_files(extra_files)?;
+        unsafe { Error::check(sys::manypy_script_save_file(self.0.as_ptr(), path.as_ptr(), extra.as_ptr())) }
+    }
+}
+
+impl std::fmt::Debug for ScriptModule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScriptModule").finish_non_exhaustive()
+    }
+}
