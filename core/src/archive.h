@@ -12,6 +12,9 @@
 #include <utility>
 #include <vector>
 
+#include "error.h"
+#include "pickle_check.h"
+
 namespace caffe2::serialize {
 class PyTorchStreamReader;
 class ReadAdapterInterface;
@@ -54,6 +57,12 @@ class Archive : public std::enable_shared_from_this<Archive> {
   bool has_record(const std::string& name) const;
   // A record's bytes (copied). Throws Error(kNoSuchName) if absent.
   std::string read(const std::string& name) const;
+  // Throws Error(BAD_ARCHIVE) unless every pickle libtorch's own unpickler
+  // would read among the records that `wanted` selects is well formed
+  // (pickle_check.h). A listed record that cannot be found is BAD_ARCHIVE
+  // too: the archive contradicts itself.
+  template <typename Wanted>
+  void check_torch_pickles(Wanted&& wanted) const;
 
   // Writes a copy of this archive to `path` (libtorch's PyTorchStreamWriter)
   // with `extra_files` added as "extra/<name>"; a name already in the
@@ -77,5 +86,17 @@ class Archive : public std::enable_shared_from_this<Archive> {
   std::unique_ptr<ZipIndex> index_;
   std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader_;
 };
+
+template <typename Wanted>
+void Archive::check_torch_pickles(Wanted&& wanted) const {
+  for (const std::string& name : records()) {
+    if (!is_torch_pickle_record(name) || !wanted(name)) continue;
+    if (!has_record(name)) {
+      throw Error(Code::kBadArchive,
+                  origin() + " lists record '" + name + "' but does not hold it");
+    }
+    check_pickle(read(name), origin() + ": " + name);
+  }
+}
 
 }  // namespace manypy

@@ -6,7 +6,6 @@
 
 #include "api_usage.h"
 #include "error.h"
-#include "pickle_check.h"
 
 namespace manypy {
 
@@ -64,11 +63,8 @@ Package::Package(std::shared_ptr<Pool> pool, std::shared_ptr<Archive> archive)
   if (pool_) pool_->trust().check(*archive_);
   // TorchScript modules inside the package are unpickled by libtorch's own
   // unpickler in the interpreter, which trusts its input (pickle_check.h).
-  for (const std::string& name : archive_->records()) {
-    if (name.rfind(".data/ts_code/", 0) == 0 && is_torch_pickle_record(name)) {
-      check_pickle(archive_->read(name), archive_->origin() + ": " + name);
-    }
-  }
+  archive_->check_torch_pickles(
+      [](const std::string& name) { return name.rfind(".data/ts_code/", 0) == 0; });
   if (!archive_->has_record(".data/extern_modules")) {
     throw Error(Code::kNotAPackage,
                 archive_->origin() +

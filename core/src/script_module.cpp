@@ -11,7 +11,6 @@
 #include "archive.h"
 #include "error.h"
 #include "ivalue_convert.h"
-#include "pickle_check.h"
 #include "op_callbacks.h"
 #include "script_stop.h"
 
@@ -68,9 +67,7 @@ ScriptModule::~ScriptModule() = default;
 std::unique_ptr<ScriptModule> ScriptModule::load(const Archive& archive) {
   // libtorch's unpickler trusts its input: check every pickle it will read
   // (some only when an error message needs source ranges) first.
-  for (const std::string& name : archive.records()) {
-    if (is_torch_pickle_record(name)) check_pickle(archive.read(name), archive.origin() + ": " + name);
-  }
+  archive.check_torch_pickles([](const std::string&) { return true; });
   auto impl = std::make_unique<Impl>();
   try {
     impl->module = torch::jit::load(archive.read_adapter());
