@@ -14,6 +14,7 @@
 
 #include "error.h"
 #include "pickle_check.h"
+#include "torchscript_debug_check.h"
 
 namespace caffe2::serialize {
 class PyTorchStreamReader;
@@ -95,7 +96,11 @@ void Archive::check_torch_pickles(Wanted&& wanted) const {
       throw Error(Code::kBadArchive,
                   origin() + " lists record '" + name + "' but does not hold it");
     }
-    check_pickle(read(name), origin() + ": " + name);
+    const std::string bytes = read(name);
+    check_pickle(bytes, origin() + ": " + name);
+    if (name.size() > 10 && name.compare(name.size() - 10, 10, ".debug_pkl") == 0) {
+      check_torchscript_debug_record(bytes, origin() + ": " + name);
+    }
   }
 }
 

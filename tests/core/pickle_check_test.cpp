@@ -10,6 +10,7 @@
 #include "archive.h"
 #include "error.h"
 #include "pickle_check.h"
+#include "torchscript_debug_check.h"
 
 namespace manypy {
 namespace {
@@ -43,6 +44,9 @@ TEST(PickleCheck, AcceptsEveryPickleOfTheSampleTorchScriptArchives) {
     for (const std::string& record : archive->records()) {
       if (!is_torch_pickle_record(record)) continue;
       EXPECT_NO_THROW(check_pickle(archive->read(record), record)) << name << ": " << record;
+      if (record.find(".debug_pkl") != std::string::npos) {
+        EXPECT_NO_THROW(check_torchscript_debug_record(archive->read(record), record)) << record;
+      }
       ++checked;
     }
   }
@@ -84,6 +88,26 @@ TEST(PickleCheck, RefusesMalformedStreams) {
     EXPECT_EQ(check_code(c.bytes, &why), Code::kBadArchive) << c.what;
     EXPECT_NE(why.find(c.names), std::string::npos) << c.what << ": " << why;
     EXPECT_NE(why.find("test: malformed pickle"), std::string::npos) << c.what << ": " << why;
+  }
+}
+
+TEST(TorchScriptDebugCheck, RefusesRecordsOfTheWrongShape) {
+  // Well-formed pickles (protocol 2) that libtorch 1.13 indexes without
+  // checks: an empty tuple crashed it while it reported a parse error.
+  const char* cases[] = {
+      "\x80\x02).",                                   // ()
+      "\x80\x02K\x01\x85.",                          // (1,)
+      "\x80\x02K\x00K\x00\x86\x85.",                // ((0, 0),)
+  };
+  for (const char* bytes : cases) {
+    std::string record(bytes);
+    try {
+      check_torchscript_debug_record(record, "test");
+      ADD_FAILURE() << "accepted " << ::testing::PrintToString(record);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Code::kBadArchive);
+      EXPECT_NE(e.message().find("malformed TorchScript debug record"), std::string::npos);
+    }
   }
 }
 
