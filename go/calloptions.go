@@ -44,27 +44,27 @@ type callScope struct {
 
 // beginCall maps ctx onto C call options. A context already done fails at
 // once with the matching *Error.
-func beginCall(ctx context.Context) (*callScope, error) {
+func beginCall(ctx context.Context) (callScope, error) {
+	var scope callScope // a value: the fast path allocates nothing
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, stoppedBy(err)
+		return scope, stoppedBy(err)
 	}
 	settings, _ := ctx.Value(callOptionsKey{}).(*CallOptions)
 	deadline, hasDeadline := ctx.Deadline()
 	done := ctx.Done()
-	scope := &callScope{}
 	if settings == nil && !hasDeadline && done == nil {
 		return scope, nil
 	}
 	scope.opts = C.manypy_call_options_new()
 	if scope.opts == nil {
-		return nil, &Error{Code: CodeResourceExhausted, Message: "manypy: out of memory"}
+		return callScope{}, oom
 	}
 	if err := scope.configure(ctx, settings, hasDeadline, deadline, done); err != nil {
 		scope.end()
-		return nil, err
+		return callScope{}, err
 	}
 	return scope, nil
 }
@@ -133,8 +133,12 @@ func (s *callScope) end() {
 	if s.stop != nil && !s.stop() {
 		<-s.done // the AfterFunc started: let it finish with the token
 	}
-	C.manypy_call_options_free(s.opts)
-	C.manypy_cancel_token_free(s.token)
+	if s.opts != nil { // the fast path makes no cgo call here
+		C.manypy_call_options_free(s.opts)
+	}
+	if s.token != nil {
+		C.manypy_cancel_token_free(s.token)
+	}
 }
 
 // finish maps a stopped call's error onto the context's: a call the

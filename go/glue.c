@@ -1,17 +1,10 @@
 /* C helpers of the Go binding (glue.h). */
 #include "glue.h"
 
-#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "_cgo_export.h"
 
-struct mpgo_tensor {
-  DLManagedTensor* managed; /* owned: its deleter runs with the last reference */
-  atomic_long refs;
-};
-
-const DLTensor* mpgo_tensor_dl(const mpgo_tensor* t) { return &t->managed->dl_tensor; }
 
 /* The C API has no constructor for a status, so the helpers' own failure
  * (malloc) is this address, which Go recognises and never frees. */
@@ -26,7 +19,7 @@ static manypy_status* hold(DLManagedTensor* managed, mpgo_tensor** out) {
     return out_of_memory();
   }
   t->managed = managed;
-  atomic_init(&t->refs, 1);
+  t->refs = 1;
   *out = t;
   return NULL;
 }
@@ -57,28 +50,39 @@ manypy_status* mpgo_tensor_from_buffer(void* data, size_t data_size, uint8_t cod
 
 void mpgo_tensor_unref(mpgo_tensor* t) {
   if (!t) return;
-  if (atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) == 1) {
+  if (__atomic_fetch_sub(&t->refs, 1, __ATOMIC_ACQ_REL) == 1) {
     t->managed->deleter(t->managed);
     free(t);
   }
 }
 
-static void view_deleter(DLManagedTensor* self) {
-  mpgo_tensor_unref((mpgo_tensor*)self->manager_ctx);
-  free(self);
+static void unref_release(void* ctx) { mpgo_tensor_unref((mpgo_tensor*)ctx); }
+
+/* The bytes a layout addresses from its first element (torch's strides are
+ * never negative), for manypy_value_new_tensor_from_buffer's size check. */
+static size_t span_bytes(const DLTensor* dl) {
+  size_t itemsize = dl->dtype.bits / 8;
+  size_t last = 0, step = 1;
+  for (int32_t i = dl->ndim - 1; i >= 0; --i) {
+    if (dl->shape[i] == 0) return 0;
+    int64_t stride = dl->strides ? dl->strides[i] : (int64_t)step;
+    last += (size_t)(dl->shape[i] - 1) * (size_t)stride;
+    step *= (size_t)dl->shape[i];
+  }
+  return (last + 1) * itemsize;
 }
 
 manypy_status* mpgo_tensor_value(mpgo_tensor* t, manypy_value** out) {
-  DLManagedTensor* view = malloc(sizeof *view);
-  if (!view) return out_of_memory();
-  /* Same layout and memory; shape and strides stay valid because the view
-   * holds a reference on t. */
-  view->dl_tensor = t->managed->dl_tensor;
-  view->manager_ctx = t;
-  view->deleter = view_deleter;
-  atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed);
-  /* manypy runs view->deleter exactly once, at once if this fails. */
-  return manypy_value_new_tensor(view, out);
+  /* A borrowed buffer over the same memory, holding a reference on t until
+   * manypy releases it. Not manypy_value_new_tensor over a view: that
+   * checks a caller's DLManagedTensor's pages with a system call per
+   * value, and this memory is manypy's own or already checked. */
+  const DLTensor* dl = &t->managed->dl_tensor;
+  __atomic_fetch_add(&t->refs, 1, __ATOMIC_RELAXED);
+  /* manypy runs the release exactly once, at once if this fails. */
+  return manypy_value_new_tensor_from_buffer((char*)dl->data + dl->byte_offset, span_bytes(dl),
+                                             dl->dtype, dl->ndim, dl->shape, dl->strides, 0,
+                                             unref_release, t, out);
 }
 
 manypy_status* mpgo_append_tensor(manypy_value* sequence, mpgo_tensor* t) {
@@ -86,6 +90,52 @@ manypy_status* mpgo_append_tensor(manypy_value* sequence, mpgo_tensor* t) {
   manypy_status* status = mpgo_tensor_value(t, &item);
   if (status) return status;
   return manypy_value_append(sequence, item);
+}
+
+manypy_status* mpgo_tuple_of_tensors(mpgo_tensor* const* tensors, size_t count,
+                                     manypy_value** out) {
+  manypy_value* tuple = manypy_value_new_tuple();
+  if (!tuple) return out_of_memory();
+  for (size_t i = 0; i < count; ++i) {
+    manypy_status* status = mpgo_append_tensor(tuple, tensors[i]);
+    if (status) {
+      manypy_value_free(tuple);
+      return status;
+    }
+  }
+  *out = tuple;
+  return NULL;
+}
+
+static manypy_status* take_result(manypy_status* status, manypy_value* result, mpgo_result* out) {
+  if (status) return status;
+  if (manypy_value_get_kind(result) == MANYPY_VALUE_TENSOR) {
+    status = mpgo_tensor_of_value(result, &out->tensor);
+    manypy_value_free(result);
+    return status;
+  }
+  out->value = result;
+  return NULL;
+}
+
+manypy_status* mpgo_object_call(manypy_object* object, const char* method, manypy_value* args,
+                                manypy_value* kwargs, const manypy_call_options* options,
+                                mpgo_result* out) {
+  manypy_value* result = NULL;
+  manypy_status* status = manypy_object_call(object, method, args, kwargs, options, &result);
+  manypy_value_free(args);
+  manypy_value_free(kwargs);
+  return take_result(status, result, out);
+}
+
+manypy_status* mpgo_script_call(manypy_script_module* module, const char* method,
+                                manypy_value* args, manypy_value* kwargs,
+                                const manypy_call_options* options, mpgo_result* out) {
+  manypy_value* result = NULL;
+  manypy_status* status = manypy_script_call(module, method, args, kwargs, options, &result);
+  manypy_value_free(args);
+  manypy_value_free(kwargs);
+  return take_result(status, result, out);
 }
 
 /* A Go string may be empty with a NULL data pointer; the C API wants bytes. */

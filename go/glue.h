@@ -14,10 +14,10 @@ manypy_status* mpgo_oom_status(void);
 /* A reference-counted DLPack tensor shared by one Go Tensor and every value
  * made from it (each call argument is a view that holds a reference), so a
  * Go Tensor may be closed while calls still use its memory. */
-typedef struct mpgo_tensor mpgo_tensor;
-
-/* The tensor's DLTensor: read-only for Go. */
-const DLTensor* mpgo_tensor_dl(const mpgo_tensor* t);
+typedef struct mpgo_tensor {
+  DLManagedTensor* managed; /* owned: its deleter runs with the last reference */
+  long refs;                /* atomic (__atomic builtins); only glue.c touches it */
+} mpgo_tensor;
 
 /* Takes the tensor of a tensor value (zero copy). */
 manypy_status* mpgo_tensor_of_value(const manypy_value* value, mpgo_tensor** out);
@@ -37,6 +37,27 @@ manypy_status* mpgo_tensor_value(mpgo_tensor* t, manypy_value** out);
 
 /* Appends a new value of t to a list or tuple. */
 manypy_status* mpgo_append_tensor(manypy_value* sequence, mpgo_tensor* t);
+
+/* A new tuple of views of `count` tensors: the arguments of a call whose
+ * arguments are all tensors, in one cgo transition. */
+manypy_status* mpgo_tuple_of_tensors(mpgo_tensor* const* tensors, size_t count,
+                                     manypy_value** out);
+
+/* A call's result: a tensor result is taken as an mpgo_tensor at once
+ * (the common case, without a walk from Go); any other is the value. */
+typedef struct mpgo_result {
+  manypy_value* value;
+  mpgo_tensor* tensor;
+} mpgo_result;
+
+/* manypy_object_call and manypy_script_call that free `args` and `kwargs`
+ * (owned, may be NULL) and fill *out: one cgo transition per call. */
+manypy_status* mpgo_object_call(manypy_object* object, const char* method, manypy_value* args,
+                                manypy_value* kwargs, const manypy_call_options* options,
+                                mpgo_result* out);
+manypy_status* mpgo_script_call(manypy_script_module* module, const char* method,
+                                manypy_value* args, manypy_value* kwargs,
+                                const manypy_call_options* options, mpgo_result* out);
 
 /* Appends a string (pointer and length: Go strings are not NUL-terminated). */
 manypy_status* mpgo_append_string(manypy_value* sequence, const char* data, size_t length);

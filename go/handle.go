@@ -2,6 +2,7 @@ package manypy
 
 import (
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"unsafe"
 )
@@ -50,10 +51,22 @@ func (h *handle) release() {
 	}
 }
 
-// close drops the owner's hold, once; the last holder frees.
-func (h *handle) close() {
+// close drops the owner's hold, once; the last holder frees. It reports
+// whether this call was the one that closed.
+func (h *handle) close() bool {
 	if h.closed.CompareAndSwap(false, true) {
 		h.release()
+		return true
+	}
+	return false
+}
+
+// closeOwned is Close of a Go owner: after an explicit close its cleanup
+// has nothing left to do, and stopping it is cheaper than letting the
+// runtime queue and run it (half the cost of a result tensor's backstop).
+func closeOwned(h *handle, cleanup runtime.Cleanup) {
+	if h.close() {
+		cleanup.Stop()
 	}
 }
 

@@ -16,21 +16,22 @@ import (
 // lazily into each interpreter that serves a call on it. Safe for concurrent
 // use by any number of goroutines. It keeps its package and pool alive.
 type Object struct {
-	h *handle
+	h       *handle
+	cleanup runtime.Cleanup // the backstop, stopped by Close
 }
 
 func newObject(obj *C.manypy_object) *Object {
 	o := &Object{h: newHandle(unsafe.Pointer(obj), func(ptr unsafe.Pointer) {
 		C.manypy_object_free((*C.manypy_object)(ptr))
 	}, "object")}
-	runtime.AddCleanup(o, cleanupHandle, o.h)
+	o.cleanup = runtime.AddCleanup(o, cleanupHandle, o.h)
 	return o
 }
 
 // Close frees the object and drops its replicas. Idempotent. Calls in
 // flight on other goroutines finish first; calls after it fail with
 // ErrClosed.
-func (o *Object) Close() { o.h.close() }
+func (o *Object) Close() { closeOwned(o.h, o.cleanup) }
 
 // Call calls the object itself (an nn.Module's forward, with its hooks)
 // under torch.no_grad(). ctx's deadline and cancellation stop the call's
@@ -67,28 +68,35 @@ func (o *Object) call(ctx context.Context, method *string, args []any, kwargs an
 		}
 		defer C.free(unsafe.Pointer(cmethod))
 	}
-	cargs, err := argsValue(args)
-	if err != nil {
-		return nil, err
-	}
-	defer C.manypy_value_free(cargs)
-	ckwargs, err := kwargsValue(kwargs)
-	if err != nil {
-		return nil, err
-	}
-	defer C.manypy_value_free(ckwargs)
 	scope, err := beginCall(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var out *C.manypy_value
-	err = statusError(C.manypy_object_call((*C.manypy_object)(ptr), cmethod, cargs, ckwargs, scope.opts, &out))
-	scope.end()
+	defer scope.end()
+	cargs, ckwargs, err := callArgs(args, kwargs)
+	if err != nil {
+		return nil, err
+	}
+	var out C.mpgo_result
+	// mpgo_object_call frees cargs and ckwargs.
+	err = statusError(C.mpgo_object_call((*C.manypy_object)(ptr), cmethod, cargs, ckwargs, scope.opts, &out))
 	runtime.KeepAlive(o)
 	if err != nil {
 		return nil, finish(ctx, err)
 	}
-	return takeValue(out)
+	return takeResult(&out)
+}
+
+// callArgs builds a call's positional and keyword arguments (nil for none).
+func callArgs(args []any, kwargs any) (cargs, ckwargs *C.manypy_value, err error) {
+	if cargs, err = argsValue(args); err != nil {
+		return nil, nil, err
+	}
+	if ckwargs, err = kwargsValue(kwargs); err != nil {
+		C.manypy_value_free(cargs)
+		return nil, nil, err
+	}
+	return cargs, ckwargs, nil
 }
 
 // Attr reads an attribute (a property runs Python code, so ctx applies).

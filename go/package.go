@@ -14,20 +14,21 @@ import (
 // Package is a torch.package archive loaded into a pool. It keeps the pool's
 // interpreters alive until closed. Safe for concurrent use.
 type Package struct {
-	h *handle
+	h       *handle
+	cleanup runtime.Cleanup // the backstop, stopped by Close
 }
 
 func newPackage(pkg *C.manypy_package) *Package {
 	p := &Package{h: newHandle(unsafe.Pointer(pkg), func(ptr unsafe.Pointer) {
 		C.manypy_package_free((*C.manypy_package)(ptr))
 	}, "package")}
-	runtime.AddCleanup(p, cleanupHandle, p.h)
+	p.cleanup = runtime.AddCleanup(p, cleanupHandle, p.h)
 	return p
 }
 
 // Close frees the package handle. Idempotent; objects loaded from it keep
 // it alive.
-func (p *Package) Close() { p.h.close() }
+func (p *Package) Close() { closeOwned(p.h, p.cleanup) }
 
 // LoadPickle unpickles module/name (torch.package's load_pickle) in one
 // interpreter now, so that errors surface here, and lazily in the others

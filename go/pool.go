@@ -53,7 +53,8 @@ type PoolOptions struct {
 // Pool is a pool of isolated Python interpreters. Safe for concurrent use
 // by any number of goroutines; Close may race calls (it frees after them).
 type Pool struct {
-	h *handle
+	h       *handle
+	cleanup runtime.Cleanup // the backstop, stopped by Close
 }
 
 // MaxInterpreters is the most interpreters this process can hold at once,
@@ -101,7 +102,7 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 	p := &Pool{h: newHandle(unsafe.Pointer(pool), func(ptr unsafe.Pointer) {
 		C.manypy_pool_destroy((*C.manypy_pool)(ptr))
 	}, "pool")}
-	runtime.AddCleanup(p, cleanupHandle, p.h)
+	p.cleanup = runtime.AddCleanup(p, cleanupHandle, p.h)
 	return p, nil
 }
 
@@ -182,7 +183,7 @@ func (o *PoolOptions) fill(copts *C.manypy_pool_options) error {
 // Close frees the pool handle. Idempotent. Packages and objects loaded from
 // the pool keep its interpreters until they are closed too; closing in any
 // order is safe.
-func (p *Pool) Close() { p.h.close() }
+func (p *Pool) Close() { closeOwned(p.h, p.cleanup) }
 
 // Size is the number of interpreters in the pool (0 once closed).
 func (p *Pool) Size() int {

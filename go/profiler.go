@@ -13,7 +13,8 @@ import (
 // Profiler aggregates sampled operator events by model id and operator, in
 // every interpreter and the host. Safe for concurrent use.
 type Profiler struct {
-	h *handle
+	h       *handle
+	cleanup runtime.Cleanup // the backstop, stopped by Close
 }
 
 // ProfileEntry is one (model, operator) aggregate.
@@ -39,12 +40,12 @@ func StartProfiler(p float64) (*Profiler, error) {
 	out := &Profiler{h: newHandle(unsafe.Pointer(prof), func(ptr unsafe.Pointer) {
 		C.manypy_profiler_free((*C.manypy_profiler)(ptr))
 	}, "profiler")}
-	runtime.AddCleanup(out, cleanupHandle, out.h)
+	out.cleanup = runtime.AddCleanup(out, cleanupHandle, out.h)
 	return out, nil
 }
 
 // Close stops profiling and frees the profiler. Idempotent.
-func (p *Profiler) Close() { p.h.close() }
+func (p *Profiler) Close() { closeOwned(p.h, p.cleanup) }
 
 // Snapshot returns the aggregates so far.
 func (p *Profiler) Snapshot() ([]ProfileEntry, error) {

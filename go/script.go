@@ -15,14 +15,15 @@ import (
 // ScriptModule is a TorchScript module run by libtorch in the host process:
 // no Python, no interpreter. Safe for concurrent use.
 type ScriptModule struct {
-	h *handle
+	h       *handle
+	cleanup runtime.Cleanup // the backstop, stopped by Close
 }
 
 func newScriptModule(m *C.manypy_script_module) *ScriptModule {
 	s := &ScriptModule{h: newHandle(unsafe.Pointer(m), func(ptr unsafe.Pointer) {
 		C.manypy_script_free((*C.manypy_script_module)(ptr))
 	}, "script module")}
-	runtime.AddCleanup(s, cleanupHandle, s.h)
+	s.cleanup = runtime.AddCleanup(s, cleanupHandle, s.h)
 	return s
 }
 
@@ -58,7 +59,7 @@ func LoadScriptBytes(data []byte) (*ScriptModule, error) {
 }
 
 // Close frees the module. Idempotent; waits for calls in flight.
-func (s *ScriptModule) Close() { s.h.close() }
+func (s *ScriptModule) Close() { closeOwned(s.h, s.cleanup) }
 
 // Call runs forward in inference mode. ctx's deadline and cancellation stop
 // it before its next tensor operator; its CallOptions' ids reach operator
@@ -87,28 +88,23 @@ func (s *ScriptModule) CallKw(ctx context.Context, method string, args []any, kw
 		}
 		defer C.free(unsafe.Pointer(cmethod))
 	}
-	cargs, err := argsValue(args)
-	if err != nil {
-		return nil, err
-	}
-	defer C.manypy_value_free(cargs)
-	ckwargs, err := kwargsValue(kwargs)
-	if err != nil {
-		return nil, err
-	}
-	defer C.manypy_value_free(ckwargs)
 	scope, err := beginCall(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var out *C.manypy_value
-	err = statusError(C.manypy_script_call((*C.manypy_script_module)(ptr), cmethod, cargs, ckwargs, scope.opts, &out))
-	scope.end()
+	defer scope.end()
+	cargs, ckwargs, err := callArgs(args, kwargs)
+	if err != nil {
+		return nil, err
+	}
+	var out C.mpgo_result
+	// mpgo_script_call frees cargs and ckwargs.
+	err = statusError(C.mpgo_script_call((*C.manypy_script_module)(ptr), cmethod, cargs, ckwargs, scope.opts, &out))
 	runtime.KeepAlive(s)
 	if err != nil {
 		return nil, finish(ctx, err)
 	}
-	return takeValue(out)
+	return takeResult(&out)
 }
 
 // Save writes the module (torch.jit.save) to path with extraFiles (name ->

@@ -125,7 +125,8 @@ func DTypeOf[T Element]() DType {
 // keep its memory alive, so closing it early is safe. Reading is safe from
 // many goroutines; Close may race calls (it frees after them).
 type Tensor struct {
-	h       *handle // *C.mpgo_tensor
+	h       *handle         // *C.mpgo_tensor
+	cleanup runtime.Cleanup // the backstop, stopped by Close
 	dtype   DType
 	shape   []int64
 	strides []int64 // in elements
@@ -210,7 +211,7 @@ func tensorOfValue(v *C.manypy_value) (*Tensor, error) {
 }
 
 func wrapTensor(t *C.mpgo_tensor) (*Tensor, error) {
-	dl := C.mpgo_tensor_dl(t)
+	dl := &t.managed.dl_tensor // read from Go: no cgo call
 	dtype, ok := dtypeOfDL(uint8(dl.dtype.code), uint8(dl.dtype.bits), uint8(dl.dtype.lanes))
 	if !ok {
 		C.mpgo_tensor_unref(t)
@@ -219,8 +220,8 @@ func wrapTensor(t *C.mpgo_tensor) (*Tensor, error) {
 			dl.dtype.code, dl.dtype.bits, dl.dtype.lanes)}
 	}
 	ndim := int(dl.ndim)
-	shape := make([]int64, ndim)
-	strides := make([]int64, ndim)
+	dims := make([]int64, 2*ndim) // one allocation for both
+	shape, strides := dims[:ndim:ndim], dims[ndim:]
 	if ndim > 0 {
 		copy(shape, unsafe.Slice((*int64)(unsafe.Pointer(dl.shape)), ndim))
 		if dl.strides != nil {
@@ -238,13 +239,13 @@ func wrapTensor(t *C.mpgo_tensor) (*Tensor, error) {
 	tensor.h = newHandle(unsafe.Pointer(t), func(ptr unsafe.Pointer) {
 		C.mpgo_tensor_unref((*C.mpgo_tensor)(ptr))
 	}, "tensor")
-	runtime.AddCleanup(tensor, cleanupHandle, tensor.h)
+	tensor.cleanup = runtime.AddCleanup(tensor, cleanupHandle, tensor.h)
 	return tensor, nil
 }
 
 // Close releases the tensor's memory (when no call still uses it).
 // Idempotent. Views from TensorView are invalid after it.
-func (t *Tensor) Close() { t.h.close() }
+func (t *Tensor) Close() { closeOwned(t.h, t.cleanup) }
 
 // DType is the element type.
 func (t *Tensor) DType() DType { return t.dtype }
