@@ -138,24 +138,6 @@ manypy_status* mpgo_script_call(manypy_script_module* module, const char* method
   return take_result(status, result, out);
 }
 
-/* A Go string may be empty with a NULL data pointer; the C API wants bytes. */
-static const char* nonnull(const char* data) { return data ? data : ""; }
-
-manypy_status* mpgo_append_string(manypy_value* sequence, const char* data, size_t length) {
-  manypy_value* item = NULL;
-  manypy_status* status = manypy_value_new_string(nonnull(data), length, &item);
-  if (status) return status;
-  return manypy_value_append(sequence, item);
-}
-
-manypy_status* mpgo_dict_set_string(manypy_value* dict, const char* key, const char* data,
-                                    size_t length) {
-  manypy_value* item = NULL;
-  manypy_status* status = manypy_value_new_string(nonnull(data), length, &item);
-  if (status) return status;
-  return manypy_value_dict_set(dict, key, item);
-}
-
 /* ---- callbacks: C function pointers to the Go trampolines ---------------- */
 
 static void free_handle(void* user_data) { mpgoFreeHandle((uintptr_t)user_data); }

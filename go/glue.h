@@ -12,8 +12,9 @@
 manypy_status* mpgo_oom_status(void);
 
 /* A reference-counted DLPack tensor shared by one Go Tensor and every value
- * made from it (each call argument is a view that holds a reference), so a
- * Go Tensor may be closed while calls still use its memory. */
+ * made from it (each call argument is a tensor value over the same memory
+ * whose release drops a reference), so a Go Tensor may be closed while calls
+ * still use its memory. */
 typedef struct mpgo_tensor {
   DLManagedTensor* managed; /* owned: its deleter runs with the last reference */
   long refs;                /* atomic (__atomic builtins); only glue.c touches it */
@@ -23,7 +24,7 @@ typedef struct mpgo_tensor {
 manypy_status* mpgo_tensor_of_value(const manypy_value* value, mpgo_tensor** out);
 
 /* A tensor over a buffer: copied now (copy = 1), or borrowed (copy = 0), in
- * which case the Go callback goReleaseBuffer(release_handle) runs when manypy
+ * which case the Go callback mpgoReleaseBuffer(release_handle) runs when manypy
  * no longer needs the buffer (at once on failure). */
 manypy_status* mpgo_tensor_from_buffer(void* data, size_t data_size, uint8_t code, uint8_t bits,
                                        int32_t ndim, const int64_t* shape, const int64_t* strides,
@@ -38,7 +39,7 @@ manypy_status* mpgo_tensor_value(mpgo_tensor* t, manypy_value** out);
 /* Appends a new value of t to a list or tuple. */
 manypy_status* mpgo_append_tensor(manypy_value* sequence, mpgo_tensor* t);
 
-/* A new tuple of views of `count` tensors: the arguments of a call whose
+/* A new tuple of values of `count` tensors: the arguments of a call whose
  * arguments are all tensors, in one cgo transition. */
 manypy_status* mpgo_tuple_of_tensors(mpgo_tensor* const* tensors, size_t count,
                                      manypy_value** out);
@@ -58,13 +59,6 @@ manypy_status* mpgo_object_call(manypy_object* object, const char* method, manyp
 manypy_status* mpgo_script_call(manypy_script_module* module, const char* method,
                                 manypy_value* args, manypy_value* kwargs,
                                 const manypy_call_options* options, mpgo_result* out);
-
-/* Appends a string (pointer and length: Go strings are not NUL-terminated). */
-manypy_status* mpgo_append_string(manypy_value* sequence, const char* data, size_t length);
-
-/* Sets dict[key] to a string; key is NUL-terminated. */
-manypy_status* mpgo_dict_set_string(manypy_value* dict, const char* key, const char* data,
-                                    size_t length);
 
 /* Operator callbacks with the Go trampolines; user_data is a cgo.Handle. */
 manypy_status* mpgo_add_op_callbacks(int with_enter, int with_exit, uintptr_t handle,
