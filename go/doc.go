@@ -56,6 +56,8 @@
 // several calls is the Go form of the C API's shared cancel token.
 // WithCallOptions adds per-call settings: a pinned interpreter, and the
 // model and request ids that operator callbacks and the profiler see.
+// Pool.Exec, ExecAll and Eval take no context: the C API gives them no call
+// options.
 //
 // # Errors
 //
