@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync/atomic"
+	"time"
 	"unsafe"
 )
 
@@ -72,4 +73,17 @@ func closeOwned(h *handle, cleanup runtime.Cleanup) {
 
 // cleanupHandle is the backstop given to runtime.AddCleanup: it frees what
 // was never closed.
-func cleanupHandle(h *handle) { h.close() }
+func cleanupHandle(h *handle) {
+	collecting.Add(1)
+	defer collecting.Add(-1)
+	if h.close() {
+		lastCollected.Store(time.Now().UnixNano())
+	}
+}
+
+// What NewPool watches to know whether the collector is still freeing
+// pools: cleanups running now, and when one last freed a handle.
+var (
+	collecting    atomic.Int64
+	lastCollected atomic.Int64
+)

@@ -66,16 +66,42 @@ func MaxInterpreters() int {
 	return int(C.manypy_max_interpreters())
 }
 
-// poolCreateWait bounds how long NewPool collects garbage and retries when
-// every interpreter is leased (see NewPool).
-const poolCreateWait = 10 * time.Second
+// How long NewPool goes on collecting garbage and retrying when every
+// interpreter is leased (see NewPool): while a cleanup is running, or for
+// poolCreateWait after its start or after the last handle the collector
+// freed, whichever is later; never more than poolCreateMaxWait in all (a
+// cleanup can block, waiting for a call that never returns).
+const (
+	poolCreateWait    = 5 * time.Second
+	poolCreateMaxWait = 60 * time.Second
+)
+
+// collectorMayFree tells whether a NewPool that started at start should
+// retry. Freeing a pool's object drops its replica in each interpreter,
+// which takes seconds on a loaded machine, and the runtime runs cleanups
+// one at a time.
+func collectorMayFree(start time.Time) bool {
+	if time.Since(start) > poolCreateMaxWait {
+		return false
+	}
+	if collecting.Load() > 0 {
+		return true
+	}
+	last := time.Unix(0, lastCollected.Load())
+	if last.Before(start) {
+		last = start
+	}
+	return time.Since(last) < poolCreateWait
+}
 
 // NewPool creates a pool. Interpreters start on first use (each imports
 // torch, about a second) and are reused by later pools.
 //
 // When every interpreter of the process is leased, possibly to pools that
 // are garbage but not yet cleaned up, NewPool runs the garbage collector and
-// retries for up to ten seconds before it returns ErrResourceExhausted.
+// retries, as long as the collector is freeing handles. It returns
+// ErrResourceExhausted once five seconds pass without a cleanup running or
+// freeing anything, or after a minute in all.
 func NewPool(opts PoolOptions) (*Pool, error) {
 	if err := ready(); err != nil {
 		return nil, err
@@ -86,10 +112,10 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 	}
 	defer C.manypy_pool_options_free(copts)
 	var pool *C.manypy_pool
-	deadline := time.Now().Add(poolCreateWait)
+	start := time.Now()
 	for attempt := 0; ; attempt++ {
 		err = statusError(C.manypy_pool_create(copts, &pool))
-		if err == nil || !isCode(err, CodeResourceExhausted) || time.Now().After(deadline) {
+		if err == nil || !isCode(err, CodeResourceExhausted) || !collectorMayFree(start) {
 			break
 		}
 		// Unclosed pools hold interpreters until their cleanups run.
