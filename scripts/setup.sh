@@ -16,6 +16,12 @@ packages=(
   libclang1-14
 )
 
+# The Go binding's tests need Go 1.24 or later, which Debian 12 does not
+# package (golang-go is 1.19): without it, CMake skips them with a message.
+if ! command -v go >/dev/null || ! go version | grep -Eq 'go1\.(2[4-9]|[3-9][0-9])'; then
+  echo "setup: no Go 1.24 or later on PATH: the Go binding's tests will be skipped (docs/go.md)"
+fi
+
 missing=()
 for pkg in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then

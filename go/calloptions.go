@@ -1,0 +1,170 @@
+package manypy
+
+/*
+#include <stdlib.h>
+#include "glue.h"
+*/
+import "C"
+
+import (
+	"context"
+	"time"
+	"unsafe"
+)
+
+// CallOptions are per-call settings that travel in a context.Context
+// (WithCallOptions), next to its deadline and cancellation.
+type CallOptions struct {
+	// Pinned pins calls to interpreter Interpreter (an index in
+	// [0, Pool.Size())); otherwise the pool chooses.
+	Pinned      bool
+	Interpreter int
+	// ModelID and RequestID are the call's context: every operator callback
+	// of every operator the call runs reports them (OpEvent), and the
+	// profiler aggregates by ModelID.
+	ModelID   string
+	RequestID string
+}
+
+type callOptionsKey struct{}
+
+// WithCallOptions returns a context whose calls use opts.
+func WithCallOptions(ctx context.Context, opts CallOptions) context.Context {
+	return context.WithValue(ctx, callOptionsKey{}, &opts)
+}
+
+// callScope is one call's C options: the context's deadline as a timeout,
+// its cancellation as a cancel token, and the CallOptions.
+type callScope struct {
+	opts  *C.manypy_call_options // nil: no options (the fast path)
+	token *C.manypy_cancel_token
+	stop  func() bool   // context.AfterFunc's
+	done  chan struct{} // closed when the AfterFunc has cancelled the token
+}
+
+// beginCall maps ctx onto C call options. A context already done fails at
+// once with the matching *Error.
+func beginCall(ctx context.Context) (callScope, error) {
+	var scope callScope // a value: the fast path allocates nothing
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if err := ctx.Err(); err != nil {
+		return scope, stoppedBy(err)
+	}
+	settings, _ := ctx.Value(callOptionsKey{}).(*CallOptions)
+	deadline, hasDeadline := ctx.Deadline()
+	done := ctx.Done()
+	if settings == nil && !hasDeadline && done == nil {
+		return scope, nil
+	}
+	scope.opts = C.manypy_call_options_new()
+	if scope.opts == nil {
+		return callScope{}, oom
+	}
+	if err := scope.configure(ctx, settings, hasDeadline, deadline, done); err != nil {
+		scope.end()
+		return callScope{}, err
+	}
+	return scope, nil
+}
+
+func (s *callScope) configure(ctx context.Context, settings *CallOptions, hasDeadline bool,
+	deadline time.Time, done <-chan struct{}) error {
+	if settings != nil {
+		if settings.Pinned {
+			if err := statusError(C.manypy_call_options_set_interpreter(s.opts, C.int32_t(settings.Interpreter))); err != nil {
+				return err
+			}
+		}
+		if settings.ModelID != "" || settings.RequestID != "" {
+			model, err := cString(settings.ModelID)
+			if err != nil {
+				return err
+			}
+			defer C.free(unsafe.Pointer(model))
+			request, err := cString(settings.RequestID)
+			if err != nil {
+				return err
+			}
+			defer C.free(unsafe.Pointer(request))
+			if err := statusError(C.manypy_call_options_set_context(s.opts, model, request)); err != nil {
+				return err
+			}
+		}
+	}
+	if hasDeadline {
+		remaining := time.Until(deadline)
+		if remaining <= 0 {
+			return stoppedBy(context.DeadlineExceeded)
+		}
+		// The C deadline stops Python at a bytecode boundary as soon as it
+		// passes, without waiting for Go's timer and the token.
+		if err := statusError(C.manypy_call_options_set_timeout(s.opts, C.int64_t(remaining))); err != nil {
+			return err
+		}
+	}
+	if done != nil {
+		s.token = C.manypy_cancel_token_new()
+		if s.token == nil {
+			return &Error{Code: CodeResourceExhausted, Message: "manypy: out of memory"}
+		}
+		if err := statusError(C.manypy_call_options_set_cancel_token(s.opts, s.token)); err != nil {
+			return err
+		}
+		token := s.token
+		s.done = make(chan struct{})
+		doneSignal := s.done
+		s.stop = context.AfterFunc(ctx, func() {
+			// A deadline is the C deadline's to enforce (set above from the
+			// same instant): cancelling too would race it and could report
+			// a deadline as a cancel to Python code.
+			if !hasDeadline || ctx.Err() != context.DeadlineExceeded {
+				C.manypy_cancel_token_cancel(token)
+			}
+			close(doneSignal)
+		})
+	}
+	return nil
+}
+
+// end frees the scope's C objects, once no cancel can still use them.
+func (s *callScope) end() {
+	if s.stop != nil && !s.stop() {
+		<-s.done // the AfterFunc started: let it finish with the token
+	}
+	if s.opts != nil { // the fast path makes no cgo call here
+		C.manypy_call_options_free(s.opts)
+	}
+	if s.token != nil {
+		C.manypy_cancel_token_free(s.token)
+	}
+}
+
+// finish maps a stopped call's error onto the context's: a call the
+// context's cancel (or its deadline, through Go's timer) stopped reports
+// that, and unwraps to ctx.Err().
+func finish(ctx context.Context, err error) error {
+	e, ok := err.(*Error)
+	if !ok || (e.Code != CodeCancelled && e.Code != CodeDeadlineExceeded) || ctx == nil {
+		return err
+	}
+	if cause := ctx.Err(); cause != nil {
+		e.cause = cause
+		if cause == context.DeadlineExceeded {
+			e.Code = CodeDeadlineExceeded
+		} else {
+			e.Code = CodeCancelled
+		}
+	}
+	return err
+}
+
+// stoppedBy is the error of a call its context stopped before it started.
+func stoppedBy(cause error) error {
+	code := CodeCancelled
+	if cause == context.DeadlineExceeded {
+		code = CodeDeadlineExceeded
+	}
+	return &Error{Code: code, Message: "manypy: " + cause.Error() + " before the call started", cause: cause}
+}

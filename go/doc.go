@@ -1,0 +1,110 @@
+// Package manypy serves PyTorch models written in Python from Go, without a
+// shared GIL: a pool of isolated CPython interpreters in the Go process,
+// each with its own GIL, so N goroutines run Python model code in parallel.
+// It wraps manypy's C API (manypy.h) through cgo.
+//
+// # Building and starting
+//
+// The package links libmanypy.so through pkg-config ("#cgo pkg-config:
+// manypy"): set PKG_CONFIG_PATH to <prefix>/lib/pkgconfig for an install,
+// or to <build>/pkgconfig for a build tree. It needs Go 1.24 or later
+// (runtime.AddCleanup; runtime.Pinner is 1.21). At its first use it checks
+// that the loaded library has the ABI of the header it was compiled with,
+// and every call returns an ErrLoader error if not.
+//
+// Start the process with GLIBC_TUNABLES=glibc.rtld.optional_static_tls=16384
+// in its environment: without it, the pool that asks for a sixth
+// interpreter fails with ErrStaticTLS (glibc reads the setting only at
+// process start; os.Setenv is too late).
+//
+// # Values
+//
+// Arguments and results cross as follows (Go → Python → Go):
+//
+//	nil                         None          nil
+//	bool                        bool          bool
+//	int, int8..int64, uint..    int           int64 (uint64 above MaxInt64: error)
+//	float32, float64            float         float64
+//	string (UTF-8, NUL allowed) str           string
+//	[]byte                      bytes         []byte
+//	*Tensor                     torch.Tensor  *Tensor (zero copy; Close it)
+//	[]any                       list          []any
+//	Tuple                       tuple         Tuple
+//	*Dict, Dict, map[string]any dict          *Dict (insertion order kept)
+//
+// A map[string]any goes in with its keys sorted. Other Go types, and values
+// nested more than 64 containers deep (the call's arguments tuple counts),
+// are ErrInvalidArgument; a Python result of another type is
+// ErrUnsupportedType.
+//
+// # Tensors
+//
+// NewTensor copies a Go slice once; NewTensorNoCopy shares it with Python,
+// pinned (runtime.Pinner) until the library releases it: C never holds an
+// unpinned Go pointer. Results are zero-copy *Tensor over the memory Python
+// produced: TensorView gives a slice over it (valid until Close), TensorCopy
+// a copy. Every dtype of manypy.h is supported, bool included.
+//
+// # Deadlines and cancellation
+//
+// The context given to Object.Call (and CallMethod, CallKw, Attr,
+// ScriptModule.Call) bounds the call: its deadline becomes the call's C
+// deadline, and its cancellation a C cancel token. Running Python code is
+// stopped at its next bytecode boundary, and the call returns an *Error
+// that matches context.DeadlineExceeded or context.Canceled under
+// errors.Is (and ErrDeadlineExceeded or ErrCancelled). A context shared by
+// several calls is the Go form of the C API's shared cancel token.
+// WithCallOptions adds per-call settings: a pinned interpreter, and the
+// model and request ids that operator callbacks and the profiler see.
+// Pool.Exec, ExecAll and Eval take no context: the C API gives them no call
+// options.
+//
+// # Errors
+//
+// Every failure of the library is an *Error with the Code, the one-line
+// Message, and for Python exceptions the PythonType and Traceback. Each code
+// has a sentinel (ErrPython, ErrNotFound, ...) for errors.Is. Go-side misuse
+// (an unsupported type, a shape that does not match its slice, a NUL in a
+// name) is an *Error with CodeInvalidArgument; a call on a closed handle
+// returns ErrClosed. The package never panics on a C failure.
+//
+// # Lifetimes
+//
+// Pool, Package, Object, ScriptModule, Profiler and Tensor hold native
+// handles. Close each when done: Close is idempotent, and closing in any
+// order is safe (an Object keeps its package and pool alive). A Close that
+// races calls on other goroutines frees the handle after they return, never
+// under them; calls that start after it fail with ErrClosed. A cleanup
+// (runtime.AddCleanup) frees whatever is never closed, as a backstop only:
+// the garbage collector does not see native memory. When every interpreter
+// is leased, NewPool runs the collector and retries before it gives up.
+//
+// # Goroutine safety
+//
+//   - Pool, Package, Object, ScriptModule, Profiler, OpCallbacks: safe for
+//     concurrent use by any number of goroutines.
+//   - Tensor: safe to pass to any number of concurrent calls and to read
+//     from many goroutines; the slices of TensorView are plain memory, so
+//     writes to them need the caller's own synchronisation.
+//   - Dict: like a Go map, not safe for concurrent writes. A Dict or []any
+//     that is only read may be passed to concurrent calls.
+//   - Package-level functions (SetExportHook, LoadOperatorLibrary, ...):
+//     safe from any goroutine.
+//
+// # Callbacks
+//
+// Operator callbacks (AddOpCallbacks), the API usage handler, the export
+// hook and the archive verifier are Go funcs called from C, on threads Go
+// may not have created: the HANDOFF threads of the library and torch's own
+// threads. cgo runs them as Go. A panic in one is recovered before it can
+// reach C and reported to SetCallbackPanicHandler (by default, printed to
+// standard error with its stack); the model's call goes on. Callbacks must
+// be quick and must not call manypy.
+//
+// # Threads
+//
+// In Direct mode (the default) a call runs on the calling goroutine's OS
+// thread, which cgo keeps for the call. Go reuses its threads, so the
+// per-thread memory the C API describes for exiting threads does not grow.
+// Handoff runs calls on the library's thread per interpreter instead.
+package manypy

@@ -1,0 +1,89 @@
+package manypy
+
+import (
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"time"
+	"unsafe"
+)
+
+// handle owns one native pointer and frees it exactly once: after Close (or
+// the garbage collector's cleanup) and after every call in flight on it has
+// returned. Calls hold it with acquire/release, so a Close racing a call on
+// another goroutine frees the native object after that call, never under
+// it, and calls that start after Close fail with ErrClosed. (The Java
+// binding's NativeResource, with the same counting.)
+//
+// A handle must not refer to the Go object that owns it: it is the argument
+// of that object's runtime.AddCleanup.
+type handle struct {
+	ptr  unsafe.Pointer
+	free func(unsafe.Pointer)
+	kind string
+	// 1 for the owner until Close, plus one per call in flight; the native
+	// object is freed when it drops to 0.
+	holders atomic.Int64
+	closed  atomic.Bool
+}
+
+func newHandle(ptr unsafe.Pointer, free func(unsafe.Pointer), kind string) *handle {
+	h := &handle{ptr: ptr, free: free, kind: kind}
+	h.holders.Store(1)
+	return h
+}
+
+// acquire returns the pointer, held until release; ErrClosed once closed.
+func (h *handle) acquire() (unsafe.Pointer, error) {
+	for {
+		n := h.holders.Load()
+		if n == 0 || h.closed.Load() {
+			return nil, fmt.Errorf("%w (%s)", ErrClosed, h.kind)
+		}
+		if h.holders.CompareAndSwap(n, n+1) {
+			return h.ptr, nil
+		}
+	}
+}
+
+func (h *handle) release() {
+	if h.holders.Add(-1) == 0 {
+		h.free(h.ptr)
+	}
+}
+
+// close drops the owner's hold, once; the last holder frees. It reports
+// whether this call was the one that closed.
+func (h *handle) close() bool {
+	if h.closed.CompareAndSwap(false, true) {
+		h.release()
+		return true
+	}
+	return false
+}
+
+// closeOwned is Close of a Go owner: after an explicit close its cleanup
+// has nothing left to do, and stopping it is cheaper than letting the
+// runtime queue and run it (half the cost of a result tensor's backstop).
+func closeOwned(h *handle, cleanup runtime.Cleanup) {
+	if h.close() {
+		cleanup.Stop()
+	}
+}
+
+// cleanupHandle is the backstop given to runtime.AddCleanup: it frees what
+// was never closed.
+func cleanupHandle(h *handle) {
+	collecting.Add(1)
+	defer collecting.Add(-1)
+	if h.close() {
+		lastCollected.Store(time.Now().UnixNano())
+	}
+}
+
+// What NewPool watches to know whether the collector is still freeing
+// pools: cleanups running now, and when one last freed a handle.
+var (
+	collecting    atomic.Int64
+	lastCollected atomic.Int64
+)

@@ -1,0 +1,173 @@
+package manypy
+
+/*
+#include <stdlib.h>
+#include "glue.h"
+*/
+import "C"
+
+import (
+	"runtime/cgo"
+	"sync"
+	"unsafe"
+)
+
+// OpCallbacks is a registration of operator callbacks (AddOpCallbacks).
+// Safe for concurrent use.
+type OpCallbacks struct {
+	id   uint64
+	once sync.Once
+	err  error
+}
+
+// AddOpCallbacks registers callbacks around torch operators, sampled with
+// probability p in (0, 1], in every interpreter of the process (those
+// started later too) and in the host's libtorch (ScriptModule). enter and
+// exit may be nil. With needsInputs, events carry each input's kind, dtype
+// and shape.
+//
+// Callbacks run on the thread running the operator: concurrently, on
+// threads Go did not create (torch's, the HANDOFF threads). They must be
+// quick and must not call manypy. A panic in one is recovered and reported
+// (SetCallbackPanicHandler); the operator goes on. At most 16 registrations
+// live at once (ErrResourceExhausted). A registration stays until Remove,
+// however unreachable it becomes, as a listener would.
+func AddOpCallbacks(enter, exit func(*OpEvent), p float64, needsInputs bool) (*OpCallbacks, error) {
+	if err := ready(); err != nil {
+		return nil, err
+	}
+	inputs := 0
+	if needsInputs {
+		inputs = 1
+	}
+	// Deleted by free_user_data: after the registration is removed, or at
+	// once if this fails.
+	h := cgo.NewHandle(&opCallbacks{enter: enter, exit: exit})
+	var id C.uint64_t
+	err := statusError(C.mpgo_add_op_callbacks(boolInt(enter != nil), boolInt(exit != nil),
+		C.uintptr_t(h), C.double(p), C.int(inputs), &id))
+	if err != nil {
+		return nil, err
+	}
+	return &OpCallbacks{id: uint64(id)}, nil
+}
+
+func boolInt(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Remove removes the registration: when it returns, no callback of it runs
+// or will run. Idempotent.
+func (r *OpCallbacks) Remove() error {
+	r.once.Do(func() { r.err = statusError(C.manypy_remove_op_callbacks(C.uint64_t(r.id))) })
+	return r.err
+}
+
+// SetAPIUsageHandler installs handler for the process (nil removes it),
+// replacing any earlier one. It is called once per distinct API usage key
+// (torch's, manypy's, the caller's and model code's), first, before this
+// returns, with every key already seen. It may run on any thread, while the
+// library holds a lock: it must return quickly and must not call manypy.
+func SetAPIUsageHandler(handler func(key string)) error {
+	if err := ready(); err != nil {
+		return err
+	}
+	var h cgo.Handle
+	if handler != nil {
+		h = cgo.NewHandle(handler) // deleted when replaced or removed
+	}
+	// If this fails (out of memory), the header does not say whether
+	// free_user_data ran: the handle is left, rather than deleted twice.
+	return statusError(C.mpgo_set_api_usage_handler(C.uintptr_t(h)))
+}
+
+// LogAPIUsage logs a key of the caller's; a key already seen is ignored.
+func LogAPIUsage(key string) error {
+	if err := ready(); err != nil {
+		return err
+	}
+	ckey, err := cString(key)
+	if err != nil {
+		return err
+	}
+	defer C.free(unsafe.Pointer(ckey))
+	return statusError(C.manypy_log_api_usage(ckey))
+}
+
+// SetExportHook installs the process-wide export hook (nil removes it): it
+// returns files (name -> string or []byte) to add, as "extra/<name>", to
+// every archive written in the process: Package.Save,
+// ScriptModule.Save, and torch.jit.save and torch.package's
+// PackageExporter in any interpreter. It runs on the writing thread, under a
+// lock, and must not call manypy. A panic (or a file that is neither string
+// nor []byte) adds no files and is reported; the archive is still written.
+func SetExportHook(hook func() map[string]any) error {
+	if err := ready(); err != nil {
+		return err
+	}
+	var h cgo.Handle
+	if hook != nil {
+		h = cgo.NewHandle(hook)
+	}
+	// On failure the C side has freed the user data (capi/src/archive.cpp).
+	return statusError(C.mpgo_set_export_hook(C.uintptr_t(h)))
+}
+
+// LoadOperatorLibrary loads a custom operator library (TORCH_LIBRARY) into
+// the host's libtorch and every interpreter, present and future. It is
+// never unloaded.
+func LoadOperatorLibrary(path string) error {
+	if err := ready(); err != nil {
+		return err
+	}
+	cpath, err := cString(path)
+	if err != nil {
+		return err
+	}
+	defer C.free(unsafe.Pointer(cpath))
+	return statusError(C.manypy_load_operator_library(cpath))
+}
+
+// ArchiveListFiles names the records of any PyTorch archive (TorchScript or
+// torch.package), read without Python.
+func ArchiveListFiles(path string) ([]string, error) {
+	if err := ready(); err != nil {
+		return nil, err
+	}
+	cpath, err := cString(path)
+	if err != nil {
+		return nil, err
+	}
+	defer C.free(unsafe.Pointer(cpath))
+	var out *C.manypy_value
+	if err := statusError(C.manypy_archive_list_files(cpath, &out)); err != nil {
+		return nil, err
+	}
+	return takeStrings(out)
+}
+
+// ArchiveReadFile reads one record of an archive (extra files are
+// "extra/<name>"); ErrNoSuchName if absent.
+func ArchiveReadFile(path, name string) ([]byte, error) {
+	if err := ready(); err != nil {
+		return nil, err
+	}
+	cpath, err := cString(path)
+	if err != nil {
+		return nil, err
+	}
+	defer C.free(unsafe.Pointer(cpath))
+	cname, err := cString(name)
+	if err != nil {
+		return nil, err
+	}
+	defer C.free(unsafe.Pointer(cname))
+	var out *C.manypy_value
+	if err := statusError(C.manypy_archive_read_file(cpath, cname, &out)); err != nil {
+		return nil, err
+	}
+	return takeBytes(out)
+}

@@ -1,0 +1,324 @@
+package manypy
+
+/*
+#include <stdlib.h>
+#include "glue.h"
+*/
+import "C"
+
+import (
+	"runtime"
+	"runtime/cgo"
+	"time"
+	"unsafe"
+)
+
+// ThreadMode is how a call reaches an interpreter (docs/threads.md).
+type ThreadMode int
+
+const (
+	// Direct: the calling goroutine's OS thread enters the interpreter. The
+	// fastest; Go keeps its threads, so it suits most services.
+	Direct ThreadMode = C.MANYPY_THREAD_MODE_DIRECT
+	// Handoff: the call runs on a thread the library owns (one per
+	// interpreter) while the goroutine waits in C.
+	Handoff ThreadMode = C.MANYPY_THREAD_MODE_HANDOFF
+)
+
+// AnyInterpreter lets the pool choose: a free interpreter, else the least
+// loaded.
+const AnyInterpreter = int(C.MANYPY_ANY_INTERPRETER)
+
+// PoolOptions configure NewPool. The zero value is 1 interpreter, DIRECT
+// mode, 1 intra-op thread, every archive trusted.
+type PoolOptions struct {
+	Interpreters   int        // 1 to MaxInterpreters(); 0 means 1
+	SysPath        []string   // appended to every interpreter's sys.path
+	IntraOpThreads int        // torch.set_num_threads per interpreter; 0 means 1
+	ThreadMode     ThreadMode // Direct (default) or Handoff
+	// TrustedSHA256 and ArchiveVerifier restrict which archives the pool
+	// runs (docs/security.md): with either set, an archive whose SHA-256
+	// (64 hex digits) is not listed and that the verifier does not accept
+	// fails with ErrUntrustedArchive before any of its Python runs.
+	TrustedSHA256 []string
+	// ArchiveVerifier decides about archives not on the list. It runs on
+	// the loading goroutine's thread and must not call manypy; a panic in
+	// it refuses the archive and is reported (SetCallbackPanicHandler).
+	ArchiveVerifier func(sha256 [32]byte, origin string) bool
+	// AllowProcessExit lets os._exit and os.abort in model code end the
+	// process; by default they raise manypy.ProcessExitRefused.
+	AllowProcessExit bool
+}
+
+// Pool is a pool of isolated Python interpreters. Safe for concurrent use
+// by any number of goroutines; Close may race calls (it frees after them).
+type Pool struct {
+	h       *handle
+	cleanup runtime.Cleanup // the backstop, stopped by Close
+}
+
+// MaxInterpreters is the most interpreters this process can hold at once,
+// all pools together.
+func MaxInterpreters() int {
+	if ready() != nil {
+		return 0
+	}
+	return int(C.manypy_max_interpreters())
+}
+
+// How long NewPool goes on collecting garbage and retrying when every
+// interpreter is leased (see NewPool): while a cleanup is running, or for
+// poolCreateWait after its start or after the last handle the collector
+// freed, whichever is later; never more than poolCreateMaxWait in all (a
+// cleanup can block, waiting for a call that never returns).
+const (
+	poolCreateWait    = 5 * time.Second
+	poolCreateMaxWait = 60 * time.Second
+)
+
+// collectorMayFree tells whether a NewPool that started at start should
+// retry. Freeing a pool's object drops its replica in each interpreter,
+// which takes seconds on a loaded machine, and the runtime runs cleanups
+// one at a time.
+func collectorMayFree(start time.Time) bool {
+	if time.Since(start) > poolCreateMaxWait {
+		return false
+	}
+	if collecting.Load() > 0 {
+		return true
+	}
+	last := time.Unix(0, lastCollected.Load())
+	if last.Before(start) {
+		last = start
+	}
+	return time.Since(last) < poolCreateWait
+}
+
+// NewPool creates a pool. Interpreters start on first use (each imports
+// torch, about a second) and are reused by later pools.
+//
+// When every interpreter of the process is leased, possibly to pools that
+// are garbage but not yet cleaned up, NewPool runs the garbage collector and
+// retries, as long as the collector is freeing handles. It returns
+// ErrResourceExhausted once five seconds pass without a cleanup running or
+// freeing anything, or after a minute in all.
+func NewPool(opts PoolOptions) (*Pool, error) {
+	if err := ready(); err != nil {
+		return nil, err
+	}
+	copts, err := opts.toC()
+	if err != nil {
+		return nil, err
+	}
+	defer C.manypy_pool_options_free(copts)
+	var pool *C.manypy_pool
+	start := time.Now()
+	for attempt := 0; ; attempt++ {
+		err = statusError(C.manypy_pool_create(copts, &pool))
+		if err == nil || !isCode(err, CodeResourceExhausted) || !collectorMayFree(start) {
+			break
+		}
+		// Unclosed pools hold interpreters until their cleanups run.
+		runtime.GC()
+		time.Sleep(time.Duration(min(1<<attempt, 200)) * time.Millisecond)
+	}
+	if err != nil {
+		return nil, err
+	}
+	p := &Pool{h: newHandle(unsafe.Pointer(pool), func(ptr unsafe.Pointer) {
+		C.manypy_pool_destroy((*C.manypy_pool)(ptr))
+	}, "pool")}
+	p.cleanup = runtime.AddCleanup(p, cleanupHandle, p.h)
+	return p, nil
+}
+
+func isCode(err error, code Code) bool {
+	e, ok := err.(*Error)
+	return ok && e.Code == code
+}
+
+func (o *PoolOptions) toC() (*C.manypy_pool_options, error) {
+	copts := C.manypy_pool_options_new()
+	if copts == nil {
+		return nil, &Error{Code: CodeResourceExhausted, Message: "manypy: out of memory"}
+	}
+	err := o.fill(copts)
+	if err != nil {
+		C.manypy_pool_options_free(copts)
+		return nil, err
+	}
+	return copts, nil
+}
+
+func (o *PoolOptions) fill(copts *C.manypy_pool_options) error {
+	count := o.Interpreters
+	if count == 0 {
+		count = 1
+	}
+	if count < 0 {
+		return &Error{Code: CodeOutOfRange, Message: "manypy: interpreters must be >= 1"}
+	}
+	if err := statusError(C.manypy_pool_options_set_interpreters(copts, C.size_t(count))); err != nil {
+		return err
+	}
+	for _, dir := range o.SysPath {
+		cdir, err := cString(dir)
+		if err != nil {
+			return err
+		}
+		err = statusError(C.manypy_pool_options_add_sys_path(copts, cdir))
+		C.free(unsafe.Pointer(cdir))
+		if err != nil {
+			return err
+		}
+	}
+	if o.IntraOpThreads != 0 {
+		if err := statusError(C.manypy_pool_options_set_intra_op_threads(copts, C.int(o.IntraOpThreads))); err != nil {
+			return err
+		}
+	}
+	if err := statusError(C.manypy_pool_options_set_thread_mode(copts, C.manypy_thread_mode(o.ThreadMode))); err != nil {
+		return err
+	}
+	for _, digest := range o.TrustedSHA256 {
+		cdigest, err := cString(digest)
+		if err != nil {
+			return err
+		}
+		err = statusError(C.manypy_pool_options_add_trusted_sha256(copts, cdigest))
+		C.free(unsafe.Pointer(cdigest))
+		if err != nil {
+			return err
+		}
+	}
+	if o.ArchiveVerifier != nil {
+		// Deleted by free_user_data, when the options and every pool made
+		// from them are gone (or at once if this fails).
+		h := cgo.NewHandle(o.ArchiveVerifier)
+		if err := statusError(C.mpgo_set_archive_verifier(copts, C.uintptr_t(h))); err != nil {
+			return err
+		}
+	}
+	allow := 0
+	if o.AllowProcessExit {
+		allow = 1
+	}
+	return statusError(C.manypy_pool_options_set_allow_process_exit(copts, C.int(allow)))
+}
+
+// Close frees the pool handle. Idempotent. Packages and objects loaded from
+// the pool keep its interpreters until they are closed too; closing in any
+// order is safe.
+func (p *Pool) Close() { closeOwned(p.h, p.cleanup) }
+
+// Size is the number of interpreters in the pool (0 once closed).
+func (p *Pool) Size() int {
+	ptr, err := p.h.acquire()
+	if err != nil {
+		return 0
+	}
+	defer p.h.release()
+	n := int(C.manypy_pool_size((*C.manypy_pool)(ptr)))
+	runtime.KeepAlive(p)
+	return n
+}
+
+// Exec runs Python statements in an interpreter's global namespace, which
+// persists for the pool's lifetime. interpreter is an index in [0, Size())
+// or AnyInterpreter.
+func (p *Pool) Exec(interpreter int, source string) error {
+	ptr, err := p.h.acquire()
+	if err != nil {
+		return err
+	}
+	defer p.h.release()
+	csrc, err := cString(source)
+	if err != nil {
+		return err
+	}
+	defer C.free(unsafe.Pointer(csrc))
+	err = statusError(C.manypy_pool_exec((*C.manypy_pool)(ptr), C.int32_t(interpreter), csrc))
+	runtime.KeepAlive(p)
+	return err
+}
+
+// ExecAll runs the same statements in every interpreter, in index order,
+// and stops at the first failure.
+func (p *Pool) ExecAll(source string) error {
+	ptr, err := p.h.acquire()
+	if err != nil {
+		return err
+	}
+	defer p.h.release()
+	csrc, err := cString(source)
+	if err != nil {
+		return err
+	}
+	defer C.free(unsafe.Pointer(csrc))
+	err = statusError(C.manypy_pool_exec_all((*C.manypy_pool)(ptr), csrc))
+	runtime.KeepAlive(p)
+	return err
+}
+
+// Eval evaluates one Python expression and converts its result (see the
+// package documentation for the types).
+func (p *Pool) Eval(interpreter int, expression string) (any, error) {
+	ptr, err := p.h.acquire()
+	if err != nil {
+		return nil, err
+	}
+	defer p.h.release()
+	cexpr, err := cString(expression)
+	if err != nil {
+		return nil, err
+	}
+	defer C.free(unsafe.Pointer(cexpr))
+	var out *C.manypy_value
+	err = statusError(C.manypy_pool_eval((*C.manypy_pool)(ptr), C.int32_t(interpreter), cexpr, &out))
+	runtime.KeepAlive(p)
+	if err != nil {
+		return nil, err
+	}
+	return takeValue(out)
+}
+
+// LoadPackage loads a torch.package archive from a file (mapped, not read).
+// The package keeps the pool's interpreters alive until it is closed.
+func (p *Pool) LoadPackage(path string) (*Package, error) {
+	ptr, err := p.h.acquire()
+	if err != nil {
+		return nil, err
+	}
+	defer p.h.release()
+	cpath, err := cString(path)
+	if err != nil {
+		return nil, err
+	}
+	defer C.free(unsafe.Pointer(cpath))
+	var pkg *C.manypy_package
+	err = statusError(C.manypy_package_load_file((*C.manypy_pool)(ptr), cpath, &pkg))
+	runtime.KeepAlive(p)
+	if err != nil {
+		return nil, err
+	}
+	return newPackage(pkg), nil
+}
+
+// LoadPackageBytes loads a torch.package archive from memory (copied).
+func (p *Pool) LoadPackageBytes(data []byte) (*Package, error) {
+	ptr, err := p.h.acquire()
+	if err != nil {
+		return nil, err
+	}
+	defer p.h.release()
+	var pkg *C.manypy_package
+	// The C API copies the bytes during the call: no pinning needed.
+	err = statusError(C.manypy_package_load_bytes((*C.manypy_pool)(ptr),
+		unsafe.Pointer(unsafe.SliceData(data)), C.size_t(len(data)), &pkg))
+	runtime.KeepAlive(data)
+	runtime.KeepAlive(p)
+	if err != nil {
+		return nil, err
+	}
+	return newPackage(pkg), nil
+}

@@ -1,0 +1,140 @@
+package manypy
+
+/*
+#include <stdlib.h>
+#include "glue.h"
+*/
+import "C"
+
+import (
+	"context"
+	"runtime"
+	"unsafe"
+)
+
+// ScriptModule is a TorchScript module run by libtorch in the host process:
+// no Python, no interpreter. Safe for concurrent use.
+type ScriptModule struct {
+	h       *handle
+	cleanup runtime.Cleanup // the backstop, stopped by Close
+}
+
+func newScriptModule(m *C.manypy_script_module) *ScriptModule {
+	s := &ScriptModule{h: newHandle(unsafe.Pointer(m), func(ptr unsafe.Pointer) {
+		C.manypy_script_free((*C.manypy_script_module)(ptr))
+	}, "script module")}
+	s.cleanup = runtime.AddCleanup(s, cleanupHandle, s.h)
+	return s
+}
+
+// LoadScript loads a TorchScript archive (torch.jit.save).
+func LoadScript(path string) (*ScriptModule, error) {
+	if err := ready(); err != nil {
+		return nil, err
+	}
+	cpath, err := cString(path)
+	if err != nil {
+		return nil, err
+	}
+	defer C.free(unsafe.Pointer(cpath))
+	var m *C.manypy_script_module
+	if err := statusError(C.manypy_script_load_file(cpath, &m)); err != nil {
+		return nil, err
+	}
+	return newScriptModule(m), nil
+}
+
+// LoadScriptBytes loads a TorchScript archive from memory.
+func LoadScriptBytes(data []byte) (*ScriptModule, error) {
+	if err := ready(); err != nil {
+		return nil, err
+	}
+	var m *C.manypy_script_module
+	err := statusError(C.manypy_script_load_bytes(unsafe.Pointer(unsafe.SliceData(data)), C.size_t(len(data)), &m))
+	runtime.KeepAlive(data)
+	if err != nil {
+		return nil, err
+	}
+	return newScriptModule(m), nil
+}
+
+// Close frees the module. Idempotent; waits for calls in flight.
+func (s *ScriptModule) Close() { closeOwned(s.h, s.cleanup) }
+
+// Call runs forward in inference mode. ctx's deadline and cancellation stop
+// it before its next tensor operator; its CallOptions' ids reach operator
+// callbacks (the pinned interpreter is ignored: there is none).
+func (s *ScriptModule) Call(ctx context.Context, args ...any) (any, error) {
+	return s.CallKw(ctx, "", args, nil)
+}
+
+// CallMethod runs the named method.
+func (s *ScriptModule) CallMethod(ctx context.Context, method string, args ...any) (any, error) {
+	return s.CallKw(ctx, method, args, nil)
+}
+
+// CallKw runs the named method ("" for forward) with keyword arguments
+// (*Dict, Dict, map[string]any or nil).
+func (s *ScriptModule) CallKw(ctx context.Context, method string, args []any, kwargs any) (any, error) {
+	ptr, err := s.h.acquire()
+	if err != nil {
+		return nil, err
+	}
+	defer s.h.release()
+	var cmethod *C.char
+	if method != "" {
+		if cmethod, err = cString(method); err != nil {
+			return nil, err
+		}
+		defer C.free(unsafe.Pointer(cmethod))
+	}
+	scope, err := beginCall(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer scope.end()
+	cargs, ckwargs, err := callArgs(args, kwargs)
+	if err != nil {
+		return nil, err
+	}
+	var out C.mpgo_result
+	// mpgo_script_call frees cargs and ckwargs.
+	err = statusError(C.mpgo_script_call((*C.manypy_script_module)(ptr), cmethod, cargs, ckwargs, scope.opts, &out))
+	runtime.KeepAlive(s)
+	if err != nil {
+		return nil, finish(ctx, err)
+	}
+	return takeResult(&out)
+}
+
+// Save writes the module (torch.jit.save) to path with extraFiles (name ->
+// string or []byte) as "extra/<name>", plus the export hook's files.
+func (s *ScriptModule) Save(path string, extraFiles map[string]any) error {
+	ptr, err := s.h.acquire()
+	if err != nil {
+		return err
+	}
+	defer s.h.release()
+	cpath, err := cString(path)
+	if err != nil {
+		return err
+	}
+	defer C.free(unsafe.Pointer(cpath))
+	extra, err := extraFilesValue(extraFiles)
+	if err != nil {
+		return err
+	}
+	defer C.manypy_value_free(extra)
+	err = statusError(C.manypy_script_save_file((*C.manypy_script_module)(ptr), cpath, extra))
+	runtime.KeepAlive(s)
+	return err
+}
+
+// SetScriptIntraOpThreads sets the host libtorch's intra-op threads, used by
+// ScriptModule calls (threads that have not yet run an operator).
+func SetScriptIntraOpThreads(threads int) error {
+	if err := ready(); err != nil {
+		return err
+	}
+	return statusError(C.manypy_script_set_intra_op_threads(C.int(threads)))
+}
