@@ -230,6 +230,13 @@ class Walker {
            std::to_string(depth_ - floor()) + (marks_.empty() ? "" : " above its mark"));
     }
     depth_ = depth_ - op.pops + op.pushes;
+    // Picklers number memo slots 0, 1, 2, ... and libtorch's unpickler
+    // relies on it: it appends to its memo table and reserves room up to
+    // the slot named, so one LONG_BINPUT of 0x5f5f6862 asked for 25 GB.
+    if ((op.effect & kMemoPut) && argument > memo_.size()) {
+      fail("it sets memo slot " + std::to_string(argument) + " but the memo holds " +
+           std::to_string(memo_.size()) + " (slots are numbered in order)");
+    }
     if (op.effect & kMemoPut) memo_.insert(argument);
     if (op.effect & kMemoize) memo_.insert(memo_.size());
     if ((op.effect & kMemoGet) && memo_.count(argument) == 0) {

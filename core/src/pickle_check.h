@@ -20,7 +20,8 @@ namespace manypy {
 // Throws Error(BAD_ARCHIVE) naming `where`, the opcode and its offset if
 // `bytes` is not one well-formed pickle: unknown opcode, an argument cut
 // short, a pop below the stack's bottom or below the innermost mark, a
-// pop-to-mark with no mark, a memo slot read before it was set, or no STOP.
+// pop-to-mark with no mark, a memo slot read before it was set or set out of
+// order, or no STOP.
 void check_pickle(std::string_view bytes, const std::string& where);
 
 // True for the records libtorch unpickles itself when it loads TorchScript.

@@ -76,6 +76,8 @@ TEST(PickleCheck, RefusesMalformedStreams) {
       {"APPENDS with no list below the mark", std::string("(K\x01" "e]", 5), "APPENDS"},
       {"a pop below the mark", std::string("K\x01(0.", 5), "POP"},
       {"a memo slot never set", std::string("h\x03.", 3), "BINGET"},
+      {"a memo slot out of order (libtorch reserved 25 GB for it)",
+       std::string("K\x01r\x62\x68\x5f\x5f.", 8), "LONG_BINPUT"},
       {"an argument cut short", std::string("X\x10\x00\x00\x00" "abc", 8), "BINUNICODE"},
       {"no STOP", std::string("K\x01", 2), "STOP"},
       {"an unknown opcode", std::string("\xff.", 2), "0xff"},
