@@ -15,6 +15,8 @@
 #include <set>
 
 #include "error.h"
+#include "pickle_check.h"
+#include "torchscript_debug_check.h"
 #include "value.h"
 #include "zip_index.h"
 
@@ -199,6 +201,19 @@ std::string Archive::read(const std::string& name) const {
     throw;
   } catch (const std::exception& e) {
     throw Error(Code::kBadArchive, origin_ + ": cannot read record '" + name + "': " + e.what());
+  }
+}
+
+void Archive::check_torch_pickles(const std::string& prefix) const {
+  for (const std::string& name : records()) {
+    if (name.rfind(prefix, 0) != 0 || !is_torch_pickle_record(name)) continue;
+    if (!has_record(name)) {
+      throw Error(Code::kBadArchive,
+                  origin_ + " lists record '" + name + "' but does not hold it");
+    }
+    const std::string bytes = read(name);
+    check_pickle(bytes, origin_ + ": " + name);
+    if (is_torch_debug_record(name)) check_torchscript_debug_record(bytes, origin_ + ": " + name);
   }
 }
 

@@ -12,9 +12,6 @@
 #include <utility>
 #include <vector>
 
-#include "error.h"
-#include "pickle_check.h"
-#include "torchscript_debug_check.h"
 
 namespace caffe2::serialize {
 class PyTorchStreamReader;
@@ -59,11 +56,11 @@ class Archive : public std::enable_shared_from_this<Archive> {
   // A record's bytes (copied). Throws Error(kNoSuchName) if absent.
   std::string read(const std::string& name) const;
   // Throws Error(BAD_ARCHIVE) unless every pickle libtorch's own unpickler
-  // would read among the records that `wanted` selects is well formed
-  // (pickle_check.h). A listed record that cannot be found is BAD_ARCHIVE
-  // too: the archive contradicts itself.
-  template <typename Wanted>
-  void check_torch_pickles(Wanted&& wanted) const;
+  // would read among the records whose names start with `prefix` ("" for
+  // all) is well formed (pickle_check.h, torchscript_debug_check.h). A
+  // listed record that cannot be found is BAD_ARCHIVE too: the archive
+  // contradicts itself.
+  void check_torch_pickles(const std::string& prefix) const;
 
   // Writes a copy of this archive to `path` (libtorch's PyTorchStreamWriter)
   // with `extra_files` added as "extra/<name>"; a name already in the
@@ -87,21 +84,5 @@ class Archive : public std::enable_shared_from_this<Archive> {
   std::unique_ptr<ZipIndex> index_;
   std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader_;
 };
-
-template <typename Wanted>
-void Archive::check_torch_pickles(Wanted&& wanted) const {
-  for (const std::string& name : records()) {
-    if (!is_torch_pickle_record(name) || !wanted(name)) continue;
-    if (!has_record(name)) {
-      throw Error(Code::kBadArchive,
-                  origin() + " lists record '" + name + "' but does not hold it");
-    }
-    const std::string bytes = read(name);
-    check_pickle(bytes, origin() + ": " + name);
-    if (name.size() > 10 && name.compare(name.size() - 10, 10, ".debug_pkl") == 0) {
-      check_torchscript_debug_record(bytes, origin() + ": " + name);
-    }
-  }
-}
 
 }  // namespace manypy

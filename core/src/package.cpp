@@ -63,8 +63,7 @@ Package::Package(std::shared_ptr<Pool> pool, std::shared_ptr<Archive> archive)
   if (pool_) pool_->trust().check(*archive_);
   // TorchScript modules inside the package are unpickled by libtorch's own
   // unpickler in the interpreter, which trusts its input (pickle_check.h).
-  archive_->check_torch_pickles(
-      [](const std::string& name) { return name.rfind(".data/ts_code/", 0) == 0; });
+  archive_->check_torch_pickles(".data/ts_code/");
   if (!archive_->has_record(".data/extern_modules")) {
     throw Error(Code::kNotAPackage,
                 archive_->origin() +

@@ -264,7 +264,9 @@ void check_pickle(std::string_view bytes, const std::string& where) {
 }
 
 bool is_torch_pickle_record(std::string_view name) {
-  return ends_with(name, ".pkl") || ends_with(name, ".debug_pkl");
+  return ends_with(name, ".pkl") || is_torch_debug_record(name);
 }
+
+bool is_torch_debug_record(std::string_view name) { return ends_with(name, ".debug_pkl"); }
 
 }  // namespace manypy

@@ -27,4 +27,7 @@ void check_pickle(std::string_view bytes, const std::string& where);
 // True for the records libtorch unpickles itself when it loads TorchScript.
 bool is_torch_pickle_record(std::string_view name);
 
+// True for TorchScript's source-range records among them (*.debug_pkl).
+bool is_torch_debug_record(std::string_view name);
+
 }  // namespace manypy
