@@ -92,50 +92,82 @@ manypy_status* mpgo_append_tensor(manypy_value* sequence, mpgo_tensor* t) {
   return manypy_value_append(sequence, item);
 }
 
-manypy_status* mpgo_tuple_of_tensors(mpgo_tensor* const* tensors, size_t count,
-                                     manypy_value** out) {
+/* A call's positional arguments: `args` itself, or when it is NULL and
+ * count > 0, a tuple of the tensors (the common call), made here. */
+static manypy_status* positional(manypy_value** args, mpgo_tensor* const* tensors, int count) {
+  if (*args || count <= 0) return NULL;
   manypy_value* tuple = manypy_value_new_tuple();
   if (!tuple) return out_of_memory();
-  for (size_t i = 0; i < count; ++i) {
+  for (int i = 0; i < count; ++i) {
     manypy_status* status = mpgo_append_tensor(tuple, tensors[i]);
     if (status) {
       manypy_value_free(tuple);
       return status;
     }
   }
-  *out = tuple;
+  *args = tuple;
   return NULL;
 }
 
-static manypy_status* take_result(manypy_status* status, manypy_value* result, mpgo_result* out) {
-  if (status) return status;
+/* Fills r from a call's status and result: a tensor result is taken as an
+ * mpgo_tensor at once, any other is returned as the value. */
+static void take_result(mpgo_call_result* r, manypy_status* status, manypy_value* result) {
+  r->status = status;
+  if (status) return;
   if (manypy_value_get_kind(result) == MANYPY_VALUE_TENSOR) {
-    status = mpgo_tensor_of_value(result, &out->tensor);
+    r->status = mpgo_tensor_of_value(result, &r->tensor);
     manypy_value_free(result);
-    return status;
+    return;
   }
-  out->value = result;
-  return NULL;
+  r->value = result;
 }
 
-manypy_status* mpgo_object_call(manypy_object* object, const char* method, manypy_value* args,
-                                manypy_value* kwargs, const manypy_call_options* options,
-                                mpgo_result* out) {
-  manypy_value* result = NULL;
-  manypy_status* status = manypy_object_call(object, method, args, kwargs, options, &result);
-  manypy_value_free(args);
-  manypy_value_free(kwargs);
-  return take_result(status, result, out);
+/* manypy_object_call or manypy_script_call, on a target of either kind. */
+typedef manypy_status* (*call_fn)(void* target, const char* method, const manypy_value* args,
+                                  const manypy_value* kwargs, const manypy_call_options* options,
+                                  manypy_value** out);
+
+static manypy_status* object_call(void* target, const char* method, const manypy_value* args,
+                                  const manypy_value* kwargs, const manypy_call_options* options,
+                                  manypy_value** out) {
+  return manypy_object_call(target, method, args, kwargs, options, out);
 }
 
-manypy_status* mpgo_script_call(manypy_script_module* module, const char* method,
-                                manypy_value* args, manypy_value* kwargs,
-                                const manypy_call_options* options, mpgo_result* out) {
-  manypy_value* result = NULL;
-  manypy_status* status = manypy_script_call(module, method, args, kwargs, options, &result);
+static manypy_status* script_call(void* target, const char* method, const manypy_value* args,
+                                  const manypy_value* kwargs, const manypy_call_options* options,
+                                  manypy_value** out) {
+  return manypy_script_call(target, method, args, kwargs, options, out);
+}
+
+static mpgo_call_result call(call_fn fn, void* target, const char* method, manypy_value* args,
+                             mpgo_tensor* const* tensors, int count, manypy_value* kwargs,
+                             const manypy_call_options* options) {
+  mpgo_call_result r = {NULL, NULL, NULL};
+  r.status = positional(&args, tensors, count);
+  if (!r.status) {
+    manypy_value* result = NULL;
+    manypy_status* status = fn(target, method, args, kwargs, options, &result);
+    take_result(&r, status, result);
+  }
   manypy_value_free(args);
   manypy_value_free(kwargs);
-  return take_result(status, result, out);
+  return r;
+}
+
+mpgo_call_result mpgo_object_call(manypy_object* object, const char* method, manypy_value* args,
+                                  mpgo_tensor* t0, mpgo_tensor* t1, mpgo_tensor* t2,
+                                  mpgo_tensor* t3, int tensors, manypy_value* kwargs,
+                                  const manypy_call_options* options) {
+  mpgo_tensor* const list[4] = {t0, t1, t2, t3};
+  return call(object_call, object, method, args, list, tensors, kwargs, options);
+}
+
+mpgo_call_result mpgo_script_call(manypy_script_module* module, const char* method,
+                                  manypy_value* args, mpgo_tensor* t0, mpgo_tensor* t1,
+                                  mpgo_tensor* t2, mpgo_tensor* t3, int tensors,
+                                  manypy_value* kwargs, const manypy_call_options* options) {
+  mpgo_tensor* const list[4] = {t0, t1, t2, t3};
+  return call(script_call, module, method, args, list, tensors, kwargs, options);
 }
 
 /* ---- callbacks: C function pointers to the Go trampolines ---------------- */

@@ -39,27 +39,28 @@ manypy_status* mpgo_tensor_value(mpgo_tensor* t, manypy_value** out);
 /* Appends a new value of t to a list or tuple. */
 manypy_status* mpgo_append_tensor(manypy_value* sequence, mpgo_tensor* t);
 
-/* A new tuple of values of `count` tensors: the arguments of a call whose
- * arguments are all tensors, in one cgo transition. */
-manypy_status* mpgo_tuple_of_tensors(mpgo_tensor* const* tensors, size_t count,
-                                     manypy_value** out);
-
-/* A call's result: a tensor result is taken as an mpgo_tensor at once
- * (the common case, without a walk from Go); any other is the value. */
-typedef struct mpgo_result {
+/* A call's outcome, returned by value: a status, or the result, of which a
+ * tensor is taken as an mpgo_tensor at once (the common case, without a
+ * walk from Go) and any other is the value. By value because cgo checks
+ * every Go pointer passed to C, and an out-parameter in Go memory (with the
+ * tensors as a Go array) cost a quarter of the binding's time per call. */
+typedef struct mpgo_call_result {
+  manypy_status* status;
   manypy_value* value;
   mpgo_tensor* tensor;
-} mpgo_result;
-
-/* manypy_object_call and manypy_script_call that free `args` and `kwargs`
- * (owned, may be NULL) and fill *out: one cgo transition per call. */
-manypy_status* mpgo_object_call(manypy_object* object, const char* method, manypy_value* args,
-                                manypy_value* kwargs, const manypy_call_options* options,
-                                mpgo_result* out);
-manypy_status* mpgo_script_call(manypy_script_module* module, const char* method,
-                                manypy_value* args, manypy_value* kwargs,
-                                const manypy_call_options* options, mpgo_result* out);
-
+} mpgo_call_result;
+/* manypy_object_call and manypy_script_call in one cgo transition. The
+ * positional arguments are `args` (owned, may be NULL) or, when args is NULL
+ * and tensors > 0, a tuple of t0.. made here (calls whose arguments are 1 to
+ * 4 tensors). Frees args and kwargs (owned, may be NULL). */
+mpgo_call_result mpgo_object_call(manypy_object* object, const char* method, manypy_value* args,
+                                  mpgo_tensor* t0, mpgo_tensor* t1, mpgo_tensor* t2,
+                                  mpgo_tensor* t3, int tensors, manypy_value* kwargs,
+                                  const manypy_call_options* options);
+mpgo_call_result mpgo_script_call(manypy_script_module* module, const char* method,
+                                  manypy_value* args, mpgo_tensor* t0, mpgo_tensor* t1,
+                                  mpgo_tensor* t2, mpgo_tensor* t3, int tensors,
+                                  manypy_value* kwargs, const manypy_call_options* options);
 /* Operator callbacks with the Go trampolines; user_data is a cgo.Handle. */
 manypy_status* mpgo_add_op_callbacks(int with_enter, int with_exit, uintptr_t handle,
                                      double probability, int needs_inputs, uint64_t* out_id);

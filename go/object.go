@@ -56,47 +56,15 @@ func (o *Object) CallKw(ctx context.Context, method string, args []any, kwargs a
 }
 
 func (o *Object) call(ctx context.Context, method *string, args []any, kwargs any) (any, error) {
-	ptr, err := o.h.acquire()
-	if err != nil {
-		return nil, err
-	}
-	defer o.h.release()
-	var cmethod *C.char
-	if method != nil {
-		if cmethod, err = cString(*method); err != nil {
-			return nil, err
-		}
-		defer C.free(unsafe.Pointer(cmethod))
-	}
-	scope, err := beginCall(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer scope.end()
-	cargs, ckwargs, err := callArgs(args, kwargs)
-	if err != nil {
-		return nil, err
-	}
-	var out C.mpgo_result
-	// mpgo_object_call frees cargs and ckwargs.
-	err = statusError(C.mpgo_object_call((*C.manypy_object)(ptr), cmethod, cargs, ckwargs, scope.opts, &out))
+	out, err := invoke(ctx, o.h, method, args, kwargs, objectCall)
 	runtime.KeepAlive(o)
-	if err != nil {
-		return nil, finish(ctx, err)
-	}
-	return takeResult(&out)
+	return out, err
 }
 
-// callArgs builds a call's positional and keyword arguments (nil for none).
-func callArgs(args []any, kwargs any) (cargs, ckwargs *C.manypy_value, err error) {
-	if cargs, err = argsValue(args); err != nil {
-		return nil, nil, err
-	}
-	if ckwargs, err = kwargsValue(kwargs); err != nil {
-		C.manypy_value_free(cargs)
-		return nil, nil, err
-	}
-	return cargs, ckwargs, nil
+func objectCall(ptr unsafe.Pointer, method *C.char, a callArgs,
+	opts *C.manypy_call_options) C.mpgo_call_result {
+	return C.mpgo_object_call((*C.manypy_object)(ptr), method, a.value, a.tensors[0], a.tensors[1],
+		a.tensors[2], a.tensors[3], C.int(a.count), a.kwargs, opts)
 }
 
 // Attr reads an attribute (a property runs Python code, so ctx applies).

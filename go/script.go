@@ -76,35 +76,19 @@ func (s *ScriptModule) CallMethod(ctx context.Context, method string, args ...an
 // CallKw runs the named method ("" for forward) with keyword arguments
 // (*Dict, Dict, map[string]any or nil).
 func (s *ScriptModule) CallKw(ctx context.Context, method string, args []any, kwargs any) (any, error) {
-	ptr, err := s.h.acquire()
-	if err != nil {
-		return nil, err
-	}
-	defer s.h.release()
-	var cmethod *C.char
+	var name *string
 	if method != "" {
-		if cmethod, err = cString(method); err != nil {
-			return nil, err
-		}
-		defer C.free(unsafe.Pointer(cmethod))
+		name = &method
 	}
-	scope, err := beginCall(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer scope.end()
-	cargs, ckwargs, err := callArgs(args, kwargs)
-	if err != nil {
-		return nil, err
-	}
-	var out C.mpgo_result
-	// mpgo_script_call frees cargs and ckwargs.
-	err = statusError(C.mpgo_script_call((*C.manypy_script_module)(ptr), cmethod, cargs, ckwargs, scope.opts, &out))
+	out, err := invoke(ctx, s.h, name, args, kwargs, scriptCall)
 	runtime.KeepAlive(s)
-	if err != nil {
-		return nil, finish(ctx, err)
-	}
-	return takeResult(&out)
+	return out, err
+}
+
+func scriptCall(ptr unsafe.Pointer, method *C.char, a callArgs,
+	opts *C.manypy_call_options) C.mpgo_call_result {
+	return C.mpgo_script_call((*C.manypy_script_module)(ptr), method, a.value, a.tensors[0],
+		a.tensors[1], a.tensors[2], a.tensors[3], C.int(a.count), a.kwargs, opts)
 }
 
 // Save writes the module (torch.jit.save) to path with extraFiles (name ->

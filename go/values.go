@@ -9,7 +9,6 @@ import "C"
 import (
 	"fmt"
 	"math"
-	"runtime"
 	"slices"
 	"strings"
 	"unsafe"
@@ -111,49 +110,6 @@ func truncate(s string) string {
 		return s[:40] + "..."
 	}
 	return s
-}
-
-// argsValue builds the positional arguments tuple (nil for none).
-func argsValue(args []any) (*C.manypy_value, error) {
-	if len(args) == 0 {
-		return nil, nil
-	}
-	if len(args) <= 4 {
-		if tuple, ok, err := tensorsTuple(args); ok {
-			return tuple, err
-		}
-	}
-	return sequenceValue(C.manypy_value_new_tuple(), args, 1)
-}
-
-// tensorsTuple builds the arguments of the common call, a few tensors, in
-// one cgo transition; ok is false when some argument is not a tensor.
-func tensorsTuple(args []any) (tuple *C.manypy_value, ok bool, err error) {
-	var held [4]*Tensor
-	var ptrs [4]*C.mpgo_tensor
-	for i, arg := range args {
-		t, isTensor := arg.(*Tensor)
-		if !isTensor || t == nil {
-			for _, h := range held[:i] {
-				h.h.release()
-			}
-			return nil, false, nil
-		}
-		ptr, err := t.h.acquire()
-		if err != nil {
-			for _, h := range held[:i] {
-				h.h.release()
-			}
-			return nil, true, err
-		}
-		held[i], ptrs[i] = t, (*C.mpgo_tensor)(ptr)
-	}
-	err = statusError(C.mpgo_tuple_of_tensors(&ptrs[0], C.size_t(len(args)), &tuple))
-	for _, t := range held[:len(args)] {
-		t.h.release()
-	}
-	runtime.KeepAlive(args)
-	return tuple, true, err
 }
 
 // kwargsValue builds the keyword arguments dict (nil for none).
@@ -363,14 +319,6 @@ func extraFilesValue(files map[string]any) (*C.manypy_value, error) {
 		}
 	}
 	return toValue(files, 0)
-}
-
-// takeResult converts a call's result (glue.h's mpgo_result) to Go.
-func takeResult(r *C.mpgo_result) (any, error) {
-	if r.tensor != nil {
-		return wrapTensor(r.tensor)
-	}
-	return takeValue(r.value)
 }
 
 // takeValue converts a C result to Go and frees it.

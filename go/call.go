@@ -1,0 +1,127 @@
+package manypy
+
+/*
+#include <stdlib.h>
+#include "glue.h"
+*/
+import "C"
+
+import (
+	"context"
+	"unsafe"
+)
+
+// callArgs are a call's arguments on their way to C (glue.h's
+// mpgo_object_call): the positional arguments as a value or, for the common
+// call whose arguments are 1 to 4 tensors, the tensors themselves, held
+// until the call returns and made into a tuple inside the call's one cgo
+// transition.
+type callArgs struct {
+	value   *C.manypy_value // nil when the tensors are the arguments
+	tensors [4]*C.mpgo_tensor
+	held    [4]*Tensor // acquired until release
+	count   int        // how many of tensors and held are set
+	kwargs  *C.manypy_value
+}
+
+// newCallArgs converts args, and kwargs (a *Dict, Dict, map[string]any or
+// nil). The C call frees value and kwargs; release lets go of the tensors.
+func newCallArgs(args []any, kwargs any) (callArgs, error) {
+	var a callArgs
+	tensors, err := a.holdTensors(args)
+	if err != nil {
+		return callArgs{}, err
+	}
+	if !tensors && len(args) > 0 {
+		if a.value, err = sequenceValue(C.manypy_value_new_tuple(), args, 1); err != nil {
+			return callArgs{}, err
+		}
+	}
+	if a.kwargs, err = kwargsValue(kwargs); err != nil {
+		a.release()
+		C.manypy_value_free(a.value)
+		return callArgs{}, err
+	}
+	return a, nil
+}
+
+// holdTensors acquires args if they are 1 to 4 tensors, and reports
+// whether they were; otherwise it holds nothing.
+func (a *callArgs) holdTensors(args []any) (bool, error) {
+	if len(args) == 0 || len(args) > len(a.tensors) {
+		return false, nil
+	}
+	for _, arg := range args {
+		if t, ok := arg.(*Tensor); !ok || t == nil {
+			return false, nil
+		}
+	}
+	for i, arg := range args {
+		t := arg.(*Tensor)
+		ptr, err := t.h.acquire()
+		if err != nil {
+			a.release()
+			return false, err
+		}
+		a.held[i], a.tensors[i] = t, (*C.mpgo_tensor)(ptr)
+		a.count = i + 1
+	}
+	return true, nil
+}
+
+// release lets go of the held tensors: once the call has returned, its
+// arguments hold their own references on the tensors' memory.
+func (a *callArgs) release() {
+	for _, t := range a.held[:a.count] {
+		t.h.release()
+	}
+	a.count = 0
+}
+
+// callFunc makes one call through glue.h on a handle's pointer: the one cgo
+// transition of a call, freeing a.value and a.kwargs.
+type callFunc func(ptr unsafe.Pointer, method *C.char, a callArgs,
+	opts *C.manypy_call_options) C.mpgo_call_result
+
+// invoke is the body of every call of Object and ScriptModule: it holds
+// the handle, maps ctx onto the C call options, converts the arguments,
+// makes the call and converts its result. method nil calls the object
+// itself.
+func invoke(ctx context.Context, h *handle, method *string, args []any, kwargs any,
+	call callFunc) (any, error) {
+	ptr, err := h.acquire()
+	if err != nil {
+		return nil, err
+	}
+	defer h.release()
+	var cmethod *C.char
+	if method != nil {
+		if cmethod, err = cString(*method); err != nil {
+			return nil, err
+		}
+		defer C.free(unsafe.Pointer(cmethod))
+	}
+	scope, err := beginCall(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer scope.end()
+	a, err := newCallArgs(args, kwargs)
+	if err != nil {
+		return nil, err
+	}
+	r := call(ptr, cmethod, a, scope.opts)
+	a.release()
+	if err := statusError(r.status); err != nil {
+		return nil, finish(ctx, err)
+	}
+	return takeResult(r)
+}
+
+// takeResult converts a call's result to Go.
+func takeResult(r C.mpgo_call_result) (any, error) {
+	if r.tensor != nil {
+		return wrapTensor(r.tensor)
+	}
+	return takeValue(r.value)
+}
