@@ -365,7 +365,8 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_options_add_sys_path(
     manypy_pool_options* options, const char* path);
 
 /* Intra-op threads per interpreter (torch.set_num_threads), >= 1. Default 1:
- * parallelism comes from interpreters, not from inside one op. */
+ * parallelism comes from interpreters, not from inside one op.
+ * MANYPY_ERR_OUT_OF_RANGE below 1. */
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_options_set_intra_op_threads(
     manypy_pool_options* options, int threads);
 
@@ -722,7 +723,7 @@ static inline const manypy_op_input* manypy_op_event_input(const manypy_op_event
 typedef void (*manypy_op_callback_fn)(const manypy_op_event* event, void* user_data);
 
 /* Registers callbacks around torch operators, sampled with probability
- * `sampling_probability` in (0, 1], in every interpreter of the process
+ * `sampling_probability` in (0, 1] (MANYPY_ERR_OUT_OF_RANGE outside it), in every interpreter of the process
  * (those started later too) and in the host's libtorch (TorchScript on the
  * host). `enter` and `exit` may be NULL. With `needs_inputs` (0 or 1), events carry
  * each input's kind, dtype and shape. Callbacks run on the thread running
@@ -749,7 +750,8 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_remove_op_callbacks(uint64_t i
 typedef struct manypy_profiler manypy_profiler;
 
 /* Starts profiling every interpreter and the host with the given sampling
- * probability in (0, 1]. Uses one of the 16 callback registrations. */
+ * probability in (0, 1] (MANYPY_ERR_OUT_OF_RANGE outside it). Uses one of
+ * the 16 callback registrations. */
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_profiler_start(
     double sampling_probability, manypy_profiler** out_profiler);
 
@@ -811,7 +813,8 @@ typedef void (*manypy_api_usage_fn)(const char* key, void* user_data);
  * on this thread with every key already seen, so a handler installed late
  * still sees each key once. `handler` NULL removes it. free_user_data, if
  * not NULL, runs exactly once, when the handler is replaced or removed.
- * Thread safety: any thread. */
+ * It always returns NULL: nothing in it can fail. Thread safety: any
+ * thread. */
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_set_api_usage_handler(
     manypy_api_usage_fn handler, void* user_data, void (*free_user_data)(void*));
 
@@ -858,7 +861,9 @@ typedef manypy_value* (*manypy_export_hook_fn)(void* user_data);
 
 /* Installs the hook, replacing any earlier one (whose free_user_data runs
  * once no call of it is in progress). `hook` NULL removes it (and frees
- * `user_data` at once). Thread safety: any thread. */
+ * `user_data` at once). free_user_data, if not NULL, runs exactly once: when
+ * the hook is replaced or removed, or before this returns if it fails
+ * (MANYPY_ERR_RESOURCE_EXHAUSTED). Thread safety: any thread. */
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_set_export_hook(
     manypy_export_hook_fn hook, void* user_data, void (*free_user_data)(void*));
 
@@ -876,8 +881,9 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_set_export_hook(
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_load_operator_library(const char* path);
 
 /* Intra-op threads of the host's libtorch (torch.set_num_threads), used by
- * TorchScript calls. Applies to threads that have not yet run an operator.
- * Interpreters have their own setting (manypy_pool_options). */
+ * TorchScript calls, >= 1 (MANYPY_ERR_OUT_OF_RANGE below). Applies to
+ * threads that have not yet run an operator. Interpreters have their own
+ * setting (manypy_pool_options). */
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_script_set_intra_op_threads(int threads);
 
 #ifdef __cplusplus
