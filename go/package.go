@@ -100,22 +100,9 @@ func (p *Package) ReadFile(name string) ([]byte, error) {
 // string or []byte; nil for none) stored as "extra/<name>", plus the export
 // hook's files. The copy loads like the original.
 func (p *Package) Save(path string, extraFiles map[string]any) error {
-	ptr, err := p.h.acquire()
-	if err != nil {
-		return err
-	}
-	defer p.h.release()
-	cpath, err := cString(path)
-	if err != nil {
-		return err
-	}
-	defer C.free(unsafe.Pointer(cpath))
-	extra, err := extraFilesValue(extraFiles)
-	if err != nil {
-		return err
-	}
-	defer C.manypy_value_free(extra)
-	err = statusError(C.manypy_package_save_file((*C.manypy_package)(ptr), cpath, extra))
+	err := saveArchive(p.h, path, extraFiles, func(ptr unsafe.Pointer, cpath *C.char, extra *C.manypy_value) *C.manypy_status {
+		return C.manypy_package_save_file((*C.manypy_package)(ptr), cpath, extra)
+	})
 	runtime.KeepAlive(p)
 	return err
 }

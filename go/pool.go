@@ -161,16 +161,10 @@ func (o *PoolOptions) fill(copts *C.manypy_pool_options) error {
 	if err := statusError(C.manypy_pool_options_set_interpreters(copts, C.size_t(count))); err != nil {
 		return err
 	}
-	for _, dir := range o.SysPath {
-		cdir, err := cString(dir)
-		if err != nil {
-			return err
-		}
-		err = statusError(C.manypy_pool_options_add_sys_path(copts, cdir))
-		C.free(unsafe.Pointer(cdir))
-		if err != nil {
-			return err
-		}
+	if err := addEach(o.SysPath, func(dir *C.char) *C.manypy_status {
+		return C.manypy_pool_options_add_sys_path(copts, dir)
+	}); err != nil {
+		return err
 	}
 	if o.IntraOpThreads != 0 {
 		if err := statusError(C.manypy_pool_options_set_intra_op_threads(copts, C.int(o.IntraOpThreads))); err != nil {
@@ -180,16 +174,10 @@ func (o *PoolOptions) fill(copts *C.manypy_pool_options) error {
 	if err := statusError(C.manypy_pool_options_set_thread_mode(copts, C.manypy_thread_mode(o.ThreadMode))); err != nil {
 		return err
 	}
-	for _, digest := range o.TrustedSHA256 {
-		cdigest, err := cString(digest)
-		if err != nil {
-			return err
-		}
-		err = statusError(C.manypy_pool_options_add_trusted_sha256(copts, cdigest))
-		C.free(unsafe.Pointer(cdigest))
-		if err != nil {
-			return err
-		}
+	if err := addEach(o.TrustedSHA256, func(digest *C.char) *C.manypy_status {
+		return C.manypy_pool_options_add_trusted_sha256(copts, digest)
+	}); err != nil {
+		return err
 	}
 	if o.ArchiveVerifier != nil {
 		// Deleted by free_user_data, when the options and every pool made
@@ -321,4 +309,20 @@ func (p *Pool) LoadPackageBytes(data []byte) (*Package, error) {
 		return nil, err
 	}
 	return newPackage(pkg), nil
+}
+
+// addEach passes each string, as a C string, to an options setter.
+func addEach(items []string, add func(*C.char) *C.manypy_status) error {
+	for _, item := range items {
+		citem, err := cString(item)
+		if err != nil {
+			return err
+		}
+		err = statusError(add(citem))
+		C.free(unsafe.Pointer(citem))
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

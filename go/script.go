@@ -94,22 +94,9 @@ func scriptCall(ptr unsafe.Pointer, method *C.char, a callArgs,
 // Save writes the module (torch.jit.save) to path with extraFiles (name ->
 // string or []byte) as "extra/<name>", plus the export hook's files.
 func (s *ScriptModule) Save(path string, extraFiles map[string]any) error {
-	ptr, err := s.h.acquire()
-	if err != nil {
-		return err
-	}
-	defer s.h.release()
-	cpath, err := cString(path)
-	if err != nil {
-		return err
-	}
-	defer C.free(unsafe.Pointer(cpath))
-	extra, err := extraFilesValue(extraFiles)
-	if err != nil {
-		return err
-	}
-	defer C.manypy_value_free(extra)
-	err = statusError(C.manypy_script_save_file((*C.manypy_script_module)(ptr), cpath, extra))
+	err := saveArchive(s.h, path, extraFiles, func(ptr unsafe.Pointer, cpath *C.char, extra *C.manypy_value) *C.manypy_status {
+		return C.manypy_script_save_file((*C.manypy_script_module)(ptr), cpath, extra)
+	})
 	runtime.KeepAlive(s)
 	return err
 }

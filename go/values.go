@@ -305,6 +305,28 @@ func dictValue(keys []string, values []any, depth int) (*C.manypy_value, error) 
 	return dict, nil
 }
 
+// saveArchive is the body of Package.Save and ScriptModule.Save: save
+// writes the archive of h's pointer to cpath with the extra files.
+func saveArchive(h *handle, path string, extraFiles map[string]any,
+	save func(ptr unsafe.Pointer, cpath *C.char, extra *C.manypy_value) *C.manypy_status) error {
+	ptr, err := h.acquire()
+	if err != nil {
+		return err
+	}
+	defer h.release()
+	cpath, err := cString(path)
+	if err != nil {
+		return err
+	}
+	defer C.free(unsafe.Pointer(cpath))
+	extra, err := extraFilesValue(extraFiles)
+	if err != nil {
+		return err
+	}
+	defer C.manypy_value_free(extra)
+	return statusError(save(ptr, cpath, extra))
+}
+
 // extraFilesValue builds the dict of extra files for the save functions
 // (nil for none): values must be strings or []byte.
 func extraFilesValue(files map[string]any) (*C.manypy_value, error) {

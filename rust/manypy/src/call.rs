@@ -321,9 +321,31 @@ impl KeywordArguments for () {
     }
 }
 
-/// The C string for an optional method name (NULL: call the object).
-pub(crate) fn method_name(method: Option<&str>) -> Result<Option<std::ffi::CString>> {
-    method.map(c_string).transpose()
+/// The body of `Object::call_with` and `ScriptModule::call_with`: converts
+/// the method name (`None`: the object itself, NULL in C), the arguments and
+/// the options, and hands them to `call` (`manypy_object_call` or
+/// `manypy_script_call` on the caller's handle), whose result it converts.
+pub(crate) fn call_value<A, K>(
+    method: Option<&str>,
+    args: &A,
+    kwargs: &K,
+    options: Option<&CallOptions>,
+    call: impl FnOnce(
+        *const std::os::raw::c_char,
+        *const sys::manypy_value,
+        *const sys::manypy_value,
+        *const sys::manypy_call_options,
+        *mut *mut sys::manypy_value,
+    ) -> *mut sys::manypy_status,
+) -> Result<Value>
+where
+    A: Arguments + ?Sized,
+    K: KeywordArguments + ?Sized,
+{
+    let method = method.map(c_string).transpose()?;
+    let method = method.as_ref().map_or(std::ptr::null(), |m| m.as_ptr());
+    let (args, kwargs) = (args.raw()?, kwargs.raw()?);
+    value_result(|out| call(method, args.as_ptr(), kwargs.as_ptr(), options_ptr(options), out))
 }
 
 /// The C pointer of optional call options.

@@ -4,7 +4,7 @@ use std::ptr::NonNull;
 
 use manypy_sys as sys;
 
-use crate::call::{method_name, options_ptr, value_result, Arguments, CallOptions, KeywordArguments};
+use crate::call::{call_value, Arguments, CallOptions, KeywordArguments};
 use crate::error::{Code, Error, Result};
 use crate::value::Value;
 use crate::version::check_library_version;
@@ -65,11 +65,8 @@ impl ScriptModule {
         A: Arguments + ?Sized,
         K: KeywordArguments + ?Sized,
     {
-        let method = method_name(method)?;
-        let method = method.as_ref().map_or(std::ptr::null(), |m| m.as_ptr());
-        let (args, kwargs) = (args.raw()?, kwargs.raw()?);
-        value_result(|out| unsafe {
-            sys::manypy_script_call(self.0.as_ptr(), method, args.as_ptr(), kwargs.as_ptr(), options_ptr(options), out)
+        call_value(method, args, kwargs, options, |method, args, kwargs, options, out| unsafe {
+            sys::manypy_script_call(self.0.as_ptr(), method, args, kwargs, options, out)
         })
     }
 
