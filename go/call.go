@@ -8,6 +8,7 @@ import "C"
 
 import (
 	"context"
+	"runtime"
 	"unsafe"
 )
 
@@ -18,9 +19,9 @@ import (
 // transition.
 type callArgs struct {
 	value   *C.manypy_value // nil when the tensors are the arguments
-	tensors [4]*C.mpgo_tensor
-	held    [4]*Tensor // acquired until release
-	count   int        // how many of tensors and held are set
+	tensors [4]C.uintptr_t  // *C.mpgo_tensor (glue.h says why uintptr_t)
+	held    [4]*Tensor      // acquired until release
+	count   int             // how many of tensors and held are set
 	kwargs  *C.manypy_value
 }
 
@@ -63,7 +64,7 @@ func (a *callArgs) holdTensors(args []any) (bool, error) {
 			a.release()
 			return false, err
 		}
-		a.held[i], a.tensors[i] = t, (*C.mpgo_tensor)(ptr)
+		a.held[i], a.tensors[i] = t, C.uintptr_t(uintptr(ptr))
 		a.count = i + 1
 	}
 	return true, nil
@@ -112,6 +113,9 @@ func invoke(ctx context.Context, h *handle, method *string, args []any, kwargs a
 	}
 	r := call(ptr, cmethod, a, scope.opts)
 	a.release()
+	if r.yield != 0 {
+		runtime.Gosched() // scheduling.go
+	}
 	if err := statusError(r.status); err != nil {
 		return nil, finish(ctx, err)
 	}

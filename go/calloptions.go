@@ -36,7 +36,6 @@ func WithCallOptions(ctx context.Context, opts CallOptions) context.Context {
 // callScope is one call's C options: the context's deadline as a timeout,
 // its cancellation as a cancel token, and the CallOptions.
 type callScope struct {
-	start time.Time              // for yieldAfterLongCall
 	opts  *C.manypy_call_options // nil: no options (the fast path)
 	token *C.manypy_cancel_token
 	stop  func() bool   // context.AfterFunc's
@@ -46,7 +45,7 @@ type callScope struct {
 // beginCall maps ctx onto C call options. A context already done fails at
 // once with the matching *Error.
 func beginCall(ctx context.Context) (callScope, error) {
-	scope := callScope{start: time.Now()} // a value: the fast path allocates nothing
+	var scope callScope // a value: the fast path allocates nothing
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -129,10 +128,8 @@ func (s *callScope) configure(ctx context.Context, settings *CallOptions, hasDea
 	return nil
 }
 
-// end frees the scope's C objects, once no cancel can still use them, and
-// yields after a long call (yieldAfterLongCall).
+// end frees the scope's C objects, once no cancel can still use them.
 func (s *callScope) end() {
-	defer yieldAfterLongCall(s.start)
 	if s.stop != nil && !s.stop() {
 		<-s.done // the AfterFunc started: let it finish with the token
 	}

@@ -2,6 +2,7 @@
 #include "glue.h"
 
 #include <stdlib.h>
+#include <time.h>
 
 #include "_cgo_export.h"
 
@@ -139,10 +140,25 @@ static manypy_status* script_call(void* target, const char* method, const manypy
   return manypy_script_call(target, method, args, kwargs, options, out);
 }
 
+/* Whether the goroutine that made a call on this thread should yield to the
+ * Go scheduler: once per kYieldEvery per thread (scheduling.go says why).
+ * Per thread, because the goroutine is not known here: a goroutine locked
+ * to its thread yields that often, others about that often per P. */
+static int time_to_yield(void) {
+  enum { kYieldEvery = 5000000 /* ns */ };
+  static __thread int64_t last;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+  if (now - last < kYieldEvery) return 0;
+  last = now;
+  return 1;
+}
+
 static mpgo_call_result call(call_fn fn, void* target, const char* method, manypy_value* args,
                              mpgo_tensor* const* tensors, int count, manypy_value* kwargs,
                              const manypy_call_options* options) {
-  mpgo_call_result r = {NULL, NULL, NULL};
+  mpgo_call_result r = {NULL, NULL, NULL, 0};
   r.status = positional(&args, tensors, count);
   if (!r.status) {
     manypy_value* result = NULL;
@@ -151,22 +167,25 @@ static mpgo_call_result call(call_fn fn, void* target, const char* method, manyp
   }
   manypy_value_free(args);
   manypy_value_free(kwargs);
+  r.yield = time_to_yield();
   return r;
 }
 
 mpgo_call_result mpgo_object_call(manypy_object* object, const char* method, manypy_value* args,
-                                  mpgo_tensor* t0, mpgo_tensor* t1, mpgo_tensor* t2,
-                                  mpgo_tensor* t3, int tensors, manypy_value* kwargs,
+                                  uintptr_t t0, uintptr_t t1, uintptr_t t2, uintptr_t t3,
+                                  int tensors, manypy_value* kwargs,
                                   const manypy_call_options* options) {
-  mpgo_tensor* const list[4] = {t0, t1, t2, t3};
+  mpgo_tensor* const list[4] = {(mpgo_tensor*)t0, (mpgo_tensor*)t1, (mpgo_tensor*)t2,
+                                (mpgo_tensor*)t3};
   return call(object_call, object, method, args, list, tensors, kwargs, options);
 }
 
 mpgo_call_result mpgo_script_call(manypy_script_module* module, const char* method,
-                                  manypy_value* args, mpgo_tensor* t0, mpgo_tensor* t1,
-                                  mpgo_tensor* t2, mpgo_tensor* t3, int tensors,
-                                  manypy_value* kwargs, const manypy_call_options* options) {
-  mpgo_tensor* const list[4] = {t0, t1, t2, t3};
+                                  manypy_value* args, uintptr_t t0, uintptr_t t1, uintptr_t t2,
+                                  uintptr_t t3, int tensors, manypy_value* kwargs,
+                                  const manypy_call_options* options) {
+  mpgo_tensor* const list[4] = {(mpgo_tensor*)t0, (mpgo_tensor*)t1, (mpgo_tensor*)t2,
+                                (mpgo_tensor*)t3};
   return call(script_call, module, method, args, list, tensors, kwargs, options);
 }
 

@@ -48,19 +48,22 @@ typedef struct mpgo_call_result {
   manypy_status* status;
   manypy_value* value;
   mpgo_tensor* tensor;
+  int yield; /* 1: the calling goroutine should yield now (scheduling.go) */
 } mpgo_call_result;
 /* manypy_object_call and manypy_script_call in one cgo transition. The
  * positional arguments are `args` (owned, may be NULL) or, when args is NULL
- * and tensors > 0, a tuple of t0.. made here (calls whose arguments are 1 to
- * 4 tensors). Frees args and kwargs (owned, may be NULL). */
+ * and tensors > 0, a tuple of the mpgo_tensor pointers t0.. made here (calls
+ * whose arguments are 1 to 4 tensors; uintptr_t, as cgo checks arguments of
+ * pointer types for Go pointers and these are C memory). Frees args and
+ * kwargs (owned, may be NULL). */
 mpgo_call_result mpgo_object_call(manypy_object* object, const char* method, manypy_value* args,
-                                  mpgo_tensor* t0, mpgo_tensor* t1, mpgo_tensor* t2,
-                                  mpgo_tensor* t3, int tensors, manypy_value* kwargs,
+                                  uintptr_t t0, uintptr_t t1, uintptr_t t2, uintptr_t t3,
+                                  int tensors, manypy_value* kwargs,
                                   const manypy_call_options* options);
 mpgo_call_result mpgo_script_call(manypy_script_module* module, const char* method,
-                                  manypy_value* args, mpgo_tensor* t0, mpgo_tensor* t1,
-                                  mpgo_tensor* t2, mpgo_tensor* t3, int tensors,
-                                  manypy_value* kwargs, const manypy_call_options* options);
+                                  manypy_value* args, uintptr_t t0, uintptr_t t1, uintptr_t t2,
+                                  uintptr_t t3, int tensors, manypy_value* kwargs,
+                                  const manypy_call_options* options);
 /* Operator callbacks with the Go trampolines; user_data is a cgo.Handle. */
 manypy_status* mpgo_add_op_callbacks(int with_enter, int with_exit, uintptr_t handle,
                                      double probability, int needs_inputs, uint64_t* out_id);

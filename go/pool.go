@@ -48,6 +48,15 @@ type PoolOptions struct {
 	// AllowProcessExit lets os._exit and os.abort in model code end the
 	// process; by default they raise manypy.ProcessExitRefused.
 	AllowProcessExit bool
+	// KeepGOMAXPROCS stops NewPool from raising runtime.GOMAXPROCS. By
+	// default, unless the GOMAXPROCS environment variable is set, NewPool
+	// raises it to its value before the first pool plus the interpreters
+	// of every pool made (never lowering it; this also ends Go's automatic
+	// updates of it from the CPU quota). Goroutines in calls into Python
+	// hold Ps; without spare ones the runtime hands Ps between threads
+	// thousands of times a second (docs/go.md, "Long calls and the Go
+	// scheduler").
+	KeepGOMAXPROCS bool
 }
 
 // Pool is a pool of isolated Python interpreters. Safe for concurrent use
@@ -129,6 +138,7 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 		C.manypy_pool_destroy((*C.manypy_pool)(ptr))
 	}, "pool")}
 	p.cleanup = runtime.AddCleanup(p, cleanupHandle, p.h)
+	reserveIdlePs(&opts, max(opts.Interpreters, 1))
 	return p, nil
 }
 

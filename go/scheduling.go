@@ -1,31 +1,55 @@
 package manypy
 
+// Calls into Python and the Go scheduler (docs/go.md, "Long calls and the
+// Go scheduler", has the measurements).
+//
+// Calls into Python are long cgo calls. Go's sysmon thread retakes the P of
+// a goroutine that has been in C for two of its ticks when no P is idle,
+// and of any goroutine it has not seen rescheduled for 10 ms; each retake
+// sets sysmon back to a 20 us tick, at which it catches the next calls too.
+// In that loop sysmon and the handed-off Ps wake thousands of times a
+// second and preempt the threads that run Python: python_heavy from 2
+// goroutines ran at 0.56-0.80x the throughput of 2 pthreads. Two measures:
+//
+//   - NewPool raises GOMAXPROCS so that Ps stay idle while every
+//     interpreter is busy (reserveIdlePs);
+//   - a goroutine yields (runtime.Gosched) after a call when its thread
+//     has not yielded for 5 ms: glue.c's time_to_yield decides, per
+//     thread, and call.go's invoke yields. Per thread, not after every
+//     call: a goroutine locked to its thread (runtime.LockOSThread) hands
+//     its P away and back on each yield, and yielding after every call
+//     cost one a third of its throughput. Of every call, every 2 ms and
+//     every 5 ms, 5 ms gave the best throughput, and it keeps every
+//     goroutine rescheduled well inside sysmon's 10 ms.
+
 import (
+	"os"
 	"runtime"
-	"time"
+	"sync"
 )
 
-// longCall is how long a call into Python must have run for the calling
-// goroutine to yield to the Go scheduler afterwards (yieldAfterLongCall).
-const longCall = 50 * time.Microsecond
+var gomaxprocs struct {
+	sync.Mutex
+	base         int // GOMAXPROCS before the first raise
+	interpreters int // of every pool NewPool made
+}
 
-// yieldAfterLongCall lets the Go scheduler see the calling goroutine
-// rescheduled after a long call into Python.
-//
-// Why: a goroutine that makes back-to-back cgo calls is never rescheduled,
-// so after 10 ms the runtime's sysmon thread takes it for a goroutine that
-// hogs its P and, the goroutine being in C, retakes the P. Each retake puts
-// sysmon back to waking every 20 us, and while it wakes that often it
-// catches the next long calls in C too and retakes their Ps: a loop in
-// which sysmon and handed-off Ps wake thousands of times a second and
-// preempt the very threads that run Python. Measured with python_heavy.pt
-// (calls of about 0.45 ms) from 2 goroutines on 2 cores: 5-7k context
-// switches a second against about 100 for the same loop from C threads,
-// and 0.6-0.8x C's throughput. runtime.Gosched after each long call costs
-// well under 1 us, a fraction of a percent of a call of 50 us or more, and
-// removes the cause (docs/go.md, "Performance").
-func yieldAfterLongCall(start time.Time) {
-	if time.Since(start) >= longCall {
-		runtime.Gosched()
+// reserveIdlePs raises GOMAXPROCS, if it is lower, to its value before the
+// first pool plus the interpreters of every pool made so far (at most
+// MaxInterpreters), so that Ps stay idle while every interpreter is busy.
+// It never lowers it, and leaves it alone when the GOMAXPROCS environment
+// variable is set or PoolOptions.KeepGOMAXPROCS asks.
+func reserveIdlePs(opts *PoolOptions, interpreters int) {
+	if opts.KeepGOMAXPROCS || os.Getenv("GOMAXPROCS") != "" {
+		return
+	}
+	gomaxprocs.Lock()
+	defer gomaxprocs.Unlock()
+	if gomaxprocs.base == 0 {
+		gomaxprocs.base = runtime.GOMAXPROCS(0)
+	}
+	gomaxprocs.interpreters = min(gomaxprocs.interpreters+interpreters, MaxInterpreters())
+	if want := gomaxprocs.base + gomaxprocs.interpreters; runtime.GOMAXPROCS(0) < want {
+		runtime.GOMAXPROCS(want)
 	}
 }

@@ -131,6 +131,9 @@ type Tensor struct {
 	shape   []int64
 	strides []int64 // in elements
 	data    unsafe.Pointer
+	// dims holds shape and strides of up to 4 dimensions, which saves a
+	// result tensor an allocation.
+	dims [8]int64
 }
 
 // NewTensor copies data into a new tensor of the given shape (C order).
@@ -220,8 +223,12 @@ func wrapTensor(t *C.mpgo_tensor) (*Tensor, error) {
 			dl.dtype.code, dl.dtype.bits, dl.dtype.lanes)}
 	}
 	ndim := int(dl.ndim)
-	dims := make([]int64, 2*ndim) // one allocation for both
-	shape, strides := dims[:ndim:ndim], dims[ndim:]
+	tensor := &Tensor{dtype: dtype, data: unsafe.Add(dl.data, uintptr(dl.byte_offset))}
+	dims := tensor.dims[:]
+	if 2*ndim > len(dims) {
+		dims = make([]int64, 2*ndim)
+	}
+	shape, strides := dims[:ndim:ndim], dims[ndim:2*ndim:2*ndim]
 	if ndim > 0 {
 		copy(shape, unsafe.Slice((*int64)(unsafe.Pointer(dl.shape)), ndim))
 		if dl.strides != nil {
@@ -234,8 +241,7 @@ func wrapTensor(t *C.mpgo_tensor) (*Tensor, error) {
 			}
 		}
 	}
-	tensor := &Tensor{dtype: dtype, shape: shape, strides: strides,
-		data: unsafe.Add(dl.data, uintptr(dl.byte_offset))}
+	tensor.shape, tensor.strides = shape, strides
 	tensor.h = newHandle(unsafe.Pointer(t), func(ptr unsafe.Pointer) {
 		C.mpgo_tensor_unref((*C.mpgo_tensor)(ptr))
 	}, "tensor")
