@@ -75,6 +75,30 @@ void cpu_add(cpu_use* u, cpu_sample a, cpu_sample b) {
 double cpu_cores_ours(const cpu_use* u) { return u->wall_s > 0 ? u->ours_s / u->wall_s : 0; }
 double cpu_cores_other(const cpu_use* u) { return u->wall_s > 0 ? u->other_s / u->wall_s : 0; }
 
+void noise_tally_add(noise_tally* t, const cpu_use* u) {
+  if (u->wall_s < 0.1) return;
+  const double cores = cpu_cores_other(u);
+  t->sum += cores;
+  t->max = cores > t->max ? cores : t->max;
+  ++t->runs;
+}
+
+void noise_summary(const noise_tally* t, const char* what) {
+  char load[128] = "?";
+  FILE* f = fopen("/proc/loadavg", "r");
+  if (f) {
+    if (!fgets(load, sizeof load, f)) strcpy(load, "?");
+    fclose(f);
+    load[strcspn(load, "\n")] = '\0';
+  }
+  printf("\nload average at the end (/proc/loadavg): %s\n", load);
+  printf("CPU used by other processes during %s: mean %.2f, max %.2f cores of %ld%s\n", what,
+         t->runs ? t->sum / t->runs : 0.0, t->max, sysconf(_SC_NPROCESSORS_ONLN),
+         t->max > 0.25 ? " (rows with 'cpu other' above ~0.25 were disturbed: re-run on a "
+                         "quiet machine before quoting their ratios)"
+                       : "");
+}
+
 long pss_kb(pid_t pid) {
   char path[64];
   snprintf(path, sizeof path, pid ? "/proc/%d/smaps_rollup" : "/proc/self/smaps_rollup",

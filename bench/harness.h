@@ -48,6 +48,21 @@ double cpu_cores_ours(const cpu_use* u);
 /* Cores kept busy by other processes: the noise column. */
 double cpu_cores_other(const cpu_use* u);
 
+/* The noise of a whole run: how many measuring windows, their summed and
+ * highest "other" cores. */
+typedef struct noise_tally {
+  int runs;
+  double sum, max;
+} noise_tally;
+
+/* Counts a window (windows under 0.1 s, a few clock ticks, say nothing). */
+void noise_tally_add(noise_tally* t, const cpu_use* u);
+
+/* The closing lines of a benchmark: the load average, and the mean and
+ * highest CPU of other processes over `what` (e.g. "the 12 throughput
+ * runs"), with a warning when it was high enough to move the ratios. */
+void noise_summary(const noise_tally* t, const char* what);
+
 /* ---- memory --------------------------------------------------------- */
 
 /* Pss of one process from /proc/PID/smaps_rollup (pid 0: this process), in

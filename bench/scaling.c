@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "bench_util.h"
+#include "harness.h"
 #include "manypy.h"
 
 const char* bench_program = "manypy_bench_scaling";
@@ -307,40 +308,8 @@ static void* worker_main(void* arg) {
   return NULL;
 }
 
-/* CPU time in clock ticks: this process and its waited-for children (from
- * /proc/self/stat) and the whole machine (non-idle time from /proc/stat). */
-static void cpu_ticks(unsigned long long* self, unsigned long long* machine) {
-  *self = 0;
-  *machine = 0;
-  FILE* f = fopen("/proc/self/stat", "r");
-  if (f) {
-    char buf[2048];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    const char* p = strrchr(buf, ')'); /* the command name may hold spaces */
-    unsigned long long ut = 0, stt = 0;
-    long long cut = 0, cst = 0; /* waited-for children: the plain-Python runs */
-    if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %lld %lld",
-                    &ut, &stt, &cut, &cst) == 4) {
-      *self = ut + stt + (unsigned long long)cut + (unsigned long long)cst;
-    }
-  }
-  f = fopen("/proc/stat", "r");
-  if (f) {
-    unsigned long long v[8] = {0};
-    if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
-               &v[4], &v[5], &v[6], &v[7]) == 8) {
-      *machine = v[0] + v[1] + v[2] + v[5] + v[6] + v[7]; /* all but idle, iowait */
-    }
-    fclose(f);
-  }
-}
-
-/* Highest and summed "other" CPU load seen during the throughput runs. */
-static double g_other_max = 0.0;
-static double g_other_sum = 0.0;
-static int g_other_runs = 0;
+/* The "other" CPU of every throughput run, for the closing summary. */
+static noise_tally g_noise;
 
 typedef struct run_result {
   double throughput;     /* loop iterations per second, summed over threads */
@@ -367,14 +336,13 @@ static run_result run_throughput(manypy_pool* pool, int threads, int wl, double 
   }
   bench_threads_start(&t, ws, sizeof *ws, worker_main);
   bench_threads_warm_up(&t, warmup);
-  unsigned long long self0, machine0, self1, machine1;
-  cpu_ticks(&self0, &machine0);
-  const double t0 = now_s();
+  const cpu_sample c0 = cpu_now(NULL, 0);
+  const double t0 = c0.t;
   bench_threads_finish(&t, seconds);
   long total_calls = 0;
   double t_end = t0;
-  cpu_ticks(&self1, &machine1);
-  const double t1 = now_s();
+  cpu_use cpu = {0, 0, 0};
+  cpu_add(&cpu, c0, cpu_now(NULL, 0));
   run_result r = {0, INT32_MAX, 0, 0, 0};
   for (int k = 0; k < threads; ++k) {
     if (ws[k].error[0]) die("%s", ws[k].error);
@@ -387,14 +355,9 @@ static run_result run_throughput(manypy_pool* pool, int threads, int wl, double 
   const double elapsed = t_end - t0;
   r.throughput =
       elapsed > 0 ? (double)total_calls * (double)kWorkloads[wl].iterations / elapsed : 0.0;
-  const double hz = (double)sysconf(_SC_CLK_TCK);
-  const double wall = t1 - t0;
-  r.cpu_ours = (double)(self1 - self0) / hz / wall;
-  r.cpu_others = ((double)(machine1 - machine0) - (double)(self1 - self0)) / hz / wall;
-  if (r.cpu_others < 0) r.cpu_others = 0;
-  if (r.cpu_others > g_other_max) g_other_max = r.cpu_others;
-  g_other_sum += r.cpu_others;
-  ++g_other_runs;
+  r.cpu_ours = cpu_cores_ours(&cpu);
+  r.cpu_others = cpu_cores_other(&cpu);
+  noise_tally_add(&g_noise, &cpu);
   return r;
 }
 
@@ -450,22 +413,26 @@ static double parse_seconds(const char* s, const char* from) {
   return v;
 }
 
-int main(int argc, char** argv) {
-  double seconds = 3.0;
-  int new_interps = 3;
+/* The run's settings. */
+static double seconds = 3.0, warmup;
+static int new_interps = 3;
+
+/* --start-one: one interpreter in a fresh process (section A's child). */
+static int start_one(void) {
+  const private_mem before = private_mem_self();
+  const double t0 = now_s();
+  manypy_pool* pool = make_pool(1, MANYPY_THREAD_MODE_DIRECT);
+  const double started = now_s() - t0;
+  const private_mem after = private_mem_self();
+  printf("%.6f %ld %ld\n", started, after.clean - before.clean, after.dirty - before.dirty);
+  manypy_pool_destroy(pool);
+  return 0;
+}
+
+/* Options: --quick, --seconds, --new (see the top). */
+static void parse_options(int argc, char** argv) {
   const char* env = getenv("MANYPY_BENCH_SECONDS");
   if (env && *env) seconds = parse_seconds(env, "MANYPY_BENCH_SECONDS");
-  if (argc == 2 && strcmp(argv[1], "--start-one") == 0) {
-    /* Child mode for section A: one interpreter in a fresh process. */
-    const private_mem before = private_mem_self();
-    const double t0 = now_s();
-    manypy_pool* pool = make_pool(1, MANYPY_THREAD_MODE_DIRECT);
-    const double started = now_s() - t0;
-    const private_mem after = private_mem_self();
-    printf("%.6f %ld %ld\n", started, after.clean - before.clean, after.dirty - before.dirty);
-    manypy_pool_destroy(pool);
-    return 0;
-  }
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
     if (strcmp(a, "--quick") == 0) {
@@ -479,17 +446,19 @@ int main(int argc, char** argv) {
       if (new_interps < 1) die("--new wants a positive number");
     } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       usage(stdout);
-      return 0;
+      exit(0);
     } else {
       usage(stderr);
-      return 2;
+      exit(2);
     }
   }
-  double warmup = seconds / 10.0;
+  warmup = seconds / 10.0;
   if (warmup < 0.1) warmup = 0.1;
   if (warmup > 0.5) warmup = 0.5;
+}
 
-  const double bench_t0 = now_s();
+/* What runs, and the limits it needs. */
+static void print_intro(void) {
   printf("manypy scaling benchmark (library %s, %ld online cores, %.2f s per throughput "
          "configuration after %.2f s warm-up)\n",
          manypy_version_string(), sysconf(_SC_NPROCESSORS_ONLN), seconds, warmup);
@@ -501,29 +470,49 @@ int main(int argc, char** argv) {
         1 + new_interps > 4 ? 1 + new_interps : 4);
   }
   fflush(stdout);
+}
 
+/* Section A's measurements, for its report. */
+typedef struct start_up {
+  double plain_s[PLAIN_RUNS], one_s[PLAIN_RUNS];
+  private_mem plain_mem[PLAIN_RUNS], one_mem[PLAIN_RUNS];
+  double plain_import;
+  long plain_total;
+  long plain_dirty;
+  double one_start;
+  long one_total;
+  long one_dirty;
+  double start1;
+  double startN;
+  private_mem m0;
+  private_mem m1;
+  private_mem m2;
+  int copies1;
+  int copiesN;
+  double others; /* cores other processes used meanwhile */
+} start_up;
+
+/* A. Start-up and memory: plain python3 vs one interpreter in a fresh
+ * process (interleaved), then pools of 1 and of N in this process. */
+static void measure_start_up(start_up* a) {
   /* ---------------------------------------------------------------- A --- */
   progress("A: plain %s import torch and one interpreter in a fresh process, %d runs each",
            PLAIN_PYTHON, PLAIN_RUNS);
-  unsigned long long a_self0, a_machine0, a_self1, a_machine1;
-  cpu_ticks(&a_self0, &a_machine0);
-  const double a_t0 = now_s();
-  double plain_s[PLAIN_RUNS], one_s[PLAIN_RUNS];
-  private_mem plain_mem[PLAIN_RUNS], one_mem[PLAIN_RUNS];
+  const cpu_sample a_c0 = cpu_now(NULL, 0);
   for (int r = 0; r < PLAIN_RUNS; ++r) {
-    run_plain_python(&plain_s[r], &plain_mem[r]);
-    run_start_one("/proc/self/exe", &one_s[r], &one_mem[r]);
+    run_plain_python(&a->plain_s[r], &a->plain_mem[r]);
+    run_start_one("/proc/self/exe", &a->one_s[r], &a->one_mem[r]);
   }
   double s_sorted[PLAIN_RUNS], one_sorted[PLAIN_RUNS];
   long total_sorted[PLAIN_RUNS], dirty_sorted[PLAIN_RUNS];
   long one_total_sorted[PLAIN_RUNS], one_dirty_sorted[PLAIN_RUNS];
   for (int r = 0; r < PLAIN_RUNS; ++r) {
-    s_sorted[r] = plain_s[r];
-    total_sorted[r] = total_kb(plain_mem[r]);
-    dirty_sorted[r] = plain_mem[r].dirty;
-    one_sorted[r] = one_s[r];
-    one_total_sorted[r] = total_kb(one_mem[r]);
-    one_dirty_sorted[r] = one_mem[r].dirty;
+    s_sorted[r] = a->plain_s[r];
+    total_sorted[r] = total_kb(a->plain_mem[r]);
+    dirty_sorted[r] = a->plain_mem[r].dirty;
+    one_sorted[r] = a->one_s[r];
+    one_total_sorted[r] = total_kb(a->one_mem[r]);
+    one_dirty_sorted[r] = a->one_mem[r].dirty;
   }
   qsort(s_sorted, PLAIN_RUNS, sizeof(double), cmp_double);
   qsort(total_sorted, PLAIN_RUNS, sizeof(long), cmp_long);
@@ -531,20 +520,20 @@ int main(int argc, char** argv) {
   qsort(one_sorted, PLAIN_RUNS, sizeof(double), cmp_double);
   qsort(one_total_sorted, PLAIN_RUNS, sizeof(long), cmp_long);
   qsort(one_dirty_sorted, PLAIN_RUNS, sizeof(long), cmp_long);
-  const double plain_import = s_sorted[PLAIN_RUNS / 2];
-  const long plain_total = total_sorted[PLAIN_RUNS / 2];
-  const long plain_dirty = dirty_sorted[PLAIN_RUNS / 2];
-  const double one_start = one_sorted[PLAIN_RUNS / 2];
-  const long one_total = one_total_sorted[PLAIN_RUNS / 2];
-  const long one_dirty = one_dirty_sorted[PLAIN_RUNS / 2];
+  a->plain_import = s_sorted[PLAIN_RUNS / 2];
+  a->plain_total = total_sorted[PLAIN_RUNS / 2];
+  a->plain_dirty = dirty_sorted[PLAIN_RUNS / 2];
+  a->one_start = one_sorted[PLAIN_RUNS / 2];
+  a->one_total = one_total_sorted[PLAIN_RUNS / 2];
+  a->one_dirty = one_dirty_sorted[PLAIN_RUNS / 2];
 
   progress("A: pool of 1 (first interpreter)");
-  const private_mem m0 = private_mem_self();
+  a->m0 = private_mem_self();
   double t = now_s();
   manypy_pool* first = make_pool(1, MANYPY_THREAD_MODE_DIRECT);
-  const double start1 = now_s() - t;
-  const private_mem m1 = private_mem_self();
-  const int copies1 = libpython_copies();
+  a->start1 = now_s() - t;
+  a->m1 = private_mem_self();
+  a->copies1 = libpython_copies();
 
   /* While the first pool holds interpreter 0 no interpreter is idle, so a
    * pool of N makes N new ones, started at once. (A pool of 1+N here would
@@ -552,48 +541,51 @@ int main(int argc, char** argv) {
   progress("A: pool of %d more (started in parallel while the first is alive)", new_interps);
   t = now_s();
   manypy_pool* more = make_pool((size_t)new_interps, MANYPY_THREAD_MODE_DIRECT);
-  const double startN = now_s() - t;
-  const private_mem m2 = private_mem_self();
-  const int copiesN = libpython_copies();
-  cpu_ticks(&a_self1, &a_machine1);
-  double a_others = ((double)(a_machine1 - a_machine0) - (double)(a_self1 - a_self0)) /
-                    (double)sysconf(_SC_CLK_TCK) / (now_s() - a_t0);
-  if (a_others < 0) a_others = 0;
+  a->startN = now_s() - t;
+  a->m2 = private_mem_self();
+  a->copiesN = libpython_copies();
+  cpu_use a_cpu = {0, 0, 0};
+  cpu_add(&a_cpu, a_c0, cpu_now(NULL, 0));
   manypy_pool_destroy(more);
   manypy_pool_destroy(first);
 
-  const long gain1 = total_kb(m1) - total_kb(m0), dgain1 = m1.dirty - m0.dirty;
-  const long gainN = total_kb(m2) - total_kb(m1), dgainN = m2.dirty - m1.dirty;
-  const double per_startN = startN / new_interps;
+  a->others = cpu_cores_other(&a_cpu);
+}
+
+/* A's table and ratios. */
+static void report_start_up(const start_up* a) {
+  const long gain1 = total_kb(a->m1) - total_kb(a->m0), dgain1 = a->m1.dirty - a->m0.dirty;
+  const long gainN = total_kb(a->m2) - total_kb(a->m1), dgainN = a->m2.dirty - a->m1.dirty;
+  const double per_startN = a->startN / new_interps;
   const double per_gainN = (double)gainN / new_interps, per_dgainN = (double)dgainN / new_interps;
   const int all = 1 + new_interps;
-  const double per_gain_all = (double)(total_kb(m2) - total_kb(m0)) / all;
-  const double per_dgain_all = (double)(m2.dirty - m0.dirty) / all;
+  const double per_gain_all = (double)(total_kb(a->m2) - total_kb(a->m0)) / all;
+  const double per_dgain_all = (double)(a->m2.dirty - a->m0.dirty) / all;
 
   printf("\n== A. Start-up and memory (private = Private_Clean + Private_Dirty, smaps_rollup) ==\n");
   printf("%-50s %9s %14s %14s\n", "what", "wall", "private", "private dirty");
   printf("%-50s %8.3fs %11.1f MB %11.1f MB\n", "plain python3: import torch (median of 3)",
-         plain_import, mb(plain_total), mb(plain_dirty));
+         a->plain_import, mb(a->plain_total), mb(a->plain_dirty));
   for (int r = 0; r < PLAIN_RUNS; ++r) {
     char run[64];
     snprintf(run, sizeof run, "  run %d", r + 1);
-    printf("%-50s %8.3fs %11.1f MB %11.1f MB\n", run, plain_s[r], mb(total_kb(plain_mem[r])),
-           mb(plain_mem[r].dirty));
+    printf("%-50s %8.3fs %11.1f MB %11.1f MB\n", run, a->plain_s[r], mb(total_kb(a->plain_mem[r])),
+           mb(a->plain_mem[r].dirty));
   }
   printf("%-50s %8.3fs %+11.1f MB %+11.1f MB\n",
-         "one interpreter, fresh process (median of 3)", one_start, mb(one_total), mb(one_dirty));
+         "one interpreter, fresh process (median of 3)", a->one_start, mb(a->one_total), mb(a->one_dirty));
   for (int r = 0; r < PLAIN_RUNS; ++r) {
     char run[64];
     snprintf(run, sizeof run, "  run %d", r + 1);
-    printf("%-50s %8.3fs %+11.1f MB %+11.1f MB\n", run, one_s[r], mb(total_kb(one_mem[r])),
-           mb(one_mem[r].dirty));
+    printf("%-50s %8.3fs %+11.1f MB %+11.1f MB\n", run, a->one_s[r], mb(total_kb(a->one_mem[r])),
+           mb(a->one_mem[r].dirty));
   }
   printf("%-50s %8.3fs %+11.1f MB %+11.1f MB\n", "pool of 1: first interpreter, this process",
-         start1, mb(gain1), mb(dgain1));
+         a->start1, mb(gain1), mb(dgain1));
   char label[128];
   snprintf(label, sizeof label, "pool of %d: %d new interpreters start in parallel", new_interps,
            new_interps);
-  printf("%-50s %8.3fs %+11.1f MB %+11.1f MB\n", label, startN, mb(gainN), mb(dgainN));
+  printf("%-50s %8.3fs %+11.1f MB %+11.1f MB\n", label, a->startN, mb(gainN), mb(dgainN));
   printf("%-50s %8.3fs %+11.1f MB %+11.1f MB\n", "  per new interpreter (wall / N, gain / N)",
          per_startN, per_gainN / 1024.0, per_dgainN / 1024.0);
   snprintf(label, sizeof label, "  per interpreter, all %d (gain since before the first)", all);
@@ -601,19 +593,19 @@ int main(int argc, char** argv) {
          per_dgain_all / 1024.0);
   printf("libpython copies mapped (one per interpreter): %d after the first pool, %d after the "
          "second\n",
-         copies1, copiesN);
-  printf("CPU used by other processes while section A ran: %.2f cores of %ld%s\n", a_others,
+         a->copies1, a->copiesN);
+  printf("CPU used by other processes while section A ran: %.2f cores of %ld%s\n", a->others,
          sysconf(_SC_NPROCESSORS_ONLN),
-         a_others > 0.25 ? " (disturbed: start times are not comparable)" : "");
+         a->others > 0.25 ? " (disturbed: start times are not comparable)" : "");
 
   printf("\n%-60s %8s %10s %8s\n", "ratio", "value", "target", "verdict");
-  const double r_start1 = one_start / plain_import;
-  const double r_startN = per_startN / plain_import;
-  const double r_mem1 = (double)one_total / (double)plain_total;
-  const double r_memN = per_gainN / (double)plain_total;
-  const double r_mem_all = per_gain_all / (double)plain_total;
-  const double r_dmem1 = (double)one_dirty / (double)plain_dirty;
-  const double r_dmemN = per_dgainN / (double)plain_dirty;
+  const double r_start1 = a->one_start / a->plain_import;
+  const double r_startN = per_startN / a->plain_import;
+  const double r_mem1 = (double)a->one_total / (double)a->plain_total;
+  const double r_memN = per_gainN / (double)a->plain_total;
+  const double r_mem_all = per_gain_all / (double)a->plain_total;
+  const double r_dmem1 = (double)a->one_dirty / (double)a->plain_dirty;
+  const double r_dmemN = per_dgainN / (double)a->plain_dirty;
   printf("%-60s %7.3fx %10s %8s\n", "start, one interpreter / plain import (medians)", r_start1,
          "<= 1.10x", verdict(r_start1 <= 1.10));
   snprintf(label, sizeof label, "start, %d in parallel, wall/%d / plain import", new_interps,
@@ -633,15 +625,18 @@ int main(int argc, char** argv) {
          " other process or namespace maps the same files, so 'private' moves with what else\n"
          " runs; 'private dirty' does not.)\n");
   fflush(stdout);
+}
 
+/* Configurations of sections B and C: 1x1, 1x2, 1x4, 2x2, 4x4. */
+enum { C_1x1, C_1x2, C_1x4, C_2x2, C_4x4, C_COUNT };
+
+/* B. Throughput of two workloads across pool sizes and thread counts. */
+static void section_b(double tput[WL_COUNT][C_COUNT]) {
   /* ---------------------------------------------------------------- B --- */
-  /* Configurations: index 0..4 = 1x1, 1x2, 1x4, 2x2, 4x4. */
-  enum { C_1x1, C_1x2, C_1x4, C_2x2, C_4x4, C_COUNT };
   static const struct {
     int interps, threads;
   } kConfigs[C_COUNT] = {{1, 1}, {1, 2}, {1, 4}, {2, 2}, {4, 4}};
   run_result res[WL_COUNT][C_COUNT];
-  double tput[WL_COUNT][C_COUNT];
   static const int kPoolSizes[] = {1, 2, 4};
   for (size_t p = 0; p < sizeof kPoolSizes / sizeof kPoolSizes[0]; ++p) {
     const int size = kPoolSizes[p];
@@ -697,7 +692,10 @@ int main(int argc, char** argv) {
     }
   }
   fflush(stdout);
+}
 
+/* C. DIRECT vs HANDOFF: the hand-over cost. */
+static void section_c(double tput[WL_COUNT][C_COUNT]) {
   /* ---------------------------------------------------------------- C --- */
   progress("C: %d calls of eval(\"1\") in DIRECT mode", NOOP_CALLS);
   manypy_pool* direct = make_pool(1, MANYPY_THREAD_MODE_DIRECT);
@@ -739,21 +737,22 @@ int main(int argc, char** argv) {
          handoff_1x2.throughput, tput[WL_TORCH][C_1x2],
          handoff_1x2.throughput / tput[WL_TORCH][C_1x2], handoff_1x2.torch_threads_max,
          handoff_1x2.cpu_others);
+}
 
-  char load[128] = "?";
-  FILE* lf = fopen("/proc/loadavg", "r");
-  if (lf) {
-    if (!fgets(load, sizeof load, lf)) strcpy(load, "?");
-    fclose(lf);
-    load[strcspn(load, "\n")] = '\0';
-  }
-  printf("\nload average at the end (/proc/loadavg): %s\n", load);
-  printf("CPU used by other processes during the %d throughput runs: mean %.2f, max %.2f cores "
-         "of %ld%s\n",
-         g_other_runs, g_other_sum / g_other_runs, g_other_max, sysconf(_SC_NPROCESSORS_ONLN),
-         g_other_max > 0.25 ? " (runs with 'cpu other' above ~0.25 were disturbed: re-run on a "
-                              "quiet machine before quoting their ratios)"
-                            : "");
+int main(int argc, char** argv) {
+  if (argc == 2 && strcmp(argv[1], "--start-one") == 0) return start_one();
+  parse_options(argc, argv);
+  const double bench_t0 = now_s();
+  print_intro();
+  start_up a;
+  measure_start_up(&a);
+  report_start_up(&a);
+  double tput[WL_COUNT][C_COUNT];
+  section_b(tput);
+  section_c(tput);
+  char what[64];
+  snprintf(what, sizeof what, "the %d throughput runs", g_noise.runs);
+  noise_summary(&g_noise, what);
   printf("\ntotal benchmark wall time: %.1f s\n", now_s() - bench_t0);
   fflush(stdout);
   return 0;

@@ -8,7 +8,7 @@ import os
 import torch
 from torch.package import PackageImporter
 
-TOLERANCE = 1e-4  # as bench/peers/models.c
+TOLERANCE = 1e-4  # as OUTPUT_TOLERANCE in bench/outputs.h
 
 
 def load_model(archive):

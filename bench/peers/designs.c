@@ -180,7 +180,7 @@ static void check_reply(const char* what, const model_case* m, const pool_reply*
       if (strcmp(reply->out[j].key, m->outs[k].key) == 0) o = &reply->out[j];
     }
     if (!o || o->kind != 0) die("%s: the reply has no tensor '%s'", what, m->outs[k].key);
-    model_check_floats(what, &m->outs[k], o->data, o->ndim, o->shape);
+    check_floats(what, &m->outs[k], o->data, o->ndim, o->shape);
   }
   if (m->steps < 0) return;
   for (int j = 0; j < reply->count; ++j) {

@@ -5,7 +5,8 @@
 OUT_DIR gets, in the layout of samples/models/make_archives.py:
   big_light_MB.pt          torch.package of samples/models/big_weights.py's
                            BigWeights(MB, light=True): MB of float32
-                           weights, a forward pass of well under a ms
+                           weights, a light forward pass (one float
+                           read per 4 KiB page: ~2 ms for 512 MB)
   big_light_MB_script.pt   the same model scripted (TorchScript on the host)
   big_light_MB.input.bin, big_light_MB.expected.out.bin, big_light_MB.json
   identity_script.pt       samples/models/identity.py's Identity, scripted

@@ -1,14 +1,11 @@
 #include "models.h"
 
 #include <inttypes.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
-
-#define TOLERANCE 1e-4 /* as common.py */
 
 void model_cases(model_case out[MODEL_COUNT], int big_mb) {
   memset(out, 0, MODEL_COUNT * sizeof *out);
@@ -46,16 +43,7 @@ void model_load(model_case* m, const char* dir) {
     die("%s has %zu bytes, expected %zu", name, m->input_bytes,
         elements(m->in_ndim, m->in_shape) * sizeof(float));
   }
-  for (int k = 0; k < m->nouts; ++k) {
-    model_output* e = &m->outs[k];
-    size_t size = 0;
-    snprintf(name, sizeof name, "%s.expected.%s.bin", m->name, e->key);
-    e->data = read_archive_file(dir, name, &size);
-    e->count = elements(e->ndim, e->shape);
-    if (size != e->count * sizeof(float)) {
-      die("%s has %zu bytes, expected %zu", name, size, e->count * sizeof(float));
-    }
-  }
+  for (int k = 0; k < m->nouts; ++k) expected_load(dir, m->name, &m->outs[k]);
 }
 
 void model_unload(model_case* m) {
@@ -73,48 +61,9 @@ size_t model_output_bytes(const model_case* m) {
   return n;
 }
 
-void model_check_floats(const char* what, const model_output* e, const float* got, int32_t ndim,
-                        const int64_t* shape) {
-  if (ndim != e->ndim) die("%s: output '%s' has %d dimensions, expected %d", what, e->key, ndim, e->ndim);
-  for (int k = 0; k < ndim; ++k) {
-    if (shape[k] != e->shape[k]) {
-      die("%s: output '%s' dimension %d is %" PRId64 ", expected %" PRId64, what, e->key, k,
-          shape[k], e->shape[k]);
-    }
-  }
-  for (size_t k = 0; k < e->count; ++k) {
-    const double diff = fabs((double)got[k] - (double)e->data[k]);
-    if (!(diff <= TOLERANCE)) { /* also catches NaN */
-      die("%s: output '%s' element %zu is %.7g, expected %.7g (tolerance %g)", what, e->key, k,
-          (double)got[k], (double)e->data[k], TOLERANCE);
-    }
-  }
-}
-
-static void check_tensor(const char* what, const model_output* e, const manypy_value* v) {
-  if (manypy_value_get_kind(v) != MANYPY_VALUE_TENSOR) die("%s: output '%s' is not a tensor", what, e->key);
-  DLManagedTensor* t = NULL;
-  CHECK(manypy_value_get_tensor(v, &t), "manypy_value_get_tensor");
-  const DLTensor* d = &t->dl_tensor;
-  if (d->device.device_type != kDLCPU || d->dtype.code != kDLFloat || d->dtype.bits != 32 ||
-      d->dtype.lanes != 1) {
-    die("%s: output '%s' is not a float32 CPU tensor", what, e->key);
-  }
-  int64_t contiguous = 1;
-  for (int k = d->ndim - 1; k >= 0; --k) {
-    if (d->strides && d->shape[k] > 1 && d->strides[k] != contiguous) {
-      die("%s: output '%s' is not C-contiguous", what, e->key);
-    }
-    contiguous *= d->shape[k];
-  }
-  model_check_floats(what, e, (const float*)((const char*)d->data + d->byte_offset), d->ndim,
-                     d->shape);
-  if (t->deleter) t->deleter(t);
-}
-
 void model_check_value(const char* what, const model_case* m, const manypy_value* v) {
   if (m->steps < 0) {
-    check_tensor(what, &m->outs[0], v);
+    check_tensor_value(what, v, &m->outs[0]);
     return;
   }
   if (manypy_value_get_kind(v) != MANYPY_VALUE_DICT) die("%s: the output is not a dict", what);
@@ -125,7 +74,7 @@ void model_check_value(const char* what, const model_case* m, const manypy_value
       manypy_status_free(st);
       die("%s: the output has no key '%s'", what, m->outs[k].key);
     }
-    check_tensor(what, &m->outs[k], item);
+    check_tensor_value(what, item, &m->outs[k]);
   }
   const manypy_value* item = NULL;
   int64_t steps = -1;

@@ -9,16 +9,9 @@
 #include <stdint.h>
 
 #include "manypy.h"
+#include "outputs.h"
 
 enum { MODEL_COUNT = 4, MODEL_MAX_OUTPUTS = 2 };
-
-typedef struct model_output {
-  const char* key;
-  int32_t ndim;
-  int64_t shape[4];
-  float* data; /* NAME.expected.KEY.bin */
-  size_t count;
-} model_output;
 
 typedef struct model_case {
   const char* label; /* short, for tables: "python_heavy", "resnet18", ... */
@@ -28,7 +21,7 @@ typedef struct model_case {
   int64_t in_shape[4];
   int64_t steps; /* python_heavy's kwarg and scalar output; -1: no kwargs */
   int nouts;
-  model_output outs[MODEL_MAX_OUTPUTS];
+  expected outs[MODEL_MAX_OUTPUTS]; /* NAME.expected.KEY.bin */
   void* input;
   size_t input_bytes;
 } model_case;
@@ -44,12 +37,8 @@ void model_unload(model_case* m);
 /* Sum of the expected outputs' bytes (for shared-memory sizing). */
 size_t model_output_bytes(const model_case* m);
 
-/* Dies with `what` and the first difference unless `got` (C-contiguous
- * float32 of ndim/shape) equals the expected output within 1e-4. */
-void model_check_floats(const char* what, const model_output* e, const float* got, int32_t ndim,
-                        const int64_t* shape);
-
-/* The same for a manypy result: a tensor, or a dict of tensors and "steps". */
+/* Checks a manypy result (a tensor, or a dict of tensors and "steps")
+ * against the expected outputs (outputs.h); dies naming what differs. */
 void model_check_value(const char* what, const model_case* m, const manypy_value* v);
 
 /* The call's arguments: (x,) over the case's input, borrowed; and its kwargs

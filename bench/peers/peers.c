@@ -10,7 +10,8 @@
  *   TorchScript  the scripted model on the host's libtorch
  *
  * for N = 1, 2, 4 (N caller threads) and four models: python_heavy,
- * ResNet-18 at batch 1, big_light (512 MB of weights, a light forward) and
+ * ResNet-18 at batch 1, big_light (512 MB of weights, a light forward: one
+ * float per 4 KiB page, about 2 ms) and
  * identity (where IPC is all there is). For each: throughput, p50/p99
  * latency, the total Pss of every process involved, start-up until the
  * first request is served, and the CPU other processes used meanwhile.
