@@ -27,7 +27,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "designs.h"
@@ -59,14 +61,29 @@ static void run_python(char* const* argv) {
   }
 }
 
+/* Modification time of a file, 0 if it does not exist. */
+static time_t mtime_of(const char* path) {
+  struct stat st;
+  return stat(path, &st) == 0 ? st.st_mtime : 0;
+}
+
 /* The big model (and identity's TorchScript) are made on first use, into
- * ARCHIVES/peers: 512 MB is too much to build with every tree. */
+ * ARCHIVES/peers: 512 MB is too much to build with every tree. They are
+ * made again when their sources are newer than what was made. */
 static void make_models(const options* o) {
   char json[4200], dir[4096], mb[16], script[4200];
   snprintf(dir, sizeof dir, "%s/peers", o->archives);
   snprintf(json, sizeof json, "%s/big_light_%d.json", dir, o->big_mb);
   snprintf(script, sizeof script, "%s/identity_script.pt", dir);
-  if (file_exists(json) && file_exists(script)) return;
+  const time_t made = mtime_of(json) < mtime_of(script) ? mtime_of(json) : mtime_of(script);
+  const char* sources[] = {MANYPY_BENCH_PEERS_DIR "/make_models.py",
+                           MANYPY_BENCH_PEERS_DIR "/../../samples/models/big_weights.py",
+                           MANYPY_BENCH_PEERS_DIR "/../../samples/models/identity.py"};
+  int stale = made == 0;
+  for (size_t k = 0; k < sizeof sources / sizeof *sources; ++k) stale |= mtime_of(sources[k]) > made;
+  if (!stale) return;
+  unlink(json); /* make_models.py skips what exists */
+  unlink(script);
   progress("making %s/big_light_%d.pt (%d MB) and identity_script.pt", dir, o->big_mb, o->big_mb);
   snprintf(mb, sizeof mb, "%d", o->big_mb);
   char maker[] = MANYPY_BENCH_PEERS_DIR "/make_models.py", opt[] = "--big-mb", py[] = PYTHON;
