@@ -72,6 +72,11 @@ static time_t mtime_of(const char* path) {
  * made again when their sources are newer than what was made. */
 static void make_models(const options* o) {
   char json[4200], dir[4096], mb[16], script[4200];
+  snprintf(json, sizeof json, "%s/manifest.json", o->archives);
+  if (!file_exists(json)) {
+    die("%s: no sample archives there (build the target manypy_archives, or pass --archives "
+        "DIR)", o->archives);
+  }
   snprintf(dir, sizeof dir, "%s/peers", o->archives);
   snprintf(json, sizeof json, "%s/big_light_%d.json", dir, o->big_mb);
   snprintf(script, sizeof script, "%s/identity_script.pt", dir);
