@@ -26,7 +26,11 @@
  * only when a manypy call fails or a model's output is wrong (every model is
  * checked once per interpreter against NAME.expected.*.bin before timing).
  *
- * Uses only the public C API (manypy.h), pthreads, pipes and /proc.
+ * Uses only the public C API (manypy.h), pthreads, pipes and /proc. This file
+ * holds the run's set-up and its sections (main lists them); the throughput
+ * runs are in serving_tput.c, the call-overhead paths in serving_overhead.c,
+ * the CPU accounting in serving_noise.c, and what every benchmark shares in
+ * harness.c and outputs.c.
  *
  * Usage: manypy_bench_serving [--quick] [--seconds S] [--calls N] [--archives DIR]
  *   --quick         S = 0.5 in one round, 2,000/200 calls (smoke test)
@@ -56,6 +60,11 @@
 #include <unistd.h>
 
 #include "bench_util.h"
+#include "harness.h"
+#include "outputs.h"
+#include "serving_noise.h"
+#include "serving_overhead.h"
+#include "serving_tput.h"
 #include "manypy.h"
 
 #ifndef MANYPY_BENCH_ARCHIVES
@@ -67,160 +76,13 @@ const char* bench_program = PROG;
 
 /* python_heavy's expected files use these kwargs (python_heavy.json). */
 #define HEAVY_STEPS 5
-#define TOLERANCE 1e-4
 
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                  */
 /* ------------------------------------------------------------------------ */
 
-
-
-/* Latency samples in nanoseconds. */
-typedef struct samples {
-  int64_t* v;
-  size_t n, cap;
-} samples;
-
-static void samples_push(samples* s, int64_t x) {
-  if (s->n == s->cap) {
-    s->cap = s->cap ? s->cap * 2 : 1024;
-    s->v = realloc(s->v, s->cap * sizeof *s->v);
-    if (!s->v) die("out of memory");
-  }
-  s->v[s->n++] = x;
-}
-
-static void samples_append(samples* s, const samples* from) {
-  for (size_t k = 0; k < from->n; ++k) samples_push(s, from->v[k]);
-}
-
-/* The q-quantile (nearest rank on sorted samples), in ns. Sorts. The
- * Python timing loop of section B uses the same rule. */
-static double quantile(samples* s, double q) {
-  if (s->n == 0) return NAN;
-  qsort(s->v, s->n, sizeof *s->v, cmp_i64);
-  return (double)s->v[(size_t)(q * (double)(s->n - 1) + 0.5)];
-}
-
-/* Reads a whole file of the archives directory. */
-static void* read_archive_file(const char* dir, const char* name, size_t* size) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  FILE* f = fopen(path, "rb");
-  if (!f) {
-    die("cannot open %s: %s (build the target manypy_archives, or pass --archives DIR)", path,
-        strerror(errno));
-  }
-  struct stat st;
-  if (fstat(fileno(f), &st) != 0) die("cannot stat %s: %s", path, strerror(errno));
-  /* 64-byte aligned, like a tensor allocator's. */
-  size_t n = (size_t)st.st_size;
-  void* data = NULL;
-  if (posix_memalign(&data, 64, n ? n : 64) != 0) die("out of memory");
-  if (n && fread(data, 1, n, f) != n) die("cannot read %s", path);
-  fclose(f);
-  *size = n;
-  return data;
-}
-
 static void archive_path(char* out, size_t len, const char* dir, const char* name) {
   snprintf(out, len, "%s/%s", dir, name);
-}
-
-/* ------------------------------------------------------------------------ */
-/* CPU disturbance                                                          */
-/* ------------------------------------------------------------------------ */
-
-/* The pipe-echo children of section B: their CPU is ours, not "other". */
-static pid_t g_children[2];
-static int g_child_count;
-
-/* utime + stime (+ waited-for children's) of /proc/<pid>/stat, in ticks. */
-static unsigned long long proc_ticks(pid_t pid) {
-  char path[64];
-  if (pid == 0) {
-    snprintf(path, sizeof path, "/proc/self/stat");
-  } else {
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  }
-  FILE* f = fopen(path, "r");
-  if (!f) return 0;
-  char buf[2048];
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  buf[n] = '\0';
-  fclose(f);
-  const char* p = strrchr(buf, ')'); /* the command name may hold spaces */
-  unsigned long long ut = 0, stt = 0;
-  long long cut = 0, cst = 0;
-  if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %lld %lld", &ut,
-                  &stt, &cut, &cst) == 4) {
-    return ut + stt + (unsigned long long)cut + (unsigned long long)cst;
-  }
-  return 0;
-}
-
-typedef struct cpu_sample {
-  unsigned long long ours;    /* this process and its pipe-echo children */
-  unsigned long long machine; /* non-idle time of the whole machine */
-  double t;
-} cpu_sample;
-
-static cpu_sample cpu_now(void) {
-  cpu_sample s = {0, 0, now_s()};
-  s.ours = proc_ticks(0);
-  for (int k = 0; k < g_child_count; ++k) s.ours += proc_ticks(g_children[k]);
-  FILE* f = fopen("/proc/stat", "r");
-  if (f) {
-    unsigned long long v[8] = {0};
-    if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
-               &v[4], &v[5], &v[6], &v[7]) == 8) {
-      s.machine = v[0] + v[1] + v[2] + v[5] + v[6] + v[7]; /* all but idle, iowait */
-    }
-    fclose(f);
-  }
-  return s;
-}
-
-/* Cores kept busy between two samples: by us, by everything else. */
-typedef struct cpu_use {
-  double ours_s, other_s, wall_s; /* accumulated CPU seconds and wall seconds */
-} cpu_use;
-
-/* /proc counts CPU time in ticks (1/100 s), so a window much shorter than
- * this says nothing about load. */
-static const double kMinCpuWindow = 0.1;
-
-static double g_other_max = 0.0;
-static double g_other_sum = 0.0;
-static int g_other_runs = 0;
-
-static void cpu_add(cpu_use* u, cpu_sample a, cpu_sample b) {
-  const double hz = (double)sysconf(_SC_CLK_TCK);
-  double ours = (double)(b.ours - a.ours) / hz;
-  double other = ((double)(b.machine - a.machine) - (double)(b.ours - a.ours)) / hz;
-  if (other < 0) other = 0;
-  u->ours_s += ours;
-  u->other_s += other;
-  u->wall_s += b.t - a.t;
-  if (b.t - a.t >= kMinCpuWindow) {
-    const double cores = other / (b.t - a.t);
-    if (cores > g_other_max) g_other_max = cores;
-    g_other_sum += cores;
-    ++g_other_runs;
-  }
-}
-
-static double cores_ours(const cpu_use* u) { return u->wall_s > 0 ? u->ours_s / u->wall_s : 0; }
-static double cores_other(const cpu_use* u) { return u->wall_s > 0 ? u->other_s / u->wall_s : 0; }
-
-/* "cpu other" for a table: "-" when the window was too short to tell. */
-static const char* other_cell(const cpu_use* u, char* buf, size_t len) {
-  if (u->wall_s < kMinCpuWindow) {
-    snprintf(buf, len, "-");
-  } else {
-    snprintf(buf, len, "%.2f", cores_other(u));
-  }
-  return buf;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -246,73 +108,6 @@ static manypy_value* tuple1(manypy_value* item) {
   return t;
 }
 
-/* An expected float32 output: NAME.expected.KEY.bin and its shape. */
-typedef struct expected {
-  const char* key;
-  int32_t ndim;
-  int64_t shape[4];
-  float* data;
-  size_t count;
-} expected;
-
-static void load_expected(const char* dir, const char* model, expected* e) {
-  char name[256];
-  snprintf(name, sizeof name, "%s.expected.%s.bin", model, e->key);
-  size_t size = 0;
-  e->data = read_archive_file(dir, name, &size);
-  e->count = 1;
-  for (int k = 0; k < e->ndim; ++k) e->count *= (size_t)e->shape[k];
-  if (size != e->count * sizeof(float)) {
-    die("%s has %zu bytes, expected %zu (shape of %zu float32)", name, size,
-        e->count * sizeof(float), e->count);
-  }
-}
-
-/* Compares a tensor value with an expected output; returns the largest
- * absolute difference, or dies naming what is wrong. */
-static double check_tensor(const char* what, const manypy_value* v, const expected* e) {
-  if (manypy_value_get_kind(v) != MANYPY_VALUE_TENSOR) {
-    die("%s: output '%s' is not a tensor (kind %d)", what, e->key, (int)manypy_value_get_kind(v));
-  }
-  DLManagedTensor* t = NULL;
-  CHECK(manypy_value_get_tensor(v, &t), "manypy_value_get_tensor");
-  const DLTensor* d = &t->dl_tensor;
-  char why[256] = "";
-  if (d->device.device_type != kDLCPU) snprintf(why, sizeof why, "not a CPU tensor");
-  if (!why[0] && (d->dtype.code != kDLFloat || d->dtype.bits != 32 || d->dtype.lanes != 1)) {
-    snprintf(why, sizeof why, "dtype is not float32");
-  }
-  if (!why[0] && d->ndim != e->ndim) {
-    snprintf(why, sizeof why, "has %d dimensions, expected %d", d->ndim, e->ndim);
-  }
-  int64_t contiguous = 1;
-  for (int k = e->ndim - 1; !why[0] && k >= 0; --k) {
-    if (d->shape[k] != e->shape[k]) {
-      snprintf(why, sizeof why, "dimension %d is %" PRId64 ", expected %" PRId64, k, d->shape[k],
-               e->shape[k]);
-    } else if (d->strides && d->shape[k] > 1 && d->strides[k] != contiguous) {
-      snprintf(why, sizeof why, "is not C-contiguous");
-    }
-    contiguous *= e->shape[k];
-  }
-  double worst = 0.0;
-  if (!why[0]) {
-    const float* got = (const float*)((const char*)d->data + d->byte_offset);
-    for (size_t k = 0; k < e->count; ++k) {
-      double diff = fabs((double)got[k] - (double)e->data[k]);
-      if (!(diff <= TOLERANCE)) { /* also catches NaN */
-        snprintf(why, sizeof why, "element %zu is %.7g, expected %.7g (tolerance %g)", k,
-                 (double)got[k], (double)e->data[k], TOLERANCE);
-        break;
-      }
-      if (diff > worst) worst = diff;
-    }
-  }
-  if (t->deleter) t->deleter(t);
-  if (why[0]) die("%s: wrong output '%s': %s", what, e->key, why);
-  return worst;
-}
-
 /* Checks a result: a single tensor (one expected output named "out") or a
  * dict of tensors (plus "steps" when steps >= 0). Prints one line. */
 static void check_output(const char* what, const manypy_value* result, expected* outs, int nouts,
@@ -320,7 +115,7 @@ static void check_output(const char* what, const manypy_value* result, expected*
   char line[512];
   int len = snprintf(line, sizeof line, "%-44s ok:", what);
   if (nouts == 1 && strcmp(outs[0].key, "out") == 0 && steps < 0) {
-    double worst = check_tensor(what, result, &outs[0]);
+    double worst = check_tensor_value(what, result, &outs[0]);
     len += snprintf(line + len, sizeof line - (size_t)len, " out max|diff| %.2g", worst);
   } else {
     if (manypy_value_get_kind(result) != MANYPY_VALUE_DICT) die("%s: the output is not a dict", what);
@@ -331,7 +126,7 @@ static void check_output(const char* what, const manypy_value* result, expected*
         manypy_status_free(st);
         die("%s: the output has no key '%s'", what, outs[k].key);
       }
-      double worst = check_tensor(what, item, &outs[k]);
+      double worst = check_tensor_value(what, item, &outs[k]);
       len += snprintf(line + len, sizeof line - (size_t)len, " %s max|diff| %.2g", outs[k].key,
                       worst);
     }
@@ -351,33 +146,6 @@ static void check_output(const char* what, const manypy_value* result, expected*
   printf("%s\n", line);
 }
 
-/* ------------------------------------------------------------------------ */
-/* Call targets                                                             */
-/* ------------------------------------------------------------------------ */
-
-/* One thing to call: a replicated object (manypy) or a TorchScript module
- * (host). */
-typedef struct target {
-  manypy_object* object;
-  const manypy_call_options* options; /* NULL: MANYPY_ANY_INTERPRETER */
-  manypy_script_module* script;
-  const manypy_value* args;
-  const manypy_value* kwargs;
-  manypy_pool* pool; /* for torch.get_num_threads(); NULL for script */
-} target;
-
-static manypy_status* target_call(const target* t, manypy_value** out) {
-  if (t->script) return manypy_script_call(t->script, NULL, t->args, t->kwargs, NULL, out);
-  return manypy_object_call(t->object, NULL, t->args, t->kwargs, t->options, out);
-}
-
-static manypy_call_options* pinned(int32_t index) {
-  manypy_call_options* o = manypy_call_options_new();
-  if (!o) die("manypy_call_options_new returned NULL");
-  CHECK(manypy_call_options_set_interpreter(o, index), "manypy_call_options_set_interpreter");
-  return o;
-}
-
 /* Calls `object` once in each interpreter of `pool` and checks the output. */
 static void check_each_interpreter(const char* model, manypy_pool* pool, const char* pool_name,
                                    manypy_object* object, const manypy_value* args,
@@ -394,490 +162,6 @@ static void check_each_interpreter(const char* model, manypy_pool* pool, const c
     manypy_value_free(r);
     manypy_call_options_free(o);
   }
-}
-
-/* ------------------------------------------------------------------------ */
-/* Throughput runs (sections A and C)                                       */
-/* ------------------------------------------------------------------------ */
-
-/* The calling thread's time on a CPU and waiting for one (runnable but not
- * running), in seconds, from /proc/thread-self/schedstat. 0 if unavailable. */
-static int thread_schedstat(double* on_cpu, double* runqueue) {
-  FILE* f = fopen("/proc/thread-self/schedstat", "r");
-  unsigned long long run = 0, wait = 0;
-  int ok = f && fscanf(f, "%llu %llu", &run, &wait) == 2;
-  if (f) fclose(f);
-  *on_cpu = ok ? (double)run * 1e-9 : 0;
-  *runqueue = ok ? (double)wait * 1e-9 : 0;
-  return ok;
-}
-
-/* Where the worker threads' wall time went while measuring, summed over
- * threads: on a CPU, waiting for a CPU, blocked (e.g. on a GIL). */
-typedef struct thread_time {
-  double wall, on_cpu, runqueue;
-  int ok;
-} thread_time;
-
-typedef struct worker {
-  bench_control* ctl;
-  const target* tgt;
-  int torch_min, torch_max; /* torch.get_num_threads() in each interpreter */
-  samples lat;
-  long calls;   /* completed in the measured phase */
-  double t_end; /* when its last measured call completed */
-  thread_time time;
-  char error[512];
-} worker;
-
-static int worker_fail(worker* w, const char* what, manypy_status* st) {
-  snprintf(w->error, sizeof w->error, "%s: %s: %s", what, manypy_code_name(manypy_status_code(st)),
-           manypy_status_message(st));
-  manypy_status_free(st);
-  return 0;
-}
-
-static int worker_call(worker* w, int record) {
-  manypy_value* r = NULL;
-  const int64_t t0 = now_ns();
-  manypy_status* st = target_call(w->tgt, &r);
-  const int64_t t1 = now_ns();
-  if (st) return worker_fail(w, w->tgt->script ? "manypy_script_call" : "manypy_object_call", st);
-  manypy_value_free(r);
-  if (record) samples_push(&w->lat, t1 - t0);
-  return 1;
-}
-
-/* torch.get_num_threads() as this thread sees it in each interpreter. */
-static int worker_torch_threads(worker* w) {
-  w->torch_min = INT32_MAX;
-  w->torch_max = 0;
-  if (!w->tgt->pool) return 1;
-  for (size_t i = 0; i < manypy_pool_size(w->tgt->pool); ++i) {
-    manypy_value* v = NULL;
-    int64_t n = 0;
-    manypy_status* st = manypy_pool_eval(w->tgt->pool, (int32_t)i, "torch.get_num_threads()", &v);
-    if (!st) st = manypy_value_get_int64(v, &n);
-    manypy_value_free(v);
-    if (st) return worker_fail(w, "manypy_pool_eval(\"torch.get_num_threads()\")", st);
-    if (n < w->torch_min) w->torch_min = (int)n;
-    if (n > w->torch_max) w->torch_max = (int)n;
-  }
-  return 1;
-}
-
-static void* worker_main(void* arg) {
-  worker* w = arg;
-  bench_control* ctl = w->ctl;
-  /* Warm-up: at least one call, until the main thread says stop. */
-  int ok = worker_torch_threads(w) && worker_call(w, 0);
-  while (ok && !atomic_load(&ctl->warm_stop)) ok = worker_call(w, 0);
-  pthread_barrier_wait(&ctl->measure);
-  if (!ok) return NULL;
-  double cpu0, rq0, cpu1, rq1;
-  const double t0 = now_s();
-  w->time.ok = thread_schedstat(&cpu0, &rq0);
-  long calls = 0;
-  while (!atomic_load(&ctl->stop)) {
-    if (!worker_call(w, 1)) return NULL;
-    ++calls;
-  }
-  w->calls = calls;
-  w->t_end = now_s();
-  w->time.ok = thread_schedstat(&cpu1, &rq1) && w->time.ok;
-  w->time.wall = w->t_end - t0;
-  w->time.on_cpu = cpu1 - cpu0;
-  w->time.runqueue = rq1 - rq0;
-  return NULL;
-}
-
-/* A configuration's results, summed over its rounds. */
-typedef struct tput_result {
-  long calls;
-  double elapsed; /* s: start of measuring to the last call's completion */
-  samples lat;
-  int torch_min, torch_max;
-  cpu_use cpu;
-  thread_time time;
-} tput_result;
-
-static void tput_init(tput_result* r) {
-  memset(r, 0, sizeof *r);
-  r->torch_min = INT32_MAX;
-  r->time.ok = 1;
-}
-
-static double tput_rate(const tput_result* r) {
-  return r->elapsed > 0 ? (double)r->calls / r->elapsed : 0.0;
-}
-
-/* Adds one round's counts to `acc` and frees the round's samples; the
- * latency samples are not kept (section D quotes throughput only). */
-static void tput_merge(tput_result* acc, tput_result* one) {
-  acc->calls += one->calls;
-  acc->elapsed += one->elapsed;
-  acc->cpu.ours_s += one->cpu.ours_s;
-  acc->cpu.other_s += one->cpu.other_s;
-  acc->cpu.wall_s += one->cpu.wall_s;
-  acc->time.wall += one->time.wall;
-  acc->time.on_cpu += one->time.on_cpu;
-  acc->time.runqueue += one->time.runqueue;
-  acc->time.ok = acc->time.ok && one->time.ok;
-  free(one->lat.v);
-  one->lat.v = NULL;
-}
-
-/* The median of n values (the mean of the middle two for even n). */
-static double median_of(const double* v, int n) {
-  double sorted[64];
-  if (n <= 0 || n > 64) return NAN;
-  memcpy(sorted, v, (size_t)n * sizeof *v);
-  qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
-  return n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
-}
-
-static double min_of(const double* v, int n) {
-  double m = INFINITY;
-  for (int k = 0; k < n; ++k) m = v[k] < m ? v[k] : m;
-  return m;
-}
-
-/* One round: `threads` threads call `tgt` for `seconds` after `warmup`. */
-static void run_round(const target* tgt, int threads, double warmup, double seconds,
-                      tput_result* acc) {
-  bench_threads t;
-  bench_threads_init(&t, threads);
-  worker* ws = calloc((size_t)threads, sizeof *ws);
-  if (!ws) die("out of memory");
-  for (int k = 0; k < threads; ++k) {
-    ws[k].ctl = &t.ctl;
-    ws[k].tgt = tgt;
-  }
-  bench_threads_start(&t, ws, sizeof *ws, worker_main);
-  bench_threads_warm_up(&t, warmup);
-  const cpu_sample c0 = cpu_now();
-  const double t0 = c0.t;
-  bench_threads_finish(&t, seconds);
-  const cpu_sample c1 = cpu_now();
-  double t_end = t0;
-  for (int k = 0; k < threads; ++k) {
-    if (ws[k].error[0]) die("%s", ws[k].error);
-    acc->calls += ws[k].calls;
-    if (ws[k].t_end > t_end) t_end = ws[k].t_end;
-    if (ws[k].torch_min < acc->torch_min) acc->torch_min = ws[k].torch_min;
-    if (ws[k].torch_max > acc->torch_max) acc->torch_max = ws[k].torch_max;
-    samples_append(&acc->lat, &ws[k].lat);
-    acc->time.wall += ws[k].time.wall;
-    acc->time.on_cpu += ws[k].time.on_cpu;
-    acc->time.runqueue += ws[k].time.runqueue;
-    acc->time.ok = acc->time.ok && ws[k].time.ok;
-    free(ws[k].lat.v);
-  }
-  acc->elapsed += t_end - t0;
-  cpu_add(&acc->cpu, c0, c1);
-  free(ws);
-}
-
-/* A configuration of a throughput section. */
-typedef struct config {
-  const char* name;
-  const target* tgt;
-  int threads;
-  tput_result res;
-} config;
-
-/* Runs every configuration for `seconds` in total, split into `rounds`
- * rounds; the order is reversed every other round so that a change of load
- * on a shared machine falls on all configurations alike. */
-static void run_configs(const char* section, config* cs, int n, int rounds, double warmup,
-                        double seconds) {
-  for (int c = 0; c < n; ++c) tput_init(&cs[c].res);
-  for (int r = 0; r < rounds; ++r) {
-    for (int j = 0; j < n; ++j) {
-      const int c = r % 2 == 0 ? j : n - 1 - j;
-      progress("%s: %s, round %d/%d", section, cs[c].name, r + 1, rounds);
-      run_round(cs[c].tgt, cs[c].threads, warmup, seconds / rounds, &cs[c].res);
-    }
-  }
-}
-
-static void print_config_header(void) {
-  printf("%-34s %10s %8s %9s %9s %7s %9s %8s %8s %8s %11s %9s %9s\n", "configuration",
-         "calls/s", "vs base", "p50 ms", "p99 ms", "calls", "torch thr", "on cpu", "run q",
-         "blocked", "cpu ms/call", "cpu ours", "cpu other");
-}
-
-static void print_thread_time_note(void) {
-  printf("(on cpu / run q / blocked: shares of the worker threads' wall time spent running, "
-         "runnable but waiting for a core, and blocked (e.g. on a GIL), from "
-         "/proc/thread-self/schedstat; run q above a few %% means the cores were busy with "
-         "something else; cpu ms/call: the callers' on-cpu time per call, which other processes "
-         "change less than calls/s, though a busy VM host still slows every core)\n");
-}
-
-static void print_config_row(config* c, double base) {
-  char thr[32];
-  if (c->tgt->pool == NULL) {
-    snprintf(thr, sizeof thr, "host 1");
-  } else if (c->res.torch_min == c->res.torch_max) {
-    snprintf(thr, sizeof thr, "%d", c->res.torch_min);
-  } else {
-    snprintf(thr, sizeof thr, "%d-%d", c->res.torch_min, c->res.torch_max);
-  }
-  const double rate = tput_rate(&c->res);
-  char oncpu[16] = "-", rq[16] = "-", blocked[16] = "-", per_call[16] = "-";
-  const thread_time* tt = &c->res.time;
-  if (tt->ok && tt->wall > 0) {
-    double b = tt->wall - tt->on_cpu - tt->runqueue;
-    if (b < 0) b = 0;
-    snprintf(oncpu, sizeof oncpu, "%.0f%%", 100.0 * tt->on_cpu / tt->wall);
-    snprintf(rq, sizeof rq, "%.0f%%", 100.0 * tt->runqueue / tt->wall);
-    snprintf(blocked, sizeof blocked, "%.0f%%", 100.0 * b / tt->wall);
-    if (c->res.calls > 0) {
-      snprintf(per_call, sizeof per_call, "%.3f", 1e3 * tt->on_cpu / (double)c->res.calls);
-    }
-  }
-  printf("%-34s %10.1f %7.2fx %9.3f %9.3f %7ld %9s %8s %8s %8s %11s %9.2f %9.2f\n", c->name,
-         rate, base > 0 ? rate / base : 0.0, quantile(&c->res.lat, 0.50) * 1e-6,
-         quantile(&c->res.lat, 0.99) * 1e-6, c->res.calls, thr, oncpu, rq, blocked, per_call,
-         cores_ours(&c->res.cpu), cores_other(&c->res.cpu));
-}
-
-/* ------------------------------------------------------------------------ */
-/* Section B: call overhead                                                 */
-/* ------------------------------------------------------------------------ */
-
-typedef struct lat_result {
-  double p50_ns, p99_ns;
-  long calls;
-  cpu_use cpu;
-} lat_result;
-
-/* `calls` timed manypy_object_calls on this thread with `options`, args
- * built once, each result freed inside the timed span, after `warm` untimed
- * ones; latencies go to `s`. */
-static void time_calls(manypy_object* object, const manypy_value* args,
-                       const manypy_call_options* options, long calls, long warm, samples* s) {
-  for (long k = 0; k < warm; ++k) {
-    manypy_value* out = NULL;
-    CHECK(manypy_object_call(object, NULL, args, NULL, options, &out), "manypy_object_call");
-    manypy_value_free(out);
-  }
-  for (long k = 0; k < calls; ++k) {
-    manypy_value* out = NULL;
-    const int64_t t0 = now_ns();
-    manypy_status* st = manypy_object_call(object, NULL, args, NULL, options, &out);
-    manypy_value_free(out);
-    const int64_t t1 = now_ns();
-    if (st) die_status("manypy_object_call", st);
-    samples_push(s, t1 - t0);
-  }
-}
-
-/* (i): manypy_object_call on one thread, args built once, each result freed. */
-static lat_result time_c_api(manypy_object* object, const manypy_value* args, long calls,
-                             long warm) {
-  samples s = {0};
-  lat_result r = {0};
-  const cpu_sample c0 = cpu_now();
-  time_calls(object, args, NULL, calls, warm, &s);
-  cpu_add(&r.cpu, c0, cpu_now());
-  r.p50_ns = quantile(&s, 0.50);
-  r.p99_ns = quantile(&s, 0.99);
-  r.calls = calls;
-  free(s.v);
-  return r;
-}
-
-/* Defines, in an interpreter, the same model loaded by Python itself with
- * torch.package, and a timing loop of model(x) (under torch.no_grad(), as
- * manypy's calls run) that returns [p50 ns, p99 ns]. x is a tensor of the
- * given shape, or the int 1 when the shape is None. */
-static const char kPythonTimingLoop[] =
-    "import time\n"
-    "import torch\n"
-    "from torch.package import PackageImporter\n"
-    "_bench_model = PackageImporter(_bench_path).load_pickle('model', 'model.pkl')\n"
-    "def _bench_identity(shape, n, warm):\n"
-    "    m = _bench_model\n"
-    "    x = 1 if shape is None else torch.rand(shape)\n"
-    "    pc = time.perf_counter_ns\n"
-    "    with torch.no_grad():\n"
-    "        if m(x) is not x:\n"
-    "            raise AssertionError('identity did not return its input')\n"
-    "        for _ in range(warm):\n"
-    "            m(x)\n"
-    "        ts = [0] * n\n"
-    "        for i in range(n):\n"
-    "            t0 = pc()\n"
-    "            m(x)\n"
-    "            ts[i] = pc() - t0\n"
-    "    ts.sort()\n"
-    "    q = lambda p: ts[int(p * (n - 1) + 0.5)]\n"
-    "    return [q(0.50), q(0.99)]\n";
-
-/* A Python string literal for `s` (escapes quotes and backslashes). */
-static void python_literal(char* out, size_t len, const char* s) {
-  size_t o = 0;
-  if (o + 1 < len) out[o++] = '\'';
-  for (; *s && o + 3 < len; ++s) {
-    if (*s == '\'' || *s == '\\') out[o++] = '\\';
-    out[o++] = *s;
-  }
-  if (o + 1 < len) out[o++] = '\'';
-  out[o] = '\0';
-}
-
-static void setup_python_loop(manypy_pool* pool, const char* identity_path) {
-  char lit[4200], src[4400];
-  python_literal(lit, sizeof lit, identity_path);
-  snprintf(src, sizeof src, "_bench_path = %s\n", lit);
-  CHECK(manypy_pool_exec(pool, 0, src), "manypy_pool_exec(_bench_path)");
-  CHECK(manypy_pool_exec(pool, 0, kPythonTimingLoop), "manypy_pool_exec(timing loop)");
-}
-
-/* (ii): model(x) timed inside the interpreter; ndim < 0: x is the int 1. */
-static lat_result time_python(manypy_pool* pool, int ndim, const int64_t* shape, long calls,
-                              long warm) {
-  char shape_s[128] = "None";
-  if (ndim >= 0) {
-    int len = snprintf(shape_s, sizeof shape_s, "(");
-    for (int k = 0; k < ndim; ++k) {
-      len += snprintf(shape_s + len, sizeof shape_s - (size_t)len, "%" PRId64 ",", shape[k]);
-    }
-    snprintf(shape_s + len, sizeof shape_s - (size_t)len, ")");
-  }
-  char expr[256];
-  snprintf(expr, sizeof expr, "_bench_identity(%s, %ld, %ld)", shape_s, calls, warm);
-  lat_result r = {0};
-  manypy_value* v = NULL;
-  const cpu_sample c0 = cpu_now();
-  CHECK(manypy_pool_eval(pool, 0, expr, &v), "manypy_pool_eval(_bench_identity)");
-  cpu_add(&r.cpu, c0, cpu_now());
-  const manypy_value *p50 = NULL, *p99 = NULL;
-  int64_t a = 0, b = 0;
-  CHECK(manypy_value_get_item(v, 0, &p50), "manypy_value_get_item");
-  CHECK(manypy_value_get_item(v, 1, &p99), "manypy_value_get_item");
-  CHECK(manypy_value_get_int64(p50, &a), "manypy_value_get_int64");
-  CHECK(manypy_value_get_int64(p99, &b), "manypy_value_get_int64");
-  manypy_value_free(v);
-  r.p50_ns = (double)a;
-  r.p99_ns = (double)b;
-  r.calls = calls;
-  return r;
-}
-
-/* (iii): a worker process that echoes N bytes: reads exactly N bytes from
- * one pipe, writes them back on another. */
-typedef struct echo_child {
-  pid_t pid;
-  int to_child, from_child;
-  size_t bytes;
-  int pipe_capacity;
-} echo_child;
-
-static int read_full(int fd, void* buf, size_t n) {
-  char* p = buf;
-  while (n > 0) {
-    ssize_t got = read(fd, p, n);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return -1;
-    p += got;
-    n -= (size_t)got;
-  }
-  return 0;
-}
-
-static int write_full(int fd, const void* buf, size_t n) {
-  const char* p = buf;
-  while (n > 0) {
-    ssize_t put = write(fd, p, n);
-    if (put < 0 && errno == EINTR) continue;
-    if (put <= 0) return -1;
-    p += put;
-    n -= (size_t)put;
-  }
-  return 0;
-}
-
-/* The parent's ends of every worker's pipes. */
-static int g_parent_fds[4];
-static int g_parent_fd_count;
-
-/* Forked before any manypy call or thread exists. The pipes get 1 MiB of
- * capacity where the system allows it, so a round trip of the large tensor
- * is one write each way: the fastest plain pipe, the strictest baseline. */
-static echo_child start_echo_child(size_t bytes) {
-  int down[2], up[2];
-  if (pipe(down) != 0 || pipe(up) != 0) die("pipe: %s", strerror(errno));
-  int cap = -1;
-  for (int k = 0; k < 2; ++k) {
-    int fd = k == 0 ? down[1] : up[1];
-    (void)fcntl(fd, F_SETPIPE_SZ, 1 << 20);
-    int c = fcntl(fd, F_GETPIPE_SZ);
-    if (cap < 0 || c < cap) cap = c;
-  }
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  if (pid < 0) die("fork: %s", strerror(errno));
-  if (pid == 0) {
-    close(down[1]);
-    close(up[0]);
-    /* Our copies of earlier workers' pipe ends would keep them from
-     * seeing the parent close theirs. */
-    for (int k = 0; k < g_parent_fd_count; ++k) close(g_parent_fds[k]);
-    char* buf = malloc(bytes);
-    if (!buf) _exit(3);
-    for (;;) {
-      if (read_full(down[0], buf, bytes) != 0) _exit(0); /* parent closed: done */
-      if (write_full(up[1], buf, bytes) != 0) _exit(4);
-    }
-  }
-  close(down[0]);
-  close(up[1]);
-  echo_child c = {pid, down[1], up[0], bytes, cap};
-  g_parent_fds[g_parent_fd_count++] = down[1];
-  g_parent_fds[g_parent_fd_count++] = up[0];
-  g_children[g_child_count++] = pid;
-  return c;
-}
-
-static void stop_echo_child(echo_child* c) {
-  close(c->to_child);
-  close(c->from_child);
-  int status;
-  while (waitpid(c->pid, &status, 0) < 0) {
-    if (errno != EINTR) die("waitpid: %s", strerror(errno));
-  }
-  for (int k = 0; k < g_child_count; ++k) {
-    if (g_children[k] == c->pid) g_children[k] = g_children[--g_child_count];
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    die("the pipe-echo worker process failed (status 0x%x)", status);
-  }
-}
-
-static lat_result time_pipe(echo_child* c, const void* data, long calls, long warm) {
-  samples s = {0};
-  lat_result r = {0};
-  char* back = xmalloc(c->bytes);
-  const cpu_sample c0 = cpu_now();
-  for (long k = 0; k < warm + calls; ++k) {
-    const int64_t t0 = now_ns();
-    if (write_full(c->to_child, data, c->bytes) != 0) die("write to the echo worker: %s", strerror(errno));
-    if (read_full(c->from_child, back, c->bytes) != 0) die("read from the echo worker failed");
-    const int64_t t1 = now_ns();
-    if (k >= warm) samples_push(&s, t1 - t0);
-  }
-  cpu_add(&r.cpu, c0, cpu_now());
-  if (memcmp(back, data, c->bytes) != 0) die("the echo worker sent back different bytes");
-  free(back);
-  r.p50_ns = quantile(&s, 0.50);
-  r.p99_ns = quantile(&s, 0.99);
-  r.calls = calls;
-  free(s.v);
-  return r;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -938,11 +222,37 @@ static double parse_seconds(const char* s, const char* from) {
   return v;
 }
 
-int main(int argc, char** argv) {
-  double seconds = 5.0;
-  long small_calls = 20000;
-  int quick = 0;
-  const char* dir = MANYPY_BENCH_ARCHIVES;
+/* ------------------------------------------------------------------------ */
+/* The run: its settings, and what the set-up makes for the sections        */
+/* ------------------------------------------------------------------------ */
+
+static double seconds = 5.0;
+static long small_calls = 20000, large_calls;
+static int quick, rounds;
+static double warmup;
+static const char* dir = MANYPY_BENCH_ARCHIVES;
+
+static float *identity_in, *heavy_in, *resnet_in, *small_data;
+static const size_t large_bytes = (size_t)3 * 224 * 224 * sizeof(float);
+static const size_t small_bytes = 16 * sizeof(float);
+static const int64_t small_shape[] = {1, 16};
+static const int64_t large_shape[] = {1, 3, 224, 224};
+static expected identity_out[] = {{"out", 2, {2, 3}, NULL, 0}};
+static expected heavy_out[] = {{"logits", 2, {4, 10}, NULL, 0}, {"norm", 1, {4}, NULL, 0}};
+static expected resnet_out[] = {{"out", 2, {1, 1000}, NULL, 0}};
+static echo_child echo_small, echo_large;
+
+static manypy_pool *pool1, *pool2;
+static manypy_package *pkg_identity, *pkg_heavy1, *pkg_heavy2, *pkg_resnet;
+static manypy_object *identity, *heavy1, *heavy2, *resnet;
+static manypy_script_module* resnet_script;
+/* Arguments: built once, shared read-only by every call and thread. */
+static manypy_value *identity_args, *heavy_args, *heavy_kwargs, *resnet_args, *small_args,
+    *large_args;
+static double start_s, load_s; /* set-up times, printed after the checks */
+
+/* Options: --quick, --seconds, --calls, --archives (see the top). */
+static void parse_options(int argc, char** argv) {
   const char* env = getenv("MANYPY_BENCH_SECONDS");
   if (env && *env) seconds = parse_seconds(env, "MANYPY_BENCH_SECONDS");
   for (int i = 1; i < argc; ++i) {
@@ -964,45 +274,39 @@ int main(int argc, char** argv) {
       dir = a + 11;
     } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       usage(stdout);
-      return 0;
+      exit(0);
     } else {
       usage(stderr);
-      return 2;
+      exit(2);
     }
   }
-  const long large_calls = small_calls / 10;
-  const int rounds = quick ? 1 : 2;
-  const double warmup = quick ? 0.1 : 0.3;
+  large_calls = small_calls / 10;
+  rounds = quick ? 1 : 2;
+  warmup = quick ? 0.1 : 0.3;
+}
 
-  /* ---- inputs, expected outputs, and the pipe workers (before threads) -- */
+/* Inputs, expected outputs, and the pipe-echo workers (forked before any
+ * thread exists). */
+static void load_inputs(void) {
   size_t n;
-  float* identity_in = read_archive_file(dir, "identity.input.bin", &n);
+  identity_in = read_archive_file(dir, "identity.input.bin", &n);
   if (n != 6 * sizeof(float)) die("identity.input.bin: %zu bytes, expected 24", n);
-  float* heavy_in = read_archive_file(dir, "python_heavy.input.bin", &n);
+  heavy_in = read_archive_file(dir, "python_heavy.input.bin", &n);
   if (n != 4 * 64 * sizeof(float)) die("python_heavy.input.bin: %zu bytes, expected 1024", n);
-  float* resnet_in = read_archive_file(dir, "resnet18.input.bin", &n);
-  const size_t large_bytes = (size_t)3 * 224 * 224 * sizeof(float);
+  resnet_in = read_archive_file(dir, "resnet18.input.bin", &n);
   if (n != large_bytes) die("resnet18.input.bin: %zu bytes, expected %zu", n, large_bytes);
-  expected identity_out[] = {{"out", 2, {2, 3}, NULL, 0}};
-  expected heavy_out[] = {{"logits", 2, {4, 10}, NULL, 0}, {"norm", 1, {4}, NULL, 0}};
-  expected resnet_out[] = {{"out", 2, {1, 1000}, NULL, 0}};
-  load_expected(dir, "identity", &identity_out[0]);
-  load_expected(dir, "python_heavy", &heavy_out[0]);
-  load_expected(dir, "python_heavy", &heavy_out[1]);
-  load_expected(dir, "resnet18", &resnet_out[0]);
+  expected_load(dir, "identity", &identity_out[0]);
+  expected_load(dir, "python_heavy", &heavy_out[0]);
+  expected_load(dir, "python_heavy", &heavy_out[1]);
+  expected_load(dir, "resnet18", &resnet_out[0]);
 
-  /* Section B's tensors: [1, 16] (random) and [1, 3, 224, 224] (ResNet's input). */
-  const int64_t small_shape[] = {1, 16};
-  const int64_t large_shape[] = {1, 3, 224, 224};
-  const size_t small_bytes = 16 * sizeof(float);
-  float* small_data = NULL;
+  /* Section B's small tensor: [1, 16] (the large one is ResNet's input). */
   if (posix_memalign((void**)&small_data, 64, small_bytes) != 0) die("out of memory");
   for (int k = 0; k < 16; ++k) small_data[k] = (float)k / 16.0f - 0.5f;
 
-  echo_child echo_small = start_echo_child(small_bytes);
-  echo_child echo_large = start_echo_child(large_bytes);
+  echo_small = start_echo_child(small_bytes);
+  echo_large = start_echo_child(large_bytes);
 
-  const double bench_t0 = now_s();
   printf("manypy serving benchmark (library %s, %ld online cores; measured s per configuration: "
          "%.2f in A, %.2f in C, in %d round%s after %.2f s warm-up each; %ld/%ld calls per path "
          "in B)\n",
@@ -1013,51 +317,53 @@ int main(int argc, char** argv) {
     die("manypy_max_interpreters() is %zu; this benchmark needs 3", manypy_max_interpreters());
   }
   fflush(stdout);
+}
 
-  /* ---- pools, models, checks ------------------------------------------ */
+/* Pools of 1 and 2, the models, their arguments. */
+static void start_models(void) {
   /* Host TorchScript: 1 intra-op thread per calling thread, as the pool's
    * default gives each interpreter. Set before any host thread runs an op. */
   CHECK(manypy_script_set_intra_op_threads(1), "manypy_script_set_intra_op_threads(1)");
 
   progress("starting a pool of 1 interpreter and a pool of 2");
   double t = now_s();
-  manypy_pool* pool1 = make_pool(1);
-  manypy_pool* pool2 = make_pool(2);
-  const double start_s = now_s() - t;
+  pool1 = make_pool(1);
+  pool2 = make_pool(2);
+  start_s = now_s() - t;
 
   progress("loading identity.pt, python_heavy.pt, resnet18.pt, resnet18_script.pt");
   t = now_s();
-  manypy_package *pkg_identity, *pkg_heavy1, *pkg_heavy2, *pkg_resnet;
-  manypy_object* identity = load_model(pool1, dir, "identity.pt", &pkg_identity);
-  manypy_object* heavy1 = load_model(pool1, dir, "python_heavy.pt", &pkg_heavy1);
-  manypy_object* heavy2 = load_model(pool2, dir, "python_heavy.pt", &pkg_heavy2);
-  manypy_object* resnet = load_model(pool2, dir, "resnet18.pt", &pkg_resnet);
+  identity = load_model(pool1, dir, "identity.pt", &pkg_identity);
+  heavy1 = load_model(pool1, dir, "python_heavy.pt", &pkg_heavy1);
+  heavy2 = load_model(pool2, dir, "python_heavy.pt", &pkg_heavy2);
+  resnet = load_model(pool2, dir, "resnet18.pt", &pkg_resnet);
   char script_path[4096];
   archive_path(script_path, sizeof script_path, dir, "resnet18_script.pt");
-  manypy_script_module* resnet_script = NULL;
   CHECK(manypy_script_load_file(script_path, &resnet_script),
         "manypy_script_load_file(resnet18_script.pt)");
-  const double load_s = now_s() - t;
+  load_s = now_s() - t;
 
   /* Arguments: built once, shared read-only by every call and thread. */
   const int64_t identity_shape[] = {2, 3};
   const int64_t heavy_shape[] = {4, 64};
-  manypy_value* identity_args =
-      tuple1(tensor_over(identity_in, 6 * sizeof(float), 2, identity_shape));
-  manypy_value* heavy_args = tuple1(tensor_over(heavy_in, 4 * 64 * sizeof(float), 2, heavy_shape));
-  manypy_value* heavy_kwargs = manypy_value_new_dict();
+  identity_args = tuple1(tensor_over(identity_in, 6 * sizeof(float), 2, identity_shape));
+  heavy_args = tuple1(tensor_over(heavy_in, 4 * 64 * sizeof(float), 2, heavy_shape));
+  heavy_kwargs = manypy_value_new_dict();
   if (!heavy_kwargs) die("manypy_value_new_dict returned NULL");
   CHECK(manypy_value_dict_set(heavy_kwargs, "steps", manypy_value_new_int64(HEAVY_STEPS)),
         "manypy_value_dict_set(steps)");
   CHECK(manypy_value_dict_set(heavy_kwargs, "normalize", manypy_value_new_bool(0)),
         "manypy_value_dict_set(normalize)");
-  manypy_value* resnet_args = tuple1(tensor_over(resnet_in, large_bytes, 4, large_shape));
-  manypy_value* small_args = tuple1(tensor_over(small_data, small_bytes, 2, small_shape));
-  manypy_value* large_args = tuple1(tensor_over(resnet_in, large_bytes, 4, large_shape));
+  resnet_args = tuple1(tensor_over(resnet_in, large_bytes, 4, large_shape));
+  small_args = tuple1(tensor_over(small_data, small_bytes, 2, small_shape));
+  large_args = tuple1(tensor_over(resnet_in, large_bytes, 4, large_shape));
+}
 
+/* Every model's output in every interpreter, and identity's zero copy. */
+static void check_models(void) {
   progress("checking every model's output in every interpreter");
-  printf("\n== Output checks (against NAME.expected.*.bin, tolerance %g) ==\n", TOLERANCE);
-  t = now_s();
+  printf("\n== Output checks (against NAME.expected.*.bin, tolerance %g) ==\n", OUTPUT_TOLERANCE);
+  const double t = now_s();
   check_each_interpreter("identity.pt", pool1, "pool of 1,", identity, identity_args, NULL,
                          identity_out, 1, -1);
   check_each_interpreter("python_heavy.pt", pool1, "pool of 1,", heavy1,
@@ -1093,8 +399,10 @@ int main(int argc, char** argv) {
          "(replicas, checks) in %.2f s\n",
          start_s, load_s, check_s);
   fflush(stdout);
+}
 
-  /* ---------------------------------------------------------------- A --- */
+/* A. The Python-heavy model: 1 x 1, 1 x 2, 2 x 2. */
+static void section_a(void) {
   const target heavy_t1 = {heavy1, NULL, NULL, heavy_args, heavy_kwargs, pool1};
   const target heavy_t2 = {heavy2, NULL, NULL, heavy_args, heavy_kwargs, pool2};
   config a[] = {
@@ -1120,8 +428,11 @@ int main(int argc, char** argv) {
   printf("%-64s %7.2fx %10s %8s\n", "throughput (2 interp x 2 thr) / (1 interp x 2 thr)", a_r2,
          ">= 3x", verdict(a_r2 >= 3.0));
   fflush(stdout);
+}
 
-  /* ---------------------------------------------------------------- D --- */
+/* D. The profiler's cost. */
+static void section_d(void) {
+  const target heavy_t2 = {heavy2, NULL, NULL, heavy_args, heavy_kwargs, pool2};
   /* The cost of the built-in profiler on the Python-heavy model (2
    * interpreters x 2 threads): hooks are process-wide, so each setting runs
    * in its own rounds, alternating order, rather than side by side. Each
@@ -1163,7 +474,7 @@ int main(int argc, char** argv) {
       printf("%-26s %9.1f %7.3fx %12.3fx %11.3fx %12.3f %9.3fx %9.2f\n", names[m],
              tput_rate(&d[m]), tput_rate(&d[m]) / tput_rate(&d[0]), median_of(ratio[m], kRounds),
              min_of(ratio[m], kRounds), cpu_per_call[m] * 1e3,
-             cpu_per_call[0] / cpu_per_call[m], cores_other(&d[m].cpu));
+             cpu_per_call[0] / cpu_per_call[m], cpu_cores_other(&d[m].cpu));
     }
     printf("(vs none: all rounds' calls over all rounds' time; median round: the median of "
            "the per-round ratios to the same round's no-hooks run; cpu ms/call: the callers' "
@@ -1177,8 +488,10 @@ int main(int argc, char** argv) {
            median_of(ratio[2], kRounds), "(info)", "");
     fflush(stdout);
   }
+}
 
-  /* ---------------------------------------------------------------- B --- */
+/* B. Call overhead: C API vs Python loop vs a pipe to a worker process. */
+static void section_b(void) {
   char identity_path[4096];
   archive_path(identity_path, sizeof identity_path, dir, "identity.pt");
   setup_python_loop(pool1, identity_path);
@@ -1192,7 +505,7 @@ int main(int argc, char** argv) {
     lat_result capi, python, pipe;
   } b[3];
   cpu_use b_cpu = {0, 0, 0};
-  const cpu_sample b_c0 = cpu_now();
+  const cpu_sample b_c0 = cpu_now_ours();
   for (int s = 0; s < 3; ++s) {
     const int big = s == 1, is_int = s == 2;
     const long calls = big ? large_calls : small_calls;
@@ -1213,7 +526,7 @@ int main(int argc, char** argv) {
     }
   }
   manypy_value_free(int_args);
-  cpu_add(&b_cpu, b_c0, cpu_now());
+  cpu_record(&b_cpu, b_c0, cpu_now_ours());
 
   printf("\n== B. Call overhead: identity.pt, forward(x) -> x, one caller thread, pool of 1 ==\n");
   printf("%-18s %9s  %-46s %7s %9s %9s %9s\n", "x", "bytes", "path", "calls", "p50 us",
@@ -1242,7 +555,7 @@ int main(int argc, char** argv) {
          echo_large.pipe_capacity, kMinCpuWindow);
   printf("CPU used by other processes during section B as a whole (%.1f s): %.2f cores (this "
          "process and its echo workers: %.2f)\n",
-         b_cpu.wall_s, cores_other(&b_cpu), cores_ours(&b_cpu));
+         b_cpu.wall_s, cpu_cores_other(&b_cpu), cpu_cores_ours(&b_cpu));
   printf("\n%-64s %8s %10s %8s\n", "ratio (at p50)", "value", "target", "verdict");
   for (int s = 0; s < 3; ++s) {
     const double over_us = (b[s].capi.p50_ns - b[s].python.p50_ns) * 1e-3;
@@ -1258,8 +571,10 @@ int main(int argc, char** argv) {
     printf("%-64s %7.2fx %10s %8s\n", l2, share, "<= 0.20x", verdict(share <= 0.2));
   }
   fflush(stdout);
+}
 
-  /* ---------------------------------------------------------------- C --- */
+/* C. ResNet-18: manypy vs TorchScript on the host. */
+static void section_c(void) {
   const target resnet_mp = {resnet, NULL, NULL, resnet_args, NULL, pool2};
   const target resnet_ts = {NULL, NULL, resnet_script, resnet_args, NULL, NULL};
   config c[] = {
@@ -1291,8 +606,10 @@ int main(int argc, char** argv) {
   printf("%-64s %7.2fx %10s %8s\n", "manypy: 2 threads / 1 thread", c_s1, "(info)", "");
   printf("%-64s %7.2fx %10s %8s\n", "TorchScript: 2 threads / 1 thread", c_s2, "(info)", "");
   fflush(stdout);
+}
 
-  /* ---------------------------------------------------------------- E --- */
+/* E. What a deadline and a cancel token add to a call. */
+static void section_e(void) {
   /* A far deadline (never reached) and a token (never cancelled): the cost
    * of being able to stop, paid by every such call. Plain and bounded calls
    * alternate in 10 rounds so drift in the machine hits both alike. */
@@ -1314,14 +631,14 @@ int main(int argc, char** argv) {
                    is_bounded ? &limited : &plain);
       }
     }
-    const double p50_plain = quantile(&plain, 0.50), p50_limited = quantile(&limited, 0.50);
+    const double p50_plain = samples_quantile(&plain, 0.50), p50_limited = samples_quantile(&limited, 0.50);
     printf("\n== E. Deadline and cancel token: identity.pt, x [1, 16], one caller thread, pool "
            "of 1 ==\n");
     printf("%-46s %7s %9s %9s\n", "call options", "calls", "p50 us", "p99 us");
     printf("%-46s %7zu %9.2f %9.2f\n", "none", plain.n, p50_plain * 1e-3,
-           quantile(&plain, 0.99) * 1e-3);
+           samples_quantile(&plain, 0.99) * 1e-3);
     printf("%-46s %7zu %9.2f %9.2f\n", "timeout 60 s + cancel token", limited.n,
-           p50_limited * 1e-3, quantile(&limited, 0.99) * 1e-3);
+           p50_limited * 1e-3, samples_quantile(&limited, 0.99) * 1e-3);
     const double added_us = (p50_limited - p50_plain) * 1e-3;
     printf("\n%-64s %8s %10s %8s\n", "ratio (at p50)", "value", "target", "verdict");
     printf("%-64s %6.2fus %10s %8s\n", "added by a timeout and a cancel token", added_us,
@@ -1332,8 +649,10 @@ int main(int argc, char** argv) {
     manypy_call_options_free(bounded);
     manypy_cancel_token_free(token);
   }
+}
 
-  /* ---- cleanup --------------------------------------------------------- */
+/* Frees everything, then the run's CPU noise summary. */
+static void clean_up(void) {
   stop_echo_child(&echo_small);
   stop_echo_child(&echo_large);
   manypy_value_free(identity_args);
@@ -1354,22 +673,9 @@ int main(int argc, char** argv) {
   manypy_pool_destroy(pool1);
   manypy_pool_destroy(pool2);
 
-  char load[128] = "?";
-  FILE* lf = fopen("/proc/loadavg", "r");
-  if (lf) {
-    if (!fgets(load, sizeof load, lf)) strcpy(load, "?");
-    fclose(lf);
-    load[strcspn(load, "\n")] = '\0';
-  }
-  printf("\nload average at the end (/proc/loadavg): %s\n", load);
-  printf("CPU used by other processes during the %d measurements: mean %.2f, max %.2f cores of "
-         "%ld%s\n",
-         g_other_runs, g_other_runs ? g_other_sum / g_other_runs : 0.0, g_other_max,
-         sysconf(_SC_NPROCESSORS_ONLN),
-         g_other_max > 0.25 ? " (rows with 'cpu other' above ~0.25 were disturbed: re-run on a "
-                              "quiet machine before quoting their ratios)"
-                            : "");
-  printf("\ntotal benchmark wall time: %.1f s\n", now_s() - bench_t0);
+  char what[64];
+  snprintf(what, sizeof what, "the %d measurements", g_noise.runs);
+  noise_summary(&g_noise, what);
   for (int k = 0; k < 2; ++k) free(heavy_out[k].data);
   free(identity_out[0].data);
   free(resnet_out[0].data);
@@ -1377,5 +683,20 @@ int main(int argc, char** argv) {
   free(heavy_in);
   free(resnet_in);
   free(small_data);
+}
+
+int main(int argc, char** argv) {
+  parse_options(argc, argv);
+  load_inputs();
+  const double bench_t0 = now_s();
+  start_models();
+  check_models();
+  section_a();
+  section_d();
+  section_b();
+  section_c();
+  section_e();
+  clean_up();
+  printf("\ntotal benchmark wall time: %.1f s\n", now_s() - bench_t0);
   return 0;
 }

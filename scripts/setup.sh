@@ -8,6 +8,8 @@ packages=(
   python3.11-dev python3-torch libtorch-dev python3-torchvision
   libdlpack-dev nlohmann-json3-dev libzip-dev libssl-dev swig libcmocka-dev googletest libgtest-dev
   python3-prometheus-client
+  # The chart of the peers benchmark (bench/peers/chart.py, docs/performance.md).
+  python3-matplotlib
   openjdk-17-jdk-headless maven
   # The fuzz and sanitizer build (build-fuzz, docs/hardening.md): clang with
   # its sanitizer runtimes, libFuzzer, llvm-symbolizer for their reports.

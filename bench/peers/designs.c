@@ -1,0 +1,240 @@
+#include "designs.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plain.h"
+#include "worker_pool.h"
+
+const char* const design_names[DESIGN_COUNT] = {"manypy", "worker pool", "shared GIL",
+                                                "N processes", "TorchScript"};
+
+/* ---- N caller threads ----------------------------------------------- */
+
+/* One call of a design; returns 0, or -1 with a message in err. */
+typedef struct caller {
+  int (*call)(void* ctx, char* err, size_t len);
+  void* ctx;
+} caller;
+
+typedef struct thread_worker {
+  bench_control* ctl;
+  const caller* c;
+  samples lat;
+  long calls;
+  double t_end;
+  char err[2048];
+} thread_worker;
+
+static void* thread_main(void* arg) {
+  thread_worker* w = arg;
+  int ok = w->c->call(w->c->ctx, w->err, sizeof w->err) == 0;
+  while (ok && !atomic_load(&w->ctl->warm_stop)) ok = w->c->call(w->c->ctx, w->err, sizeof w->err) == 0;
+  pthread_barrier_wait(&w->ctl->measure);
+  while (ok && !atomic_load(&w->ctl->stop)) {
+    const int64_t t0 = now_ns();
+    ok = w->c->call(w->c->ctx, w->err, sizeof w->err) == 0;
+    samples_push(&w->lat, now_ns() - t0);
+    ++w->calls;
+  }
+  w->t_end = now_s();
+  return NULL;
+}
+
+/* `threads` threads call c for `warmup` s, then for `seconds` s measured;
+ * our CPU counts this process and `pids`; Pss is taken before returning. */
+static void run_threads(const caller* c, int threads, const run_config* cfg, const pid_t* pids,
+                        int npids, run_result* r) {
+  bench_threads t;
+  bench_threads_init(&t, threads);
+  thread_worker* ws = calloc((size_t)threads, sizeof *ws);
+  if (!ws) die("out of memory");
+  for (int k = 0; k < threads; ++k) ws[k] = (thread_worker){.ctl = &t.ctl, .c = c};
+  bench_threads_start(&t, ws, sizeof *ws, thread_main);
+  bench_threads_warm_up(&t, cfg->warmup);
+  const cpu_sample c0 = cpu_now(pids, npids);
+  bench_threads_finish(&t, cfg->seconds);
+  const cpu_sample c1 = cpu_now(pids, npids);
+  double t_end = c0.t;
+  for (int k = 0; k < threads; ++k) {
+    if (ws[k].err[0]) die("%s, %s: %s", design_names[cfg->d], cfg->m->label, ws[k].err);
+    r->calls += ws[k].calls;
+    if (ws[k].t_end > t_end) t_end = ws[k].t_end;
+    samples_append(&r->lat, &ws[k].lat);
+    free(ws[k].lat.v);
+  }
+  r->elapsed = t_end - c0.t;
+  r->rate = r->elapsed > 0 ? (double)r->calls / r->elapsed : 0;
+  cpu_add(&r->cpu, c0, c1);
+  r->pss_kb = pss_kb(0);
+  for (int k = 0; k < npids; ++k) r->pss_kb += pss_kb(pids[k]);
+  free(ws);
+}
+
+/* ---- manypy and the shared GIL -------------------------------------- */
+
+typedef struct object_call {
+  manypy_object* object;
+  manypy_script_module* script;
+  manypy_value *args, *kwargs;
+} object_call;
+
+static int call_object(void* ctx, char* err, size_t len) {
+  object_call* o = ctx;
+  manypy_value* out = NULL;
+  manypy_status* st = o->script ? manypy_script_call(o->script, NULL, o->args, o->kwargs, NULL, &out)
+                                : manypy_object_call(o->object, NULL, o->args, o->kwargs, NULL, &out);
+  manypy_value_free(out);
+  if (!st) return 0;
+  snprintf(err, len, "%s: %s\n%s", manypy_code_name(manypy_status_code(st)),
+           manypy_status_message(st), manypy_status_traceback(st));
+  manypy_status_free(st);
+  return -1;
+}
+
+/* A pool of `interpreters` called from cfg->n threads. */
+static void run_pool(const run_config* cfg, size_t interpreters, run_result* r) {
+  const model_case* m = cfg->m;
+  object_call o = {NULL, NULL, model_args(m), model_kwargs(m)};
+  char path[4096], what[160];
+  snprintf(path, sizeof path, "%s/%s.pt", cfg->archives, m->name);
+  const double t0 = now_s();
+  manypy_pool_options* opts = manypy_pool_options_new();
+  if (!opts) die("out of memory");
+  CHECK(manypy_pool_options_set_interpreters(opts, interpreters), "set_interpreters");
+  manypy_pool* pool = NULL;
+  manypy_package* pkg = NULL;
+  CHECK(manypy_pool_create(opts, &pool), "manypy_pool_create");
+  manypy_pool_options_free(opts);
+  CHECK(manypy_package_load_file(pool, path, &pkg), "manypy_package_load_file");
+  CHECK(manypy_package_load_pickle(pkg, "model", "model.pkl", &o.object), "load_pickle");
+  manypy_value* out = NULL;
+  CHECK(manypy_object_call(o.object, NULL, o.args, o.kwargs, NULL, &out), "manypy_object_call");
+  r->first_s = now_s() - t0;
+  snprintf(what, sizeof what, "%s, %s, first call", design_names[cfg->d], m->label);
+  model_check_value(what, m, out);
+  manypy_value_free(out);
+  for (size_t i = 0; i < interpreters; ++i) { /* every replica, checked */
+    manypy_call_options* pin = manypy_call_options_new();
+    if (!pin) die("out of memory");
+    CHECK(manypy_call_options_set_interpreter(pin, (int32_t)i), "set_interpreter");
+    CHECK(manypy_object_call(o.object, NULL, o.args, o.kwargs, pin, &out), "manypy_object_call");
+    snprintf(what, sizeof what, "%s, %s, interpreter %zu", design_names[cfg->d], m->label, i);
+    model_check_value(what, m, out);
+    manypy_value_free(out);
+    manypy_call_options_free(pin);
+  }
+  r->all_s = now_s() - t0;
+  const caller c = {call_object, &o};
+  run_threads(&c, cfg->n, cfg, NULL, 0, r);
+  manypy_object_free(o.object);
+  manypy_package_free(pkg);
+  manypy_pool_destroy(pool);
+  manypy_value_free(o.args);
+  manypy_value_free(o.kwargs);
+}
+
+/* ---- TorchScript on the host ---------------------------------------- */
+
+static void run_script(const run_config* cfg, run_result* r) {
+  const model_case* m = cfg->m;
+  object_call o = {NULL, NULL, model_args(m), model_kwargs(m)};
+  char path[4096], what[160];
+  snprintf(path, sizeof path, "%s/%s", cfg->archives, m->script);
+  CHECK(manypy_script_set_intra_op_threads(1), "manypy_script_set_intra_op_threads");
+  const double t0 = now_s();
+  CHECK(manypy_script_load_file(path, &o.script), "manypy_script_load_file");
+  manypy_value* out = NULL;
+  CHECK(manypy_script_call(o.script, NULL, o.args, o.kwargs, NULL, &out), "manypy_script_call");
+  r->first_s = r->all_s = now_s() - t0;
+  snprintf(what, sizeof what, "%s, %s", design_names[cfg->d], m->label);
+  model_check_value(what, m, out);
+  manypy_value_free(out);
+  const caller c = {call_object, &o};
+  run_threads(&c, cfg->n, cfg, NULL, 0, r);
+  manypy_script_free(o.script);
+  manypy_value_free(o.args);
+  manypy_value_free(o.kwargs);
+}
+
+/* ---- the worker pool ------------------------------------------------ */
+
+typedef struct pool_call {
+  worker_pool* pool;
+  const model_case* m;
+} pool_call;
+
+static int call_pool(void* ctx, char* err, size_t len) {
+  pool_call* pc = ctx;
+  pool_reply reply;
+  return worker_pool_call(pc->pool, pc->m->input, pc->m->input_bytes, pc->m->in_ndim,
+                          pc->m->in_shape, &reply, err, len);
+}
+
+static void check_reply(const char* what, const model_case* m, const pool_reply* reply) {
+  for (int k = 0; k < m->nouts; ++k) {
+    const pool_output* o = NULL;
+    for (int j = 0; j < reply->count; ++j) {
+      if (strcmp(reply->out[j].key, m->outs[k].key) == 0) o = &reply->out[j];
+    }
+    if (!o || o->kind != 0) die("%s: the reply has no tensor '%s'", what, m->outs[k].key);
+    check_floats(what, &m->outs[k], o->data, o->ndim, o->shape);
+  }
+  if (m->steps < 0) return;
+  for (int j = 0; j < reply->count; ++j) {
+    if (strcmp(reply->out[j].key, "steps") == 0 && reply->out[j].kind == 1) {
+      if (reply->out[j].value != m->steps) die("%s: output 'steps' is wrong", what);
+      return;
+    }
+  }
+  die("%s: the reply has no int 'steps'", what);
+}
+
+static void run_worker_pool(const run_config* cfg, run_result* r) {
+  const model_case* m = cfg->m;
+  char archive[4096], worker_py[4096], what[160], err[4096];
+  snprintf(archive, sizeof archive, "%s/%s.pt", cfg->archives, m->name);
+  snprintf(worker_py, sizeof worker_py, "%s/worker.py", cfg->peers_dir);
+  const double t0 = now_s();
+  worker_pool* pool = worker_pool_start(cfg->n, cfg->python, worker_py, archive, m->input_bytes,
+                                        model_output_bytes(m));
+  /* The first worker to be ready serves the first request at once. */
+  for (int k, served = 0; (k = worker_pool_next_ready(pool)) >= 0; served = 1) {
+    pool_reply reply;
+    if (worker_pool_call_on(pool, k, m->input, m->input_bytes, m->in_ndim, m->in_shape, &reply,
+                            err, sizeof err) != 0) {
+      die("worker pool, %s, worker %d: %s", m->label, k, err);
+    }
+    if (!served) r->first_s = now_s() - t0;
+    snprintf(what, sizeof what, "worker pool, %s, worker %d", m->label, k);
+    check_reply(what, m, &reply);
+  }
+  r->all_s = now_s() - t0;
+  pool_call pc = {pool, m};
+  const caller c = {call_pool, &pc};
+  run_threads(&c, cfg->n, cfg, worker_pool_pids(pool), worker_pool_size(pool), r);
+  worker_pool_stop(pool);
+}
+
+/* ---- N plain processes ---------------------------------------------- */
+
+static void run_plain(const run_config* cfg, run_result* r) {
+  char archive[4096], plain_py[4096];
+  snprintf(archive, sizeof archive, "%s/%s.pt", cfg->archives, cfg->m->name);
+  snprintf(plain_py, sizeof plain_py, "%s/plain_loop.py", cfg->peers_dir);
+  plain_run(cfg->n, cfg->python, plain_py, archive, cfg->warmup, cfg->seconds, r);
+}
+
+void design_run(const run_config* c, run_result* r) {
+  memset(r, 0, sizeof *r);
+  switch (c->d) {
+    case D_MANYPY: run_pool(c, (size_t)c->n, r); break;
+    case D_SHARED: run_pool(c, 1, r); break;
+    case D_SCRIPT: run_script(c, r); break;
+    case D_POOL: run_worker_pool(c, r); break;
+    case D_PLAIN: run_plain(c, r); break;
+    default: die("unknown design %d", (int)c->d);
+  }
+}
