@@ -37,7 +37,10 @@ const char* bench_program = "manypy_bench_scaling";
 
 extern char** environ;
 
+/* The Python the interpreters embed (bench/CMakeLists.txt sets it per build leg). */
+#ifndef PLAIN_PYTHON
 #define PLAIN_PYTHON "/usr/bin/python3"
+#endif
 #define PLAIN_RUNS 3
 #define NOOP_CALLS 20000
 #define NOOP_WARMUP_CALLS 1000
@@ -146,7 +149,7 @@ static void run_measuring_child(char* const argv[], double* import_s, private_me
   }
 }
 
-/* /usr/bin/python3 -c kPlainScript: import time and private memory. */
+/* PLAIN_PYTHON -c kPlainScript: import time and private memory. */
 static void run_plain_python(double* import_s, private_mem* mem) {
   char* argv[] = {(char*)PLAIN_PYTHON, (char*)"-c", (char*)kPlainScript, NULL};
   run_measuring_child(argv, import_s, mem);

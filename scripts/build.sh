@@ -7,6 +7,10 @@
 #   scripts/build.sh sanitize   build-sanitize/: clang, the whole C/C++ side
 #                               and its tests with MANYPY_SANITIZE (default
 #                               undefined), no Java (docs/hardening.md)
+#   scripts/build.sh torch2     build-torch2/: the second leg, everything as
+#                               in build/ but on PyPI's torch 2.x and pyenv's
+#                               CPython 3.12, from the venv that
+#                               scripts/setup_torch2.sh makes (or finds)
 # Several may be given: scripts/build.sh main fuzz.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -43,8 +47,16 @@ build_one() {
         -DMANYPY_SANITIZE="${MANYPY_SANITIZE:-undefined}" >/dev/null
       cmake --build "$build"
       ;;
+    torch2)
+      local build="${MANYPY_TORCH2_BUILD_DIR:-$root/build-torch2}"
+      local venv
+      venv="$("$root/scripts/setup_torch2.sh")"
+      cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DMANYPY_PYTHON="$venv/bin/python" >/dev/null
+      cmake --build "$build"
+      ;;
     *)
-      echo "usage: scripts/build.sh [main|fuzz|sanitize]..." >&2
+      echo "usage: scripts/build.sh [main|fuzz|sanitize|torch2]..." >&2
       exit 2
       ;;
   esac
