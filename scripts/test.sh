@@ -26,10 +26,13 @@ source "$root/scripts/env.sh"
 # - go_install_build: the Go binding against an installed tree, which
 #   install_consumer already tests in this leg (its RUNPATH to the wheel's
 #   libraries);
+# - sample_java, sample_rust: the Java and Rust samples drive the bindings
+#   that java_tests and rust_tests test in this leg (the C samples, the Go
+#   HTTP sample and the demo run);
 # - rust_clippy, go_vet*: lints of the same sources;
 # - go_fuzz_values, go_test_cgocheck2: Go-side value fuzzing and pointer
 #   checks, the same code as in the first leg (go_test_race runs).
-torch2_exclude='^(capi_churn|soak_quick|go_install_build|rust_clippy|go_vet.*|go_fuzz_values|go_test_cgocheck2)$'
+torch2_exclude='^(capi_churn|soak_quick|go_install_build|sample_java|sample_rust|rust_clippy|go_vet.*|go_fuzz_values|go_test_cgocheck2)$'
 
 status=0
 run_ctest() {
