@@ -9,9 +9,10 @@
 # Either way the host links the very libtorch the interpreters import.
 # Sets MANYPY_PYTHON_HOME (the Python's sys.prefix: a venv's own directory,
 # which the interpreters start from, core/interp/interp.c),
-# MANYPY_PYTHON_PACKAGES (the directory torch is installed in) and
-# MANYPY_TORCH_VERSION, MANYPY_KEY_BANDS (below); finds Python3 (Development.Embed) and Torch, and
-# defines manypy_torch, the libtorch that manypy's C++ links.
+# MANYPY_PYTHON_PACKAGES (the directory torch is installed in),
+# MANYPY_TORCH_VERSION and MANYPY_KEY_BANDS (below); finds Python3
+# (Development.Embed) and Torch, and defines manypy_torch, the libtorch that
+# manypy's C++ links.
 set(MANYPY_PYTHON /usr/bin/python3 CACHE FILEPATH
     "Python to embed; manypy links the libtorch of the torch it imports")
 if(NOT EXISTS "${MANYPY_PYTHON}")
@@ -49,7 +50,7 @@ list(GET probe 5 torch_keys)
 # above the host's 128 (docs/isolation.md, hazard 3), and the number of
 # bands is the most interpreters a process can have. The probe's fresh key
 # after `import torch` counts the keys Python and torch hold (glibc hands out
-# the lowest free one): 17 on Debian's torch 1.13, 97 on PyPI's torch 2.15,
+# the lowest free one): 16 on Debian's torch 1.13, 96 on PyPI's torch 2.15,
 # whose CUDA libraries' LLVM (libnvrtc, libnvJitLink) creates 78 as it loads.
 # A band gets an eighth more and 4 for what interpreters import later; 868
 # keys remain beside the 28 anchors (core/src/isolation/key_bands.h).
@@ -68,7 +69,9 @@ if(NOT Python3_LIBRARIES MATCHES "\\.so")
                       "(${Python3_LIBRARIES}): build it with --enable-shared")
 endif()
 
+set(torch_from_wheel OFF)
 if(EXISTS "${torch_cmake_prefix}/Torch/TorchConfig.cmake")
+  set(torch_from_wheel ON)
   # A wheel: its own libtorch. Its Caffe2 config looks for the CUDA toolkit
   # (nvcc, headers) when the wheel is a CUDA build, as PyPI's is, and fails
   # without it; but nothing of ours compiles CUDA, and the host links
@@ -88,12 +91,13 @@ if(EXISTS "${torch_cmake_prefix}/Torch/TorchConfig.cmake")
   # the wheel's libraries and the non-system libpython where they are.
   set(CMAKE_INSTALL_RPATH_USE_LINK_PATH ON)
 else()
-  # Debian's python3-torch has no CMake files; libtorch-dev's are the same build.
+  # Debian's python3-torch has no CMake files; libtorch-dev's are the same
+  # build (the version check below makes sure).
   find_package(Torch REQUIRED)
 endif()
 # manypy_torch: what the core, the hooks and the sample operators link.
 add_library(manypy_torch INTERFACE IMPORTED)
-if(TARGET torch_cpu AND TARGET torch_cuda)
+if(torch_from_wheel)
   # The wheel's: libtorch_cpu and libc10, its headers (the C++ API's too:
   # TORCH_INCLUDE_DIRS) and its C++ ABI flag (TORCH_CXX_FLAGS). Not `torch`,
   # which brings libtorch_cuda and the CUDA libraries. torch 2.15's headers
