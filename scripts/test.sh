@@ -22,11 +22,6 @@ source "$root/scripts/env.sh"
 # is about 24 minutes on 2 cores with the venv in place), entries whose code
 # paths the suites that do run here already take, or that check sources and
 # not the torch they run on:
-# - capi_churn (the slowest C suite, 35 s on the first leg): pools, packages
-#   and threads coming and going, paths capi_lifecycle and core_lease_test
-#   take here;
-# - soak_quick: memory over 16,000 calls; the calls are capi_stress's and the
-#   demo's (the soak has not been run on torch 2.x);
 # - go_install_build: the Go binding against an installed tree, which
 #   install_consumer already tests in this leg (its RUNPATH to the wheel's
 #   libraries);
@@ -36,7 +31,7 @@ source "$root/scripts/env.sh"
 # - rust_clippy, go_vet*: lints of the same sources;
 # - go_fuzz_values, go_test_cgocheck2: Go-side value fuzzing and pointer
 #   checks, the same code as in the first leg (go_test_race runs).
-torch2_exclude='^(capi_churn|soak_quick|go_install_build|sample_java|sample_rust|rust_clippy|go_vet.*|go_fuzz_values|go_test_cgocheck2)$'
+torch2_exclude='^(go_install_build|sample_java|sample_rust|rust_clippy|go_vet.*|go_fuzz_values|go_test_cgocheck2)$'
 
 status=0
 run_ctest() {
