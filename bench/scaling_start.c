@@ -110,7 +110,7 @@ static void run_measuring_child(char* const argv[], double* import_s, private_me
   }
 }
 
-/* /usr/bin/python3 -c kPlainScript: import time and private memory. */
+/* PLAIN_PYTHON -c kPlainScript: import time and private memory. */
 static void run_plain_python(double* import_s, private_mem* mem) {
   char* argv[] = {(char*)PLAIN_PYTHON, (char*)"-c", (char*)kPlainScript, NULL};
   run_measuring_child(argv, import_s, mem);

@@ -4,7 +4,11 @@
 #ifndef MANYPY_BENCH_SCALING_START_H
 #define MANYPY_BENCH_SCALING_START_H
 
+/* The Python the interpreters embed (bench/CMakeLists.txt sets it per
+ * build leg), for the plain process on the same torch. */
+#ifndef PLAIN_PYTHON
 #define PLAIN_PYTHON "/usr/bin/python3"
+#endif
 #define PLAIN_RUNS 3
 
 /* Private memory of a process from smaps_rollup, in kB. Private_Clean counts

@@ -5,7 +5,8 @@
 # The tutorial program on the tutorial's model: the slice it prints must
 # equal eager Python's (seed_example.expected.out.bin). The program checks
 # nothing itself, as the tutorial's does not; the script reads its output.
-# PATH_TO_EXTERN_PYTHON_PACKAGES points at Debian's dist-packages (numpy),
+# PATH_TO_EXTERN_PYTHON_PACKAGES points at the packages directory of the
+# embedded Python's torch (Debian's dist-packages, or the venv's; numpy),
 # so the sys.path option is exercised as the tutorial uses it.
 add_test(NAME sample_deploy_example
          COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/c/check_deploy_output.py
@@ -13,7 +14,7 @@ add_test(NAME sample_deploy_example
                  ${MANYPY_ARCHIVES}/seed_example.expected.out.bin)
 set_tests_properties(sample_deploy_example PROPERTIES
   TIMEOUT 180
-  ENVIRONMENT "PATH_TO_EXTERN_PYTHON_PACKAGES=/usr/lib/python3/dist-packages")
+  ENVIRONMENT "PATH_TO_EXTERN_PYTHON_PACKAGES=${MANYPY_PYTHON_PACKAGES}")
 
 # Loads libmanypy.so with dlopen and exits non-zero on any failure.
 add_test(NAME sample_dlopen_example COMMAND manypy_dlopen_example)

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config
+  build-essential cmake ninja-build pkg-config ccache
   python3.11-dev python3-torch libtorch-dev python3-torchvision
   libdlpack-dev nlohmann-json3-dev libzip-dev libssl-dev swig libcmocka-dev googletest libgtest-dev
   python3-prometheus-client

@@ -42,17 +42,24 @@
 #ifndef MANYPY_BENCH_PEERS_DIR
 #define MANYPY_BENCH_PEERS_DIR "bench/peers"
 #endif
+/* The Python that runs the models outside manypy (workers, plain
+ * processes, the model maker): the one the interpreters embed, on the same
+ * torch (bench/peers/CMakeLists.txt sets it per build leg). The chart needs
+ * only matplotlib, from Debian's python3-matplotlib. */
+#ifndef PYTHON
 #define PYTHON "/usr/bin/python3"
+#endif
+#define CHART_PYTHON "/usr/bin/python3"
 
 const char* bench_program = "manypy_bench_peers";
 
-/* Runs PYTHON SCRIPT ARGS... and dies unless it succeeds. */
+/* Runs argv (a Python, its script and arguments) and dies unless it succeeds. */
 static void run_python(char* const* argv) {
   fflush(stdout);
   const pid_t pid = fork();
   if (pid < 0) die("fork failed");
   if (pid == 0) {
-    execv(PYTHON, argv);
+    execv(argv[0], argv);
     _exit(127);
   }
   int status = 0;
@@ -126,7 +133,7 @@ static void chart(const options* o, const model_case* models, results* res) {
   char tsv[4096];
   snprintf(tsv, sizeof tsv, "%s.tsv", o->chart);
   report_tsv(tsv, models, o, res);
-  char script[] = MANYPY_BENCH_PEERS_DIR "/chart.py", py[] = PYTHON;
+  char script[] = MANYPY_BENCH_PEERS_DIR "/chart.py", py[] = CHART_PYTHON;
   char* argv[] = {py, script, tsv, (char*)o->chart, NULL};
   run_python(argv);
   printf("\nchart: %s (figures: %s)\n", o->chart, tsv);

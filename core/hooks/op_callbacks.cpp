@@ -22,7 +22,9 @@ namespace {
 struct CallContext : c10::DebugInfoBase {
   std::string model_id, request_id;
 };
-constexpr auto kContextKind = c10::DebugInfoKind::INFERENCE_CONTEXT;
+// A function, not a constant: torch 1.13's kind is an enum, torch 2.x's a
+// constant that libc10 defines (not usable in a constant expression).
+auto context_kind() { return c10::DebugInfoKind::INFERENCE_CONTEXT; }
 
 int64_t now_ns() {
   timespec ts;
@@ -111,7 +113,7 @@ void emit(const Slot& slot, int phase, const at::RecordFunction& fn, const Start
   ev.interpreter = slot.interpreter;
   ev.start_ns = started ? started->start_ns : 0;
   ev.end_ns = end;
-  auto* ctx = static_cast<CallContext*>(c10::ThreadLocalDebugInfo::get(kContextKind));
+  auto* ctx = static_cast<CallContext*>(c10::ThreadLocalDebugInfo::get(context_kind()));
   ev.model_id = ctx ? ctx->model_id.c_str() : "";
   ev.request_id = ctx ? ctx->request_id.c_str() : "";
   if (started && !started->inputs.empty()) {
@@ -185,9 +187,9 @@ void push_context(const char* model_id, const char* request_id) {
   auto ctx = std::make_shared<CallContext>();
   ctx->model_id = model_id ? model_id : "";
   ctx->request_id = request_id ? request_id : "";
-  c10::ThreadLocalDebugInfo::_push(kContextKind, std::move(ctx));
+  c10::ThreadLocalDebugInfo::_push(context_kind(), std::move(ctx));
 }
 
-void pop_context() { c10::ThreadLocalDebugInfo::_pop(kContextKind); }
+void pop_context() { c10::ThreadLocalDebugInfo::_pop(context_kind()); }
 
 }  // namespace manypy::hooks

@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hooks_api.h"
 #include "interp_internal.h"
@@ -111,6 +112,23 @@ static int install_hooks(const mpi_start_options* options, const mpi_sink* sink)
   return MPI_OK;
 }
 
+/* Where Python finds its library and packages. A plain prefix (Debian's
+ * /usr) is PyConfig.home. A virtual environment (a pyvenv.cfg in it: the
+ * torch 2.x leg's, scripts/setup_torch2.sh) has no standard library of its
+ * own, so Python starts as the venv's bin/python3 instead: getpath then
+ * reads pyvenv.cfg exactly as for a command-line python, finds the base
+ * prefix's library, and site adds the venv's site-packages. */
+static PyStatus set_python_home(PyConfig* config, const char* home) {
+  if (home == NULL || home[0] == '\0') return PyStatus_Ok();
+  char path[PATH_MAX];
+  int n = snprintf(path, sizeof path, "%s/pyvenv.cfg", home);
+  if (n > 0 && (size_t)n < sizeof path && access(path, R_OK) == 0) {
+    snprintf(path, sizeof path, "%s/bin/python3", home);
+    return PyConfig_SetBytesString(config, &config->program_name, path);
+  }
+  return PyConfig_SetBytesString(config, &config->home, home);
+}
+
 static int start(const mpi_start_options* options, const mpi_sink* sink) {
   if (Py_IsInitialized()) {
     mpi_report(sink, MPI_ERR_INTERNAL, "", "interpreter already started", "");
@@ -124,10 +142,7 @@ static int start(const mpi_start_options* options, const mpi_sink* sink) {
   /* Unbuffered stdio, so model output is never lost in a buffer that no
    * interpreter shutdown will flush. */
   config.buffered_stdio = 0;
-  PyStatus status = PyStatus_Ok();
-  if (options->python_home != NULL && options->python_home[0] != '\0') {
-    status = PyConfig_SetBytesString(&config, &config.home, options->python_home);
-  }
+  PyStatus status = set_python_home(&config, options->python_home);
   if (!PyStatus_Exception(status)) status = Py_InitializeFromConfig(&config);
   PyConfig_Clear(&config);
   if (PyStatus_Exception(status)) {

@@ -153,6 +153,29 @@ def apply_intra_op_threads():
         torch.set_num_threads(_intra_op_threads)
 
 
+def _installed(module, roots):
+    """Whether `module` comes from the interpreter's own installation.
+
+    lease_end keeps these: the standard library, site-packages (torch,
+    torchvision, numpy...), built-in and extension modules are the same for
+    every pool, and importing them again in one interpreter is not safe.
+    torch 2.x imports much of itself lazily, and the lazy parts fill
+    registries in modules that stay imported: a package with torchvision
+    extern imports torch._dynamo, and when a later lease imported it again,
+    its registration raised "Artifact of type=precompile already registered
+    in mega-cache artifact factory"; triton's nanobind extension, imported a
+    second time, aborted the process (docs/isolation.md, "torch 2.x").
+    What a pool brings on its own sys.path entries is still dropped.
+    """
+    spec = getattr(module, "__spec__", None)
+    if spec is None:
+        return False
+    if spec.origin in ("built-in", "frozen"):
+        return True
+    places = [spec.origin] if spec.origin else list(spec.submodule_search_locations or ())
+    return bool(places) and all(str(p).startswith(roots) for p in places)
+
+
 def lease_end(globals_dict):
     """Give the interpreter back as lease_begin found it."""
     global _lease, _allow_process_exit
@@ -164,8 +187,10 @@ def lease_end(globals_dict):
     _packages.clear()
     if _lease is not None:
         saved_path, saved_modules = _lease
+        roots = tuple(os.path.join(d, "") for d in saved_path if d and os.path.isabs(d))
         for name in [m for m in sys.modules if m not in saved_modules]:
-            del sys.modules[name]
+            if not _installed(sys.modules[name], roots):
+                del sys.modules[name]
         sys.path[:] = saved_path
         _lease = None
     sys.path_importer_cache.clear()

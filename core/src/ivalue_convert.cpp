@@ -1,31 +1,14 @@
 #include "ivalue_convert.h"
 
-#include <ATen/DLConvertor.h>
 #include <ATen/core/Dict.h>
 #include <ATen/core/List.h>
 
 #include "error.h"
+#include "torch_compat.h"
 
 namespace manypy {
 
 namespace {
-
-// The host's libtorch and DLPack. torch 1.13's DLPack has no bool: a bool
-// tensor crosses as uint8 and is viewed back as bool, zero-copy. Only these
-// two functions know it.
-at::Tensor from_dlpack(DLManagedTensor* managed) {
-  const bool is_bool = managed->dl_tensor.dtype.code == kDLBoolCode;
-  if (is_bool) managed->dl_tensor.dtype.code = kDLUInt;  // ours: a fresh share
-  at::Tensor t = at::fromDLPack(managed);
-  return is_bool ? t.view(at::kBool) : t;
-}
-
-DLManagedTensor* to_dlpack(const at::Tensor& t) {
-  if (t.scalar_type() != at::kBool) return at::toDLPack(t);
-  DLManagedTensor* managed = at::toDLPack(t.view(at::kByte));
-  managed->dl_tensor.dtype.code = kDLBoolCode;
-  return managed;
-}
 
 bool all_of_kind(const StableVector<Value>& items, ValueKind kind) {
   for (const Value& v : items) {
@@ -91,7 +74,7 @@ c10::IValue to_ivalue(const Value& value) {
     case ValueKind::kInt64: return c10::IValue(value.i);
     case ValueKind::kDouble: return c10::IValue(value.d);
     case ValueKind::kString: return c10::IValue(value.s);
-    case ValueKind::kTensor: return c10::IValue(from_dlpack(Tensor::share(value.tensor)));
+    case ValueKind::kTensor: return c10::IValue(torch_compat::from_dlpack(Tensor::share(value.tensor)));
     case ValueKind::kBytes:
       throw Error(Code::kUnsupportedType, "TorchScript has no bytes type");
     case ValueKind::kList: return list_to_ivalue(value.items);
@@ -115,7 +98,7 @@ Value from_ivalue_at(const c10::IValue& iv, uint32_t depth) {
   if (iv.isString()) return Value::of_string(iv.toStringRef());
   if (iv.isTensor()) {
     // DLPack carries no autograd state; the managed tensor keeps the storage.
-    return Value::of_tensor(Tensor::adopt(to_dlpack(iv.toTensor().detach())));
+    return Value::of_tensor(Tensor::adopt(torch_compat::to_dlpack(iv.toTensor().detach())));
   }
   if (!iv.isList() && !iv.isTuple() && !iv.isGenericDict()) {
     throw Error(Code::kUnsupportedType,

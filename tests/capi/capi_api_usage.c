@@ -78,7 +78,9 @@ static void test_each_key_once_across_four_interpreters(void** state) {
   manypy_script_free(script);
   ASSERT_OK(manypy_script_load_file(ARCHIVE("python_heavy_script.pt"), &script));
   assert_int_equal(count_of("manypy.script.load"), 1);
-  assert_int_equal(count_of("torch.script.load"), 1);
+  /* The host libtorch's own key: torch 1.13 logs torch.script.load, torch
+   * 2.x torch.jit.load; one of them, once. */
+  assert_int_equal(count_of("torch.script.load") + count_of("torch.jit.load"), 1);
 
   /* Every key so far came exactly once. */
   for (int k = 0; k < g_nkeys; ++k) {

@@ -11,9 +11,9 @@ using manypy::isolation::KeyBands;
 
 TEST(KeyBands, BandsAreDisjointAndOutsideTheHostRange) {
   KeyBands& bands = KeyBands::instance();
-  ASSERT_EQ(bands.usable_bands(), KeyBands::kMaxBands);
+  ASSERT_EQ(bands.usable_bands(), KeyBands::kBands);
   std::set<unsigned> seen;
-  for (unsigned b = 0; b < KeyBands::kMaxBands; ++b) {
+  for (unsigned b = 0; b < KeyBands::kBands; ++b) {
     const auto& keys = bands.band_keys(b);
     EXPECT_GE(keys.size(), 48u) << "band " << b << " too small for a torch namespace";
     for (unsigned key : keys) {

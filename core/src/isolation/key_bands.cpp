@@ -14,7 +14,7 @@ namespace {
 
 constexpr unsigned kRegionKeys = KeyBands::kKeysMax - KeyBands::kHostKeys;
 constexpr unsigned kAnchors = kRegionKeys / KeyBands::kBlock;
-constexpr unsigned kKeysPerBand = (kRegionKeys - kAnchors) / KeyBands::kMaxBands;
+constexpr unsigned kKeysPerBand = (kRegionKeys - kAnchors) / KeyBands::kBands;
 
 bool is_anchor(unsigned key) { return key % KeyBands::kBlock == 0; }
 
@@ -33,10 +33,10 @@ KeyBands& KeyBands::instance() {
 
 KeyBands::KeyBands() {
   static_assert(KeyBands::kHostKeys % KeyBands::kBlock == 0);
-  bands_.resize(kMaxBands);
-  band_blocks_.assign(kMaxBands, 0);
+  bands_.resize(kBands);
+  band_blocks_.assign(kBands, 0);
   unsigned band = 0;
-  for (unsigned key = kHostKeys; key < kKeysMax && band < kMaxBands; ++key) {
+  for (unsigned key = kHostKeys; key < kKeysMax && band < kBands; ++key) {
     if (is_anchor(key)) continue;
     bands_[band].push_back(key);
     band_blocks_[band] |= 1u << (key / kBlock);
@@ -57,7 +57,7 @@ KeyBands::KeyBands() {
   }
   for (pthread_key_t key : host_band_keys) pthread_key_delete(key);
 
-  for (unsigned b = 0; b < kMaxBands; ++b) {
+  for (unsigned b = 0; b < kBands; ++b) {
     bool ok = true;
     for (unsigned key : bands_[b]) ok = ok && claimed.count(key);
     for (unsigned block = 0; block < 32; ++block) {

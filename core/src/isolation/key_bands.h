@@ -35,6 +35,15 @@ class KeyBands {
   static constexpr unsigned kBlock = 32;       // PTHREAD_KEY_2NDLEVEL_SIZE
   static constexpr unsigned kHostKeys = 128;   // keys left to the host
   static constexpr unsigned kMaxBands = 15;    // glibc's DL_NNS - 1
+  // Bands in use, so interpreters at most: fewer than kMaxBands when one
+  // interpreter's torch needs more keys than a fifteenth of the region
+  // (torch 2.x's CUDA libraries); measured per build by
+  // cmake/python_torch.cmake.
+#ifndef MANYPY_KEY_BANDS
+#define MANYPY_KEY_BANDS 15
+#endif
+  static constexpr unsigned kBands = MANYPY_KEY_BANDS;
+  static_assert(kBands >= 1 && kBands <= kMaxBands);
 
   // The process-wide plan. The first call claims the namespace region in the
   // host libc; it must happen before any namespace is created.

@@ -1,0 +1,122 @@
+# The Python that interpreters embed and the libtorch the core, the hooks and
+# the sample operators link: the one place that tells the two build legs
+# apart (README, "Torch and Python versions").
+#   default             Debian's /usr/bin/python3 (3.11) with python3-torch,
+#                       and Debian's libtorch-dev (torch 1.13)
+#   -DMANYPY_PYTHON=P   P, e.g. the venv of scripts/setup_torch2.sh (pyenv's
+#                       CPython 3.12 with PyPI's torch 2.x), and the libtorch
+#                       inside the wheel that P imports (torch/share/cmake)
+# Either way the host links the very libtorch the interpreters import.
+# Sets MANYPY_PYTHON_HOME (the Python's sys.prefix: a venv's own directory,
+# which the interpreters start from, core/interp/interp.c),
+# MANYPY_PYTHON_PACKAGES (the directory torch is installed in),
+# MANYPY_TORCH_VERSION and MANYPY_KEY_BANDS (below); finds Python3
+# (Development.Embed) and Torch, and defines manypy_torch, the libtorch that
+# manypy's C++ links.
+set(MANYPY_PYTHON /usr/bin/python3 CACHE FILEPATH
+    "Python to embed; manypy links the libtorch of the torch it imports")
+if(NOT EXISTS "${MANYPY_PYTHON}")
+  message(FATAL_ERROR "MANYPY_PYTHON=${MANYPY_PYTHON} does not exist (for the torch 2.x "
+                      "leg, run scripts/setup_torch2.sh, or scripts/build.sh torch2)")
+endif()
+execute_process(
+  COMMAND ${MANYPY_PYTHON} -c
+    "import ctypes, os, re, sys
+libc = ctypes.CDLL(None)
+key = ctypes.c_uint()
+import torch, torch.utils
+torch.ones(2).add_(1)
+libc.pthread_key_create(ctypes.byref(key), None)
+print(sys.prefix)
+print(os.path.dirname(os.path.dirname(torch.__file__)))
+print(re.match('[0-9]+[.][0-9]+[.][0-9]+', torch.__version__).group(0))
+print(torch.utils.cmake_prefix_path)
+print(int(torch._C._GLIBCXX_USE_CXX11_ABI))
+print(key.value)"
+  OUTPUT_VARIABLE probe ERROR_VARIABLE probe_error RESULT_VARIABLE probe_result
+  OUTPUT_STRIP_TRAILING_WHITESPACE)
+if(NOT probe_result EQUAL 0)
+  message(FATAL_ERROR "${MANYPY_PYTHON} cannot import torch:\n${probe_error}")
+endif()
+string(REPLACE "\n" ";" probe "${probe}")
+list(GET probe 0 MANYPY_PYTHON_HOME)
+list(GET probe 1 MANYPY_PYTHON_PACKAGES)
+list(GET probe 2 MANYPY_TORCH_VERSION)
+list(GET probe 3 torch_cmake_prefix)
+list(GET probe 4 torch_cxx11_abi)
+list(GET probe 5 torch_keys)
+
+# pthread keys: each interpreter's namespace gets a band of the 896 keys
+# above the host's 128 (docs/isolation.md, hazard 3), and the number of
+# bands is the most interpreters a process can have. The probe's fresh key
+# after `import torch` counts the keys Python and torch hold (glibc hands out
+# the lowest free one): 16 on Debian's torch 1.13, 96 on PyPI's torch 2.15,
+# whose CUDA libraries' LLVM (libnvrtc, libnvJitLink) creates 78 as it loads.
+# A band gets an eighth more and 4 for what interpreters import later; 868
+# keys remain beside the 28 anchors (core/src/isolation/key_bands.h).
+math(EXPR MANYPY_KEY_BANDS "868 / (${torch_keys} + ${torch_keys} / 8 + 4)")
+if(MANYPY_KEY_BANDS GREATER 15)
+  set(MANYPY_KEY_BANDS 15)  # glibc's namespaces: DL_NNS - 1
+elseif(MANYPY_KEY_BANDS LESS 1)
+  message(FATAL_ERROR "import torch in ${MANYPY_PYTHON} takes ${torch_keys} pthread keys: "
+                      "no interpreter's band can hold that many")
+endif()
+
+set(Python3_EXECUTABLE ${MANYPY_PYTHON} CACHE FILEPATH "Python to embed" FORCE)
+find_package(Python3 REQUIRED COMPONENTS Interpreter Development.Embed)
+if(NOT Python3_LIBRARIES MATCHES "\\.so")
+  message(FATAL_ERROR "${MANYPY_PYTHON} has no shared libpython to embed "
+                      "(${Python3_LIBRARIES}): build it with --enable-shared")
+endif()
+
+set(torch_from_wheel OFF)
+if(EXISTS "${torch_cmake_prefix}/Torch/TorchConfig.cmake")
+  set(torch_from_wheel ON)
+  # A wheel: its own libtorch. Its Caffe2 config looks for the CUDA toolkit
+  # (nvcc, headers) when the wheel is a CUDA build, as PyPI's is, and fails
+  # without it; but nothing of ours compiles CUDA, and the host links
+  # libtorch_cpu and libc10 only (below), so CUDA is never loaded into the
+  # host process. Its cuda.cmake returns at once when torch::cudart exists:
+  # an empty one stands in, and no target of ours links the CUDA targets.
+  if(NOT TARGET torch::cudart)
+    add_library(torch::cudart INTERFACE IMPORTED)
+  endif()
+  # Its TorchConfig finds Caffe2 with PATHS, which CMake searches after the
+  # system's: Debian's libtorch-dev (the first leg) would win. The wheel's
+  # directory goes first.
+  list(PREPEND CMAKE_PREFIX_PATH "${torch_cmake_prefix}")
+  set(Caffe2_DIR "${torch_cmake_prefix}/Caffe2" CACHE PATH "the wheel's Caffe2 (libtorch) config" FORCE)
+  find_package(Torch REQUIRED PATHS "${torch_cmake_prefix}" NO_DEFAULT_PATH)
+  # Installed, libmanypy.so, the hooks and the interpreter side still find
+  # the wheel's libraries and the non-system libpython where they are.
+  set(CMAKE_INSTALL_RPATH_USE_LINK_PATH ON)
+else()
+  # Debian's python3-torch has no CMake files; libtorch-dev's are the same
+  # build (the version check below makes sure).
+  find_package(Torch REQUIRED)
+endif()
+# manypy_torch: what the core, the hooks and the sample operators link.
+add_library(manypy_torch INTERFACE IMPORTED)
+if(torch_from_wheel)
+  # The wheel's: libtorch_cpu and libc10, its headers (the C++ API's too:
+  # TORCH_INCLUDE_DIRS) and its C++ ABI flag (TORCH_CXX_FLAGS). Not `torch`,
+  # which brings libtorch_cuda and the CUDA libraries. torch 2.15's headers
+  # need C++20 (std::strong_ordering, requires-clauses); only what includes
+  # them is compiled so.
+  separate_arguments(torch_cxx_flags UNIX_COMMAND "${TORCH_CXX_FLAGS}")
+  set_target_properties(manypy_torch PROPERTIES
+    INTERFACE_LINK_LIBRARIES "torch_cpu;c10"
+    INTERFACE_INCLUDE_DIRECTORIES "${TORCH_INCLUDE_DIRS}"
+    INTERFACE_COMPILE_OPTIONS "${torch_cxx_flags}"
+    INTERFACE_COMPILE_FEATURES cxx_std_20)
+else()
+  set_target_properties(manypy_torch PROPERTIES INTERFACE_LINK_LIBRARIES "${TORCH_LIBRARIES}")
+endif()
+
+if(NOT Torch_VERSION VERSION_EQUAL MANYPY_TORCH_VERSION)
+  message(FATAL_ERROR "libtorch ${Torch_VERSION} (${Torch_DIR}) is not the torch "
+                      "${MANYPY_TORCH_VERSION} that ${MANYPY_PYTHON} imports")
+endif()
+message(STATUS "manypy: Python ${Python3_VERSION} (${MANYPY_PYTHON}), torch ${Torch_VERSION} "
+               "(${Torch_DIR}, C++11 ABI ${torch_cxx11_abi}); import torch holds "
+               "${torch_keys} pthread keys: ${MANYPY_KEY_BANDS} interpreters at most")
