@@ -108,3 +108,19 @@ void bench_threads_finish(bench_threads* t, double seconds) {
   free(t->ids);
   t->ids = NULL;
 }
+
+manypy_pool* bench_make_pool(size_t interpreters, manypy_thread_mode mode) {
+  manypy_pool_options* opts = manypy_pool_options_new();
+  if (!opts) die("manypy_pool_options_new returned NULL");
+  CHECK(manypy_pool_options_set_interpreters(opts, interpreters),
+        "manypy_pool_options_set_interpreters");
+  CHECK(manypy_pool_options_set_thread_mode(opts, mode), "manypy_pool_options_set_thread_mode");
+  manypy_pool* pool = NULL;
+  manypy_status* st = manypy_pool_create(opts, &pool);
+  manypy_pool_options_free(opts);
+  if (st) die_status("manypy_pool_create", st);
+  if (manypy_pool_size(pool) != interpreters) {
+    die("manypy_pool_size is %zu, expected %zu", manypy_pool_size(pool), interpreters);
+  }
+  return pool;
+}

@@ -76,4 +76,8 @@ int cmp_double(const void* a, const void* b);
 int cmp_long(const void* a, const void* b);
 int cmp_i64(const void* a, const void* b);
 
+/* A pool of `interpreters` in thread mode `mode`, or dies: the benchmarks'
+ * common set-up. */
+manypy_pool* bench_make_pool(size_t interpreters, manypy_thread_mode mode);
+
 #endif

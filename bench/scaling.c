@@ -70,7 +70,7 @@ static int new_interps = 3;
 static int start_one(void) {
   const private_mem before = private_mem_self();
   const double t0 = now_s();
-  manypy_pool* pool = make_pool(1, MANYPY_THREAD_MODE_DIRECT);
+  manypy_pool* pool = bench_make_pool(1, MANYPY_THREAD_MODE_DIRECT);
   const double started = now_s() - t0;
   const private_mem after = private_mem_self();
   printf("%.6f %ld %ld\n", started, after.clean - before.clean, after.dirty - before.dirty);
@@ -134,7 +134,7 @@ static void section_b(double tput[WL_COUNT][C_COUNT]) {
   static const int kPoolSizes[] = {1, 2, 4};
   for (size_t p = 0; p < sizeof kPoolSizes / sizeof kPoolSizes[0]; ++p) {
     const int size = kPoolSizes[p];
-    manypy_pool* pool = make_pool((size_t)size, MANYPY_THREAD_MODE_DIRECT);
+    manypy_pool* pool = bench_make_pool((size_t)size, MANYPY_THREAD_MODE_DIRECT);
     CHECK(manypy_pool_exec_all(pool, kDefineWorkloads), "manypy_pool_exec_all(workloads)");
     for (int wl = 0; wl < WL_COUNT; ++wl) {
       for (int c = 0; c < C_COUNT; ++c) {
@@ -192,12 +192,12 @@ static void section_b(double tput[WL_COUNT][C_COUNT]) {
 static void section_c(double tput[WL_COUNT][C_COUNT]) {
   /* ---------------------------------------------------------------- C --- */
   progress("C: %d calls of eval(\"1\") in DIRECT mode", NOOP_CALLS);
-  manypy_pool* direct = make_pool(1, MANYPY_THREAD_MODE_DIRECT);
+  manypy_pool* direct = bench_make_pool(1, MANYPY_THREAD_MODE_DIRECT);
   const noop_result direct_noop = time_noop_calls(direct);
   manypy_pool_destroy(direct);
 
   progress("C: %d calls of eval(\"1\") in HANDOFF mode", NOOP_CALLS);
-  manypy_pool* handoff1 = make_pool(1, MANYPY_THREAD_MODE_HANDOFF);
+  manypy_pool* handoff1 = bench_make_pool(1, MANYPY_THREAD_MODE_HANDOFF);
   const noop_result handoff_noop = time_noop_calls(handoff1);
   CHECK(manypy_pool_exec_all(handoff1, kDefineWorkloads), "manypy_pool_exec_all(workloads)");
   progress("C: small torch ops, HANDOFF, 1 interp x 2 threads");
@@ -205,7 +205,7 @@ static void section_c(double tput[WL_COUNT][C_COUNT]) {
   manypy_pool_destroy(handoff1);
 
   progress("C: small torch ops, HANDOFF, 2 interp x 2 threads");
-  manypy_pool* handoff2 = make_pool(2, MANYPY_THREAD_MODE_HANDOFF);
+  manypy_pool* handoff2 = bench_make_pool(2, MANYPY_THREAD_MODE_HANDOFF);
   CHECK(manypy_pool_exec_all(handoff2, kDefineWorkloads), "manypy_pool_exec_all(workloads)");
   const run_result handoff_2x2 = run_throughput(handoff2, 2, WL_TORCH, warmup, seconds);
   manypy_pool_destroy(handoff2);

@@ -161,7 +161,7 @@ void measure_start_up(start_up* a, int new_interps) {
   progress("A: pool of 1 (first interpreter)");
   a->m0 = private_mem_self();
   double t = now_s();
-  manypy_pool* first = make_pool(1, MANYPY_THREAD_MODE_DIRECT);
+  manypy_pool* first = bench_make_pool(1, MANYPY_THREAD_MODE_DIRECT);
   a->start1 = now_s() - t;
   a->m1 = private_mem_self();
   a->copies1 = libpython_copies();
@@ -171,7 +171,7 @@ void measure_start_up(start_up* a, int new_interps) {
    * start 1+N new interpreters, not N: leased interpreters are not shared.) */
   progress("A: pool of %d more (started in parallel while the first is alive)", new_interps);
   t = now_s();
-  manypy_pool* more = make_pool((size_t)new_interps, MANYPY_THREAD_MODE_DIRECT);
+  manypy_pool* more = bench_make_pool((size_t)new_interps, MANYPY_THREAD_MODE_DIRECT);
   a->startN = now_s() - t;
   a->m2 = private_mem_self();
   a->copiesN = libpython_copies();

@@ -38,7 +38,6 @@ typedef struct noop_result {
 /* The "other" CPU of every throughput run, for the closing summary. */
 extern noise_tally g_noise;
 
-manypy_pool* make_pool(size_t interpreters, manypy_thread_mode mode);
 /* Runs `threads` threads on `pool`, thread k pinned to interpreter
  * k % pool size, for `seconds` after `warmup` seconds. */
 run_result run_throughput(manypy_pool* pool, int threads, int wl, double warmup, double seconds);

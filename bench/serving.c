@@ -168,18 +168,9 @@ static void check_each_interpreter(const char* model, manypy_pool* pool, const c
 /* Pools                                                                    */
 /* ------------------------------------------------------------------------ */
 
+/* A pool of `interpreters` with torch imported in each. */
 static manypy_pool* make_pool(size_t interpreters) {
-  manypy_pool_options* opts = manypy_pool_options_new();
-  if (!opts) die("manypy_pool_options_new returned NULL");
-  CHECK(manypy_pool_options_set_interpreters(opts, interpreters),
-        "manypy_pool_options_set_interpreters");
-  manypy_pool* pool = NULL;
-  manypy_status* st = manypy_pool_create(opts, &pool);
-  manypy_pool_options_free(opts);
-  if (st) die_status("manypy_pool_create", st);
-  if (manypy_pool_size(pool) != interpreters) {
-    die("manypy_pool_size is %zu, expected %zu", manypy_pool_size(pool), interpreters);
-  }
+  manypy_pool* pool = bench_make_pool(interpreters, MANYPY_THREAD_MODE_DIRECT);
   CHECK(manypy_pool_exec_all(pool, "import torch"), "manypy_pool_exec_all(\"import torch\")");
   return pool;
 }
