@@ -30,6 +30,7 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 
 from big_weights import BigWeights  # noqa: E402
 from encoder import Encoder, Invert  # noqa: E402
+from hostile import Hostile, SlowToUnpickle  # noqa: E402
 from identity import Identity  # noqa: E402
 from python_heavy import PythonHeavy  # noqa: E402
 from stuck import Loop, Stuck  # noqa: E402
@@ -384,6 +385,47 @@ def make_malformed_records(heavy_name, identity_name, script_name):
         del os.environ["MANYPY_MARKER"]
         shutil.rmtree(os.path.dirname(marker))
 
+    # twin_harmless.pt and twin_runs_code.pt: the same records at the same
+    # offsets, of the same sizes, but the pickle of one runs nothing and the
+    # other's writes $MANYPY_MARKER. Writing the second over the first in
+    # place (same size, as `dd conv=notrunc` or a careless deploy would) is
+    # what a host that reads a file after checking its digest must survive
+    # (docs/security.md).
+    runs = ("import os, pathlib\n"
+            "m = os.environ.get('MANYPY_MARKER')\n"
+            "m and pathlib.Path(m).write_text('the pickle ran')\n")
+    harmless = "pass".ljust(len(runs), " ")
+    payloads = {}
+    for twin, code in (("twin_harmless", harmless), ("twin_runs_code", runs)):
+        class Exec:
+            def __reduce__(self, code=code):
+                return (exec, (code,))
+
+        payloads[twin] = pickle.dumps(Exec(), protocol=3)
+        rewrite_zip(identity_name, f"malformed/{twin}.pt",
+                    lambda name, data, twin=twin:
+                        (payloads[twin] if name.endswith("/model/model.pkl") else data,
+                         zipfile.ZIP_STORED),
+                    f"malformed: identity.pt whose pickle runs {'nothing' if twin == 'twin_harmless' else 'code'}"
+                    ", same size and layout as its twin")
+    with open(path("malformed/twin_harmless.pt"), "rb") as a, \
+            open(path("malformed/twin_runs_code.pt"), "rb") as b:
+        a, b = a.read(), b.read()
+    check(len(a) == len(b) and a != b, "the twins differ in size, or not at all")
+
+
+def write_hostile():
+    """hostile.pt: Hostile (model/model.pkl), whose methods attack the host,
+    and a SlowToUnpickle that takes 2 s to unpickle (model/slow.pkl)."""
+    with PackageExporter(path("hostile.pt")) as e:
+        e.intern("hostile")
+        e.save_pickle("model", "model.pkl", Hostile().eval())
+        e.save_pickle("model", "slow.pkl", SlowToUnpickle(2.0))
+    record("hostile.pt", "torch.package of Hostile: models that attack the host (hardening tests)")
+    model = load_package("hostile.pt")
+    check(torch.equal(model(torch.ones(2)), torch.full((2,), 2.0)),
+          "hostile.pt: forward(x) is not x * 2")
+
 
 def write_pickles():
     """pickles/protocolN.pkl: one object written by Python's pickle at each
@@ -505,6 +547,9 @@ def main():
     with torch.no_grad():
         check(torch.equal(big(xb), loaded(xb)), "big_weights.pt load-back differs")
     del big, loaded
+
+    # hostile -------------------------------------------------------------
+    write_hostile()
 
     # malformed -----------------------------------------------------------
     make_malformed("identity.pt")
