@@ -477,9 +477,11 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_eval(
  * handle may be destroyed first. Thread safe. */
 typedef struct manypy_package manypy_package;
 
-/* Loads a torch.package archive from a file. The file is mapped, not read:
- * tensor data is shared with the page cache and with every interpreter.
- * Checks the archive at once, without running Python (its whole zip
+/* Loads a torch.package archive from a file. The file is read once into
+ * private memory that every interpreter of the pool shares (tensor data is
+ * held once), and never looked at again: truncating, overwriting or
+ * replacing it afterwards changes nothing the package runs (docs/models.md,
+ * "Memory"). Checks the archive at once, without running Python (its whole zip
  * structure, then libtorch's reading of it): MANYPY_ERR_INVALID_ARGUMENT (an
  * empty path), MANYPY_ERR_NOT_FOUND (no such file), MANYPY_ERR_BAD_ARCHIVE
  * (not a zip, truncated, inconsistent), MANYPY_ERR_NOT_A_PACKAGE (a zip but

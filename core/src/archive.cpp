@@ -76,6 +76,30 @@ Archive::~Archive() {
   }
 }
 
+namespace {
+
+// Reads all `size` bytes of `fd` into `out` (pread: the file offset is not
+// shared with anyone). A short read means the file shrank under us.
+void read_exactly(int fd, char* out, size_t size, const std::string& path) {
+  size_t done = 0;
+  while (done < size) {
+    ssize_t n = pread(fd, out + done, std::min<size_t>(size - done, 1 << 30),
+                      static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      throw Error(Code::kBadArchive, "cannot read " + path + ": " + std::strerror(errno));
+    }
+    if (n == 0) {
+      throw Error(Code::kBadArchive, path + " shrank from " + std::to_string(size) + " to " +
+                                         std::to_string(done) + " bytes while it was read: "
+                                         "it is being replaced; load it again once it is whole");
+    }
+    done += static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
 std::shared_ptr<Archive> Archive::open_file(const std::string& path) {
   if (path.empty()) throw Error(Code::kInvalidArgument, "path must not be empty");
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -84,25 +108,36 @@ std::shared_ptr<Archive> Archive::open_file(const std::string& path) {
     throw Error(err == ENOENT ? Code::kNotFound : Code::kBadArchive,
                 "cannot open " + path + ": " + std::strerror(err));
   }
+  struct Closer {
+    int fd;
+    ~Closer() { close(fd); }
+  } closer{fd};
   struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
     throw Error(Code::kBadArchive, path + " is not a regular file");
   }
-  size_t size = static_cast<size_t>(st.st_size);
+  // The archive is read into memory of its own, not mapped: what the allow-
+  // list hashes is then exactly what every interpreter reads later (pickles
+  // at load_pickle, and again at each lazy replica), and a file truncated or
+  // overwritten after the load (`cp new.pt model.pt` truncates first) can
+  // neither SIGBUS the host nor change a loaded model's weights. The cost
+  // is the archive's size in private memory, held once however many
+  // interpreters share it (docs/models.md, "Memory").
+  const size_t size = static_cast<size_t>(st.st_size);
   void* data = nullptr;
   if (size > 0) {
-    // Private and writable: reads share the page cache; a model that writes
-    // to its weights gets private copies of those pages, never the file.
-    data = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    // Anonymous and writable: a model that writes to a weight in place gets
+    // what it would get in Python, and the file never changes.
+    data = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (data == MAP_FAILED) {
       int err = errno;
-      close(fd);
-      throw Error(Code::kResourceExhausted, "cannot map " + path + ": " + std::strerror(err));
+      throw Error(Code::kResourceExhausted, "cannot allocate " + std::to_string(size) +
+                                                " bytes for " + path + ": " + std::strerror(err));
     }
+    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   }
-  close(fd);
   std::shared_ptr<Archive> archive(new Archive(path, data, size, size > 0));
+  read_exactly(fd, static_cast<char*>(data), size, path);
   archive->open_reader();
   return archive;
 }

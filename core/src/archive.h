@@ -30,10 +30,12 @@ ExtraFiles extra_files_from(const Value* dict);
 
 class Archive : public std::enable_shared_from_this<Archive> {
  public:
-  // Maps the file (private, copy-on-write), so record data is shared with the
-  // page cache. Throws Error: kInvalidArgument (an empty path), kNotFound,
-  // kBadArchive, kUnsupportedVersion, kNotAPackage (a zip that is no PyTorch
-  // archive).
+  // Reads the whole file into private memory once, so that nothing done to
+  // the file afterwards (a truncation, an overwrite in place) reaches the
+  // archive: what was checked is what runs. Throws Error: kInvalidArgument
+  // (an empty path), kNotFound, kBadArchive (also: the file shrank while it
+  // was read), kUnsupportedVersion, kNotAPackage (a zip that is no PyTorch
+  // archive), kResourceExhausted.
   static std::shared_ptr<Archive> open_file(const std::string& path);
   // Copies `size` bytes. Same errors.
   static std::shared_ptr<Archive> from_bytes(const void* data, size_t size);
@@ -80,7 +82,7 @@ class Archive : public std::enable_shared_from_this<Archive> {
   std::string origin_;
   void* data_;
   size_t size_;
-  bool mapped_;
+  bool mapped_;  // data_ is an anonymous mapping (else aligned_alloc's)
   std::unique_ptr<ZipIndex> index_;
   std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader_;
 };

@@ -20,14 +20,8 @@ static manypy_pool* g_pool;
 static manypy_package* g_heavy_package;
 static manypy_object* g_heavy;
 
-/* python_heavy.json: input [4, 64]; kwargs steps=5, normalize=False;
- * outputs logits [4, 10], norm [4], steps 5. */
+static capi_heavy_case g_heavy_case; /* python_heavy.json */
 static const int64_t kHeavyInput[2] = {4, 64};
-static const int64_t kHeavyLogits[2] = {4, 10};
-static const int64_t kHeavyNorm[1] = {4};
-static float* g_heavy_input;
-static float* g_heavy_logits;
-static float* g_heavy_norm;
 
 /* resnet18.json: input [1, 3, 224, 224]; output [1, 1000]. */
 static const int64_t kResnetInput[4] = {1, 3, 224, 224};
@@ -40,35 +34,10 @@ static manypy_call_options* pinned(int32_t interp) {
   return options;
 }
 
-static manypy_value* heavy_args(void) {
-  manypy_value* items[1] = {F32_TENSOR(g_heavy_input, 2, kHeavyInput)};
-  return LIST_OF(1, items);
-}
+static manypy_value* heavy_args(void) { return HEAVY_ARGS(&g_heavy_case); }
 
-/* Checks python_heavy's result against the expected files. */
 static void check_heavy_result(const manypy_value* result, const char* what) {
-  assert_int_equal(manypy_value_get_kind(result), MANYPY_VALUE_DICT);
-  size_t n = 0;
-  ASSERT_OK(manypy_value_length(result, &n));
-  assert_int_equal(n, 3);
-  const char* keys[3] = {"logits", "norm", "steps"};
-  for (size_t k = 0; k < 3; ++k) {
-    const char* key = NULL;
-    ASSERT_OK(manypy_value_dict_key(result, k, &key, NULL));
-    assert_string_equal(key, keys[k]);
-  }
-  const manypy_value* logits = NULL;
-  const manypy_value* norm = NULL;
-  const manypy_value* steps = NULL;
-  ASSERT_OK(manypy_value_dict_get(result, "logits", &logits));
-  ASSERT_OK(manypy_value_dict_get(result, "norm", &norm));
-  ASSERT_OK(manypy_value_dict_get(result, "steps", &steps));
-  double e1 = ASSERT_F32_TENSOR(logits, 2, kHeavyLogits, g_heavy_logits, 1e-5, what);
-  double e2 = ASSERT_F32_TENSOR(norm, 1, kHeavyNorm, g_heavy_norm, 1e-5, what);
-  int64_t s = 0;
-  ASSERT_OK(manypy_value_get_int64(steps, &s));
-  assert_int_equal(s, 5);
-  fprintf(stderr, "  %s: max |diff| logits %.3g, norm %.3g\n", what, e1, e2);
+  CHECK_HEAVY_RESULT(&g_heavy_case, result, what);
 }
 
 /* ---- python_heavy ------------------------------------------------------------- */
@@ -118,14 +87,14 @@ static void test_python_heavy_kwargs_matter(void** state) {
   for (int64_t k = 0; k < 40; ++k) {
     float x;
     memcpy(&x, capi_element(&m->dl_tensor, k), 4);
-    if (fabs(x - g_heavy_logits[k]) > 1e-3) differs = 1;
+    if (fabs(x - g_heavy_case.logits[k]) > 1e-3) differs = 1;
   }
   m->deleter(m);
   assert_true(differs);
   manypy_value_free(result);
 
   /* Positional steps and normalize: the same as the keywords. */
-  manypy_value* items[3] = {F32_TENSOR(g_heavy_input, 2, kHeavyInput), manypy_value_new_int64(5),
+  manypy_value* items[3] = {F32_TENSOR(g_heavy_case.input, 2, kHeavyInput), manypy_value_new_int64(5),
                             manypy_value_new_bool(0)};
   manypy_value* positional = TUPLE_OF(3, items);
   ASSERT_OK(manypy_object_call(g_heavy, NULL, positional, NULL, NULL, &result));
@@ -357,7 +326,7 @@ static void test_wrong_arguments(void** state) {
   ASSERT_CONTAINS(manypy_status_traceback(s), "TypeError");
   manypy_status_free(s);
   /* Too many. */
-  manypy_value* items[4] = {F32_TENSOR(g_heavy_input, 2, kHeavyInput), manypy_value_new_int64(1),
+  manypy_value* items[4] = {F32_TENSOR(g_heavy_case.input, 2, kHeavyInput), manypy_value_new_int64(1),
                             manypy_value_new_bool(1), manypy_value_new_none()};
   manypy_value* four = LIST_OF(4, items);
   s = EXPECT_CODE(manypy_object_call(g_heavy, "forward", four, NULL, NULL, &result),
@@ -416,7 +385,7 @@ static void test_args_must_be_sequence(void** state) {
   ASSERT_CONTAINS(manypy_status_message(s), "args must be a list or tuple");
   manypy_status_free(s);
   /* A tensor as args (a common mistake: forgetting the list). */
-  manypy_value* tensor = F32_TENSOR(g_heavy_input, 2, kHeavyInput);
+  manypy_value* tensor = F32_TENSOR(g_heavy_case.input, 2, kHeavyInput);
   ASSERT_CODE(manypy_object_call(g_heavy, NULL, tensor, NULL, NULL, &result),
               MANYPY_ERR_INVALID_ARGUMENT);
   /* kwargs must be a dict. */
@@ -622,9 +591,7 @@ static void test_handles_package_first(void** state) {
 static int group_setup(void** state) {
   (void)state;
   double t0 = capi_now();
-  g_heavy_input = READ_F32("python_heavy.input.bin", 4 * 64);
-  g_heavy_logits = READ_F32("python_heavy.expected.logits.bin", 4 * 10);
-  g_heavy_norm = READ_F32("python_heavy.expected.norm.bin", 4);
+  g_heavy_case = HEAVY_CASE_LOAD();
   manypy_status* s = capi_create_pool(POOL_SIZE, &g_pool);
   if (s == NULL) {
     s = manypy_package_load_file(g_pool, capi_archive("python_heavy.pt"), &g_heavy_package);
@@ -685,9 +652,7 @@ int main(int argc, char** argv) {
       cmocka_unit_test(test_handles_package_first),
   };
   int failed = cmocka_run_group_tests_name("capi_objects", tests, group_setup, group_teardown);
-  free(g_heavy_input);
-  free(g_heavy_logits);
-  free(g_heavy_norm);
+  capi_heavy_case_free(&g_heavy_case);
   fprintf(stderr, "capi_objects: %.1f s\n", capi_now() - t0);
   return failed == 0 ? 0 : 1;
 }

@@ -1,10 +1,12 @@
 #define _GNU_SOURCE
 #include "capi_test_support.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <math.h>
 
 void capi_print_status(const char* what, const manypy_status* status, const char* file,
@@ -169,6 +171,60 @@ manypy_value* capi_heavy_kwargs(void) {
   return kwargs;
 }
 
+static const int64_t kHeavyInput[2] = {4, 64};
+static const int64_t kHeavyLogits[2] = {4, 10};
+static const int64_t kHeavyNorm[1] = {4};
+
+capi_heavy_case capi_heavy_case_load(const char* file, int line) {
+  capi_heavy_case c;
+  c.input = capi_read_f32_file("python_heavy.input.bin", 4 * 64, file, line);
+  c.logits = capi_read_f32_file("python_heavy.expected.logits.bin", 4 * 10, file, line);
+  c.norm = capi_read_f32_file("python_heavy.expected.norm.bin", 4, file, line);
+  return c;
+}
+
+void capi_heavy_case_free(capi_heavy_case* c) {
+  free(c->input);
+  free(c->logits);
+  free(c->norm);
+  memset(c, 0, sizeof *c);
+}
+
+manypy_value* capi_heavy_args(const capi_heavy_case* c, const char* file, int line) {
+  manypy_value* items[1] = {capi_f32_tensor(c->input, 2, kHeavyInput, file, line)};
+  return capi_list_of(0, 1, items, file, line);
+}
+
+double capi_check_heavy_result(const capi_heavy_case* c, const manypy_value* result,
+                               const char* what, const char* file, int line) {
+  if (manypy_value_get_kind(result) != MANYPY_VALUE_DICT) {
+    fail_msg("%s:%d: %s: python_heavy's result is not a dict", file, line, what);
+  }
+  size_t n = 0;
+  capi_assert_ok(manypy_value_length(result, &n), "manypy_value_length", file, line);
+  if (n != 3) fail_msg("%s:%d: %s: %zu keys, expected 3", file, line, what, n);
+  const char* keys[3] = {"logits", "norm", "steps"};
+  for (size_t k = 0; k < 3; ++k) {
+    const char* key = NULL;
+    capi_assert_ok(manypy_value_dict_key(result, k, &key, NULL), "manypy_value_dict_key", file,
+                   line);
+    if (strcmp(key, keys[k]) != 0) {
+      fail_msg("%s:%d: %s: key %zu is '%s', expected '%s'", file, line, what, k, key, keys[k]);
+    }
+  }
+  const manypy_value *logits = NULL, *norm = NULL, *steps = NULL;
+  capi_assert_ok(manypy_value_dict_get(result, "logits", &logits), "logits", file, line);
+  capi_assert_ok(manypy_value_dict_get(result, "norm", &norm), "norm", file, line);
+  capi_assert_ok(manypy_value_dict_get(result, "steps", &steps), "steps", file, line);
+  double e1 = capi_assert_f32_tensor(logits, 2, kHeavyLogits, c->logits, 1e-5, what, file, line);
+  double e2 = capi_assert_f32_tensor(norm, 1, kHeavyNorm, c->norm, 1e-5, what, file, line);
+  int64_t s = 0;
+  capi_assert_ok(manypy_value_get_int64(steps, &s), "steps", file, line);
+  if (s != 5) fail_msg("%s:%d: %s: steps %lld, expected 5", file, line, what, (long long)s);
+  fprintf(stderr, "  %s: max |diff| logits %.3g, norm %.3g\n", what, e1, e2);
+  return e1 > e2 ? e1 : e2;
+}
+
 int capi_eval_int64_nofail(manypy_pool* pool, int32_t interp, const char* expr, int64_t* out,
                            char* error, size_t error_size) {
   manypy_value* value = NULL;
@@ -271,6 +327,59 @@ float* capi_read_f32_file(const char* name, size_t count, const char* file, int 
   }
   free(bytes);
   return out;
+}
+
+void capi_sha256_hex(const char* path, char out[65], const char* file, int line) {
+  char command[4200];
+  snprintf(command, sizeof command, "sha256sum '%s'", path);
+  FILE* p = popen(command, "r");
+  if (p == NULL || fgets(out, 65, p) == NULL || strlen(out) != 64) {
+    if (p != NULL) pclose(p);
+    fail_msg("%s:%d: sha256sum %s failed", file, line, path);
+  }
+  pclose(p);
+}
+
+const char* capi_temp_dir(const char* what, const char* file, int line) {
+  static char buffers[8][256];
+  static unsigned next;
+  char* dir = buffers[next++ % 8];
+  snprintf(dir, 256, "/tmp/manypy-%s-%d-XXXXXX", what, (int)getpid());
+  if (mkdtemp(dir) == NULL) fail_msg("%s:%d: mkdtemp(%s) failed", file, line, dir);
+  return dir;
+}
+
+void capi_remove_temp_dirs(void) {
+  char command[128];
+  snprintf(command, sizeof command, "rm -rf /tmp/manypy-*-%d-*", (int)getpid());
+  if (system(command) != 0) fprintf(stderr, "could not remove %s\n", command + 7);
+}
+
+void capi_write_file(const char* path, const void* data, size_t size, int truncate,
+                     const char* file, int line) {
+  int fd = open(path, O_WRONLY | O_CREAT | (truncate ? O_TRUNC : 0), 0644);
+  if (fd < 0) fail_msg("%s:%d: cannot open %s for writing", file, line, path);
+  size_t done = 0;
+  while (done < size) {
+    ssize_t n = write(fd, (const char*)data + done, size - done);
+    if (n <= 0) {
+      close(fd);
+      fail_msg("%s:%d: cannot write %s", file, line, path);
+    }
+    done += (size_t)n;
+  }
+  close(fd);
+}
+
+manypy_call_options* capi_call_options(int32_t interpreter, int64_t timeout_ms, const char* file,
+                                       int line) {
+  manypy_call_options* options = manypy_call_options_new();
+  if (options == NULL) fail_msg("%s:%d: out of memory", file, line);
+  capi_assert_ok(manypy_call_options_set_interpreter(options, interpreter),
+                 "manypy_call_options_set_interpreter", file, line);
+  capi_assert_ok(manypy_call_options_set_timeout(options, timeout_ms * 1000000),
+                 "manypy_call_options_set_timeout", file, line);
+  return options;
 }
 
 manypy_package* capi_load_package(manypy_pool* pool, const char* name, const char* file,

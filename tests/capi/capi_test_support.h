@@ -60,6 +60,26 @@ manypy_status* capi_create_pool(size_t count, manypy_pool** out_pool);
  * {"steps": 5, "normalize": False}. Owned by the caller. */
 manypy_value* capi_heavy_kwargs(void);
 
+/* python_heavy.pt's case (python_heavy.json): input [4, 64], kwargs
+ * steps=5, normalize=False; outputs logits [4, 10], norm [4], steps 5, as
+ * read from the expected files. */
+typedef struct capi_heavy_case {
+  float* input;
+  float* logits;
+  float* norm;
+} capi_heavy_case;
+
+/* Reads the case's files (fails the test if it cannot); free with
+ * capi_heavy_case_free. */
+capi_heavy_case capi_heavy_case_load(const char* file, int line);
+void capi_heavy_case_free(capi_heavy_case* c);
+/* The positional arguments of the case: a list holding a copy of its input. */
+manypy_value* capi_heavy_args(const capi_heavy_case* c, const char* file, int line);
+/* Checks a python_heavy result against the case's expected outputs;
+ * returns the largest absolute difference of its tensors. */
+double capi_check_heavy_result(const capi_heavy_case* c, const manypy_value* result,
+                               const char* what, const char* file, int line);
+
 /* Thread-safe, non-asserting: evaluates an int64 expression. Returns 0 and
  * sets *out on success; otherwise returns -1 and writes a description of the
  * failure into `error` (at most error_size bytes). */
@@ -101,6 +121,27 @@ manypy_package* capi_load_package(manypy_pool* pool, const char* name, const cha
 /* manypy_package_load_pickle(package, "model", "model.pkl"); fails the test
  * on error. */
 manypy_object* capi_load_model(manypy_package* package, const char* file, int line);
+
+/* The SHA-256 of a file as 64 lower-case hex digits (sha256sum's), for
+ * allow-lists. */
+void capi_sha256_hex(const char* path, char out[65], const char* file, int line);
+
+/* A new empty directory under /tmp, named after `what`; the path lives in a
+ * static buffer of 8 rotating ones. */
+const char* capi_temp_dir(const char* what, const char* file, int line);
+
+/* Removes every directory capi_temp_dir made in this process. */
+void capi_remove_temp_dirs(void);
+
+/* Writes `size` bytes to `path`: truncating it first (as `cp` does) when
+ * `truncate` is 1, or over its bytes in place from offset 0 when it is 0. */
+void capi_write_file(const char* path, const void* data, size_t size, int truncate,
+                     const char* file, int line);
+
+/* Call options pinned to `interpreter` (or MANYPY_ANY_INTERPRETER) with a
+ * timeout in milliseconds (0: none). Owned by the caller. */
+manypy_call_options* capi_call_options(int32_t interpreter, int64_t timeout_ms, const char* file,
+                                       int line);
 
 /* ---- values --------------------------------------------------------------- */
 
@@ -172,6 +213,16 @@ void capi_count_release(void* ctx);
 #define READ_F32(name, count) capi_read_f32_file((name), (count), __FILE__, __LINE__)
 #define LOAD_PACKAGE(pool, name) capi_load_package((pool), (name), __FILE__, __LINE__)
 #define LOAD_MODEL(package) capi_load_model((package), __FILE__, __LINE__)
+#define SHA256_HEX(path, out) capi_sha256_hex((path), (out), __FILE__, __LINE__)
+#define TEMP_DIR(what) capi_temp_dir((what), __FILE__, __LINE__)
+#define WRITE_FILE(path, data, size, truncate) \
+  capi_write_file((path), (data), (size), (truncate), __FILE__, __LINE__)
+#define CALL_OPTIONS(interpreter, timeout_ms) \
+  capi_call_options((interpreter), (timeout_ms), __FILE__, __LINE__)
+#define HEAVY_CASE_LOAD() capi_heavy_case_load(__FILE__, __LINE__)
+#define HEAVY_ARGS(c) capi_heavy_args((c), __FILE__, __LINE__)
+#define CHECK_HEAVY_RESULT(c, result, what) \
+  capi_check_heavy_result((c), (result), (what), __FILE__, __LINE__)
 #define STRING(utf8) capi_string((utf8), __FILE__, __LINE__)
 #define LIST_OF(count, items) capi_list_of(0, (count), (items), __FILE__, __LINE__)
 #define TUPLE_OF(count, items) capi_list_of(1, (count), (items), __FILE__, __LINE__)

@@ -18,17 +18,6 @@
 static char g_marker[64];
 static const char* g_self;
 
-/* sha256sum of an archive, as the allow-list takes it. */
-static void sha256_of(const char* path, char out[65]) {
-  char command[4200];
-  snprintf(command, sizeof command, "sha256sum '%s'", path);
-  FILE* p = popen(command, "r");
-  assert_non_null(p);
-  assert_non_null(fgets(out, 65, p));
-  pclose(p);
-  assert_int_equal(strlen(out), 64);
-}
-
 static int marker_exists(void) { return access(g_marker, F_OK) == 0; }
 
 static manypy_pool* pool_with(manypy_pool_options* options) {
@@ -41,8 +30,8 @@ static manypy_pool* pool_with(manypy_pool_options* options) {
 static void test_allow_list_refuses_before_anything_runs(void** state) {
   (void)state;
   char identity_digest[65], runs_code_digest[65];
-  sha256_of(ARCHIVE("identity.pt"), identity_digest);
-  sha256_of(ARCHIVE("malformed/runs_code.pt"), runs_code_digest);
+  SHA256_HEX(ARCHIVE("identity.pt"), identity_digest);
+  SHA256_HEX(ARCHIVE("malformed/runs_code.pt"), runs_code_digest);
   manypy_pool_options* options = manypy_pool_options_new();
   ASSERT_OK(manypy_pool_options_add_trusted_sha256(options, identity_digest));
   manypy_pool* pool = pool_with(options);

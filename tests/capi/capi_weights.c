@@ -5,11 +5,9 @@
  *
  * Why the bound fails if replicas copied weights: the measure is the
  * process's private memory, Private_Clean + Private_Dirty from
- * /proc/self/smaps_rollup. manypy maps the archive (MAP_PRIVATE, read only
- * in practice) and hands every interpreter a view of each storage record,
- * so the weights are page-cache pages mapped once: they count W bytes of
- * Private_Clean when no other process maps the file (or Shared_Clean, about
- * 0 private, when one does). A replica that copied its weights (torch's own
+ * /proc/self/smaps_rollup. manypy reads the archive once into private
+ * memory and hands every interpreter a view of each storage record, so the
+ * weights are W bytes of Private_Dirty, once. A replica that copied its weights (torch's own
  * PackageImporter reads every storage record into a new allocation) would
  * add W bytes of anonymous Private_Dirty memory per interpreter: 4 W for
  * four replicas, over the 2 W bound. Each forward() sums every weight, so
