@@ -9,7 +9,9 @@
 namespace {
 
 void set_api_usage_logger(void (*log)(const char* key)) {
-  c10::SetAPIUsageLogger([log](const std::string& key) { log(key.c_str()); });
+  c10::SetAPIUsageLogger([log](const std::string& key) {
+    if (!manypy::hooks::in_forked_child()) log(key.c_str());
+  });
 }
 
 using Collect = void (*)(void (*add)(void*, const char*, const void*, size_t), void*);
@@ -22,7 +24,7 @@ void add_file(void* ctx, const char* name, const void* data, size_t size) {
 void set_export_files(Collect collect) {
   torch::jit::SetExportModuleExtraFilesHook([collect](const torch::jit::Module&) {
     torch::jit::ExtraFilesMap files;
-    collect(add_file, &files);
+    if (!manypy::hooks::in_forked_child()) collect(add_file, &files);
     return files;
   });
 }

@@ -6,6 +6,7 @@
 #include <array>
 #include <atomic>
 #include <ctime>
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <memory>
@@ -38,6 +39,15 @@ uint64_t os_thread_id() {
   thread_local uint64_t tid = static_cast<uint64_t>(syscall(SYS_gettid));
   return tid;
 }
+
+// Set in a child forked from this process: by model code in an interpreter
+// (multiprocessing, a DataLoader's workers), through the libc of the
+// namespace this copy lives in, which runs the handlers registered through
+// it. Callbacks are the host's code, which a child must never run
+// (core/interp/interp.c, "forked children").
+std::atomic<bool> g_forked_child{false};
+const int g_fork_handler_registered =
+    pthread_atfork(nullptr, nullptr, [] { g_forked_child.store(true); });
 
 struct Slot {
   std::atomic<uint64_t> id{0};  // 0: free
@@ -105,7 +115,7 @@ void describe_inputs(const at::RecordFunction& fn, Started* started) {
 void emit(const Slot& slot, int phase, const at::RecordFunction& fn, const Started* started,
           int64_t end) {
   uint64_t id = slot.id.load(std::memory_order_acquire);
-  if (id == 0) return;
+  if (id == 0 || in_forked_child()) return;
   mph_op_event ev{};
   ev.name = fn.name();
   ev.sequence_number = fn.seqNr();
@@ -152,6 +162,8 @@ const auto kEnters = enters(std::make_index_sequence<MPH_MAX_OP_CALLBACKS>());
 const auto kExits = exits(std::make_index_sequence<MPH_MAX_OP_CALLBACKS>());
 
 }  // namespace
+
+bool in_forked_child() { return g_forked_child.load(std::memory_order_relaxed); }
 
 bool add_op_callbacks(uint64_t id, double sampling_probability, int needs_inputs,
                       int32_t interpreter, mph_emit_fn emit_fn) {

@@ -22,4 +22,8 @@ void remove_op_callbacks(uint64_t id);
 void push_context(const char* model_id, const char* request_id);
 void pop_context();
 
+// Whether this process is a child forked from the one that loaded this
+// code: no callback to the host runs there.
+bool in_forked_child();
+
 }  // namespace manypy::hooks

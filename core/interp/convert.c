@@ -298,4 +298,7 @@ static int deliver(PyObject* obj, const mpi_sink* sink, int depth) {
   return MPI_OK;
 }
 
-int mpi_deliver(PyObject* result, const mpi_sink* sink) { return deliver(result, sink, 0); }
+int mpi_deliver(PyObject* result, const mpi_sink* sink) {
+  if (mpi_in_forked_child()) mpi_exit_forked_child(0); /* the sink is the host's code */
+  return deliver(result, sink, 0);
+}

@@ -5,6 +5,8 @@
 
 void mpi_report(const mpi_sink* sink, int code, const char* type, const char* message,
                 const char* traceback) {
+  /* The sink is the host's code: a forked child ends instead (interp.c). */
+  if (mpi_in_forked_child()) mpi_exit_forked_child(1);
   if (sink != NULL && sink->error != NULL) {
     sink->error(sink->ctx, code, type ? type : "", message ? message : "",
                 traceback ? traceback : "");

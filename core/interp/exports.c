@@ -15,7 +15,10 @@ static PyObject* export_files(PyObject* self, PyObject* unused) {
   (void)self;
   (void)unused;
   PyObject* list = PyList_New(0);
-  if (list != NULL && mpi_host != NULL) mpi_host->export_files(add_to_list, list);
+  /* In a forked child the host's hook (host code) does not run. */
+  if (list != NULL && mpi_host != NULL && !mpi_in_forked_child()) {
+    mpi_host->export_files(add_to_list, list);
+  }
   return list;
 }
 

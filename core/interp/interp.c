@@ -10,6 +10,7 @@
  */
 #include <dlfcn.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
@@ -31,6 +32,7 @@ static int g_threads_generation;
 static _Thread_local int t_threads_generation = -1;
 static PyObject* g_globals;          /* the current lease's globals dict */
 static PyThreadState* g_main_thread; /* the thread that ran start() */
+static volatile sig_atomic_t g_forked_child; /* see "forked children" */
 
 /* ---- GIL entry ---------------------------------------------------------- */
 
@@ -53,7 +55,31 @@ void mpi_enter(void) {
   }
 }
 
-void mpi_leave(void) { (void)PyEval_SaveThread(); }
+void mpi_leave(void) {
+  /* A child that model code forked returns here only when its Python code
+   * returned without an error (an error went through mpi_report): it must
+   * not go on into the host's code. */
+  if (g_forked_child) mpi_exit_forked_child(0);
+  (void)PyEval_SaveThread();
+}
+
+/* ---- forked children ---------------------------------------------------- */
+
+/* g_forked_child is set in a child that model code forked (os.fork,
+ * multiprocessing, a DataLoader's workers) by this namespace's libc, which
+ * runs the handlers registered through it whenever Python forks. */
+
+static void on_fork_child(void) { g_forked_child = 1; }
+
+int mpi_in_forked_child(void) { return g_forked_child; }
+
+/* The child is a copy of the whole host, with one thread. Returning from a
+ * call would run the host program a second time from that point, and the
+ * host's code would run in a process whose other threads vanished mid-way
+ * (their locks, the host libc's malloc included, may be held for good).
+ * So the child ends here, as a Python program ends: 0, or 1 after an
+ * error. */
+void mpi_exit_forked_child(int code) { _exit(code); }
 
 
 /* ---- start -------------------------------------------------------------- */
@@ -66,6 +92,14 @@ static int load_runtime(const mpi_sink* sink) {
   if (module == NULL) return mpi_report_python_error(sink);
   mpi_runtime = module;
   return MPI_OK;
+}
+
+/* Runs runtime.<name>() once at start. */
+static int run_runtime_step(const char* name, const mpi_sink* sink) {
+  PyObject* r = PyObject_CallMethod(mpi_runtime, name, NULL);
+  int rc = r != NULL ? MPI_OK : mpi_report_python_error(sink);
+  Py_XDECREF(r);
+  return rc;
 }
 
 /* Importing Python's signal module installs a C handler for SIGINT when the
@@ -158,17 +192,15 @@ static int start(const mpi_start_options* options, const mpi_sink* sink) {
 
   int rc = load_runtime(sink);
   if (rc == MPI_OK && mpi_init_stops() != 0) rc = mpi_report_python_error(sink);
-  if (rc == MPI_OK) {
-    PyObject* r = PyObject_CallMethod(mpi_runtime, "guard_process_exit", NULL);
-    if (r == NULL) rc = mpi_report_python_error(sink);
-    Py_XDECREF(r);
-  }
-  if (rc == MPI_OK) {
-    PyObject* r = PyObject_CallMethod(mpi_runtime, "forbid_global_dlopen", NULL);
-    if (r == NULL) rc = mpi_report_python_error(sink);
-    Py_XDECREF(r);
-  }
+  if (rc == MPI_OK) rc = run_runtime_step("guard_process_exit", sink);
+  if (rc == MPI_OK) rc = run_runtime_step("forbid_global_dlopen", sink);
   if (rc == MPI_OK) rc = leave_signals_to_host(options, sink);
+  if (rc == MPI_OK) rc = run_runtime_step("guard_signal_handlers", sink);
+  if (rc == MPI_OK) rc = run_runtime_step("leave_main_thread_to_host", sink);
+  if (rc == MPI_OK && pthread_atfork(NULL, NULL, on_fork_child) != 0) {
+    mpi_report(sink, MPI_ERR_RESOURCE_EXHAUSTED, "", "pthread_atfork failed", "");
+    rc = MPI_ERR_RESOURCE_EXHAUSTED;
+  }
   if (rc == MPI_OK && options->hooks_library != NULL) rc = install_hooks(options, sink);
   if (rc == MPI_OK && options->import_torch) {
     if (mpi_init_tensors() != 0) rc = mpi_report_python_error(sink);

@@ -20,6 +20,11 @@ extern const struct manypy_hooks_api* mpi_hooks;
 void mpi_enter(void);
 void mpi_leave(void);
 
+/* Whether this process is a child that model code forked (interp.c), and
+ * the way such a child ends instead of returning into the host's code. */
+int mpi_in_forked_child(void);
+void mpi_exit_forked_child(int code);
+
 /* Sends an error to the sink. */
 void mpi_report(const mpi_sink* sink, int code, const char* type, const char* message,
                 const char* traceback);

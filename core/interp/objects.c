@@ -20,6 +20,11 @@ static PyObject* host_record(PyObject* self, PyObject* args) {
   unsigned long long package_id = 0, nbytes = 0;
   const char* name = NULL;
   if (!PyArg_ParseTuple(args, "KsK", &package_id, &name, &nbytes)) return NULL;
+  if (mpi_in_forked_child()) {
+    PyErr_SetString(PyExc_RuntimeError,
+                    "a process forked by model code cannot read the host's archives");
+    return NULL;
+  }
   char error[512] = "";
   DLManagedTensor* tensor = NULL;
   int rc = mpi_host->package_record(package_id, name, nbytes, &tensor, error, sizeof error);

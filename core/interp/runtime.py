@@ -47,29 +47,96 @@ class ProcessExitRefused(RuntimeError):
 
 
 _allow_process_exit = False
+# The process that started this interpreter: the host. A process forked from
+# it by model code (multiprocessing, a DataLoader's workers, os.fork) is not.
+_host_pid = os.getpid()
+
+
+def in_host_process():
+    return os.getpid() == _host_pid
 
 
 def guard_process_exit():
-    """os._exit and os.abort (and posix's) raise ProcessExitRefused unless
-    the lease allows them. A guard against a model ending the service by
-    accident, not a sandbox: code can still kill its process other ways."""
+    """os._exit and os.abort (and posix's) raise ProcessExitRefused in the
+    host process unless the lease allows them. A child that model code
+    forked ends as it asks: multiprocessing's and the DataLoader's workers
+    finish with os._exit, and a child that could not would unwind into the
+    host's own code and run the host program a second time. A guard against
+    a model ending the service by accident, not a sandbox: code can still
+    kill its process other ways."""
     import posix
 
     original_exit, original_abort = posix._exit, posix.abort
 
     def _exit(status):
-        if _allow_process_exit:
+        if _allow_process_exit or not in_host_process():
             original_exit(status)
         raise ProcessExitRefused(f"os._exit({status}) would end the host process")
 
     def abort():
-        if _allow_process_exit:
+        if _allow_process_exit or not in_host_process():
             original_abort()
         raise ProcessExitRefused("os.abort() would end the host process")
 
     for module in (os, posix):
         module._exit = _exit
         module.abort = abort
+
+
+def guard_signal_handlers():
+    """Signal handlers and timers belong to the host process: a JVM, the Go
+    runtime or a C service relies on its own SIGTERM, SIGINT and SIGCHLD
+    handling. In the host process, the functions that would change them
+    raise ValueError, the error CPython gives off its main thread, which
+    code that registers handlers already expects; in a forked child they
+    work as usual. Also covered: faulthandler, which installs handlers for
+    SIGSEGV and friends. Again a guard against accidents: ctypes can still
+    call sigaction."""
+    import _signal
+    import faulthandler
+    import signal
+
+    def guarded(module, name):
+        original = getattr(module, name, None)
+        if original is None:
+            return
+
+        def refuse(*args, **kwargs):
+            if not in_host_process():
+                return original(*args, **kwargs)
+            raise ValueError(f"{module.__name__}.{name}() would change the signal handling of "
+                             "the host process, which belongs to the service, not to a model "
+                             "(manypy)")
+
+        refuse.__name__ = name
+        refuse.__doc__ = original.__doc__
+        setattr(module, name, refuse)
+
+    # signal.signal() calls _signal.signal at call time; the rest signal
+    # imported by name from _signal, so both modules are patched.
+    for name in ("signal", "siginterrupt", "set_wakeup_fd", "alarm", "setitimer"):
+        guarded(_signal, name)
+        guarded(signal, name)
+    for name in ("enable", "register"):
+        guarded(faulthandler, name)
+
+
+def leave_main_thread_to_host():
+    """The thread that started this interpreter (its home thread, which runs
+    HANDOFF calls) must not look like Python's main thread: code that sets
+    signal handlers only from the main thread (torch's DataLoader sets a
+    SIGCHLD handler) would then set the host's. Registering it as a foreign
+    ("dummy") thread makes it what every host thread already is in DIRECT
+    mode."""
+    import threading
+
+    ident = threading.get_ident()
+    with threading._active_limbo_lock:
+        current = threading._active.get(ident)
+        if isinstance(current, threading._MainThread):
+            del threading._active[ident]
+    if isinstance(current, threading._MainThread):
+        threading._DummyThread()  # registers itself for this thread
 
 
 def forbid_global_dlopen():
