@@ -409,6 +409,12 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_options_set_allow_process
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_options_set_thread_mode(
     manypy_pool_options* options, manypy_thread_mode mode);
 
+/* How long, in nanoseconds, a stopped call's clean-up may run before the
+ * stop escalates (see "Deadlines and cancellation" below). Default 100 ms;
+ * 0 escalates at once. Negative is MANYPY_ERR_OUT_OF_RANGE. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_options_set_stop_grace(
+    manypy_pool_options* options, int64_t grace_ns);
+
 /* ------------------------------------------------------------------------ */
 /* Pool                                                                     */
 /* ------------------------------------------------------------------------ */
@@ -449,6 +455,16 @@ MANYPY_API void manypy_pool_destroy(manypy_pool* pool);
 
 /* Number of interpreters in the pool. 0 for NULL. */
 MANYPY_API size_t manypy_pool_size(const manypy_pool* pool);
+
+/* NULL if interpreter `interpreter` (an index in [0, manypy_pool_size)) can
+ * serve calls. Otherwise a status owned by the caller:
+ * MANYPY_ERR_INTERPRETER_BROKEN, whose message says why (it was retired
+ * after a stopped call whose clean-up was cut short; see "Deadlines and
+ * cancellation"), or MANYPY_ERR_OUT_OF_RANGE for a bad index. The pool
+ * sends calls that may go anywhere only to interpreters that can serve.
+ * Thread safe. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_check_interpreter(
+    const manypy_pool* pool, int32_t interpreter);
 
 /* Runs Python source (statements) in an interpreter's global namespace, which
  * persists for the pool's lifetime. `interpreter` is an index in
@@ -636,26 +652,43 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_object_hasattr(
  *
  *  - A deadline already past or a token already cancelled fails the call
  *    before anything runs.
+ *  - The bound covers the whole call: waiting for an interpreter, making
+ *    the object's replica in it (lazy replication runs the model's
+ *    unpickling code), converting the arguments, the call, converting its
+ *    result, freeing what it left, and building the text of its error.
  *  - A call waiting for its interpreter gives up at its deadline, or when
  *    its token is cancelled, without running: in HANDOFF mode it leaves the
  *    interpreter's queue; in DIRECT mode it waits for the interpreter's GIL,
  *    which running Python code hands over every few milliseconds (C code
  *    that holds the GIL does not), and returns as soon as it has it.
- *  - Python code that is running is stopped at its next bytecode boundary:
- *    the interpreter raises manypy.DeadlineExceeded (or manypy.Cancelled),
- *    a BaseException, in the call's thread, and raises it again at every
- *    line run after that, so code that catches it cannot keep the call
- *    alive. What cannot be stopped finishes first: a torch operator already
- *    running, a blocking system call (time.sleep, I/O), C code holding the
- *    GIL. The status's traceback shows where the code was stopped. The
- *    interpreter then serves other calls as before; state that the model
- *    changed before the stop stays changed.
+ *  - Python code that is running is stopped: the interpreter raises
+ *    manypy.DeadlineExceeded (or manypy.Cancelled), a BaseException, once,
+ *    in the call's thread, at the next line of the model's own code, so
+ *    that the clean-up it unwinds through runs (finally blocks, __exit__:
+ *    locks are released, torch.autocast is turned off). If the call has not
+ *    returned a grace period later (manypy_pool_options_set_stop_grace,
+ *    100 ms by default), the model is catching the stop or its clean-up
+ *    hangs: the stop is then raised again at every line of any code, which
+ *    ends the call but cuts clean-up short, and the interpreter is retired:
+ *    it serves no other call for the rest of the process, the pool sends
+ *    calls to its other interpreters, and manypy_pool_check_interpreter
+ *    says why. What cannot be stopped finishes first: a torch operator
+ *    already running, a blocking system call (time.sleep, I/O, a lock
+ *    wait), C code holding the GIL. The status's traceback shows where the
+ *    code was stopped.
+ *  - After a stop, the interpreter checks what the call left behind before
+ *    it serves again: a module whose import was stopped is dropped so that
+ *    it is imported anew, logging's locks still held are released, and
+ *    torch's autocast still on is turned off; what cannot be repaired (an
+ *    import lock still held) retires it. State that the model changed on
+ *    purpose before the stop stays changed.
  *  - TorchScript on the host stops before its next tensor operator.
  *
  * A call that finishes after its deadline passed or its token was cancelled
  * returns MANYPY_ERR_DEADLINE_EXCEEDED or MANYPY_ERR_CANCELLED (whichever
- * came first), never its result. Calls without a deadline or token pay
- * nothing for this. */
+ * came first), never its result; the message says when the stop came and,
+ * if the interpreter was retired, why. Calls without a deadline or token
+ * pay nothing for this. */
 
 /* ------------------------------------------------------------------------ */
 /* TorchScript on the host: no Python, no interpreter                       */

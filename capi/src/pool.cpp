@@ -126,6 +126,20 @@ manypy_status* manypy_pool_options_set_allow_process_exit(manypy_pool_options* o
   });
 }
 
+manypy_status* manypy_pool_options_set_stop_grace(manypy_pool_options* options,
+                                                  int64_t grace_ns) {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
+    MANYPY_NOT_NULL(options);
+    if (grace_ns < 0) {
+      return manypy::capi::make_status(MANYPY_ERR_OUT_OF_RANGE,
+                                       std::string(api_function) + ": grace_ns must be >= 0, not " +
+                                           std::to_string(grace_ns));
+    }
+    options->options.stop_grace_ns = grace_ns;
+    return nullptr;
+  });
+}
+
 size_t manypy_max_interpreters(void) {
   try {
     return manypy::InterpreterSet::instance().capacity();
@@ -155,6 +169,14 @@ void manypy_pool_destroy(manypy_pool* pool) {
 }
 
 size_t manypy_pool_size(const manypy_pool* pool) { return pool ? pool->pool->size() : 0; }
+
+manypy_status* manypy_pool_check_interpreter(const manypy_pool* pool, int32_t interpreter) {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
+    MANYPY_NOT_NULL(pool);
+    pool->pool->check_interpreter(interpreter);
+    return nullptr;
+  });
+}
 
 manypy_status* manypy_pool_exec(manypy_pool* pool, int32_t interpreter, const char* source) {
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {

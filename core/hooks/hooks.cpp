@@ -3,6 +3,7 @@
 #include <c10/util/Logging.h>
 #include <torch/csrc/jit/serialization/export.h>
 
+#include "exported_tensors.h"
 #include "hooks_api.h"
 #include "op_callbacks.h"
 
@@ -43,6 +44,7 @@ const manypy_hooks_api kApi = {
     manypy::hooks::remove_op_callbacks,
     manypy::hooks::push_context,
     manypy::hooks::pop_context,
+    manypy::hooks::own_exported_tensor,
 };
 
 }  // namespace

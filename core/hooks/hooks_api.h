@@ -9,6 +9,7 @@
 #ifndef MANYPY_HOOKS_API_H
 #define MANYPY_HOOKS_API_H
 
+#include <dlpack/dlpack.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -16,7 +17,7 @@
 extern "C" {
 #endif
 
-#define MANYPY_HOOKS_API_VERSION 2u
+#define MANYPY_HOOKS_API_VERSION 3u
 
 /* At most this many operator-callback registrations at once. */
 #define MPH_MAX_OP_CALLBACKS 16
@@ -64,6 +65,11 @@ typedef struct manypy_hooks_api {
   void (*remove_op_callbacks)(uint64_t id);
   void (*push_context)(const char* model_id, const char* request_id);
   void (*pop_context)(void);
+  /* Makes a result tensor exported with torch's to_dlpack the host's alone,
+   * once the call dropped its references: as it is when nothing else in
+   * the interpreter can reach its storage, else a copy replaces it.
+   * 0, or -1 (and *managed unchanged) when the copy failed. */
+  int (*own_exported_tensor)(DLManagedTensor** managed);
 } manypy_hooks_api;
 
 typedef const manypy_hooks_api* (*manypy_hooks_get_api_fn)(uint32_t version);

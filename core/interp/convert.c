@@ -1,27 +1,23 @@
-/* Values between the host's mpi_value trees and Python objects. Tensors
+/* Arguments, from the host's mpi_value trees to Python objects (results go
+ * the other way in results.c), and the torch objects both use. Tensors
  * cross as DLPack, never copied. */
 #include <string.h>
 
 #include "interp_internal.h"
 
-static PyObject* g_tensor_type; /* torch.Tensor */
-static PyObject* g_to_dlpack;   /* torch._C._to_dlpack */
-static PyObject* g_from_dlpack; /* torch._C._from_dlpack */
-static PyObject* g_bool;        /* torch.bool */
-static PyObject* g_uint8;       /* torch.uint8 */
+mpi_torch_refs mpi_torch;
+
 /* Whether this torch's DLPack speaks bool (kDLBool). torch 1.13's does not:
  * bool tensors then cross as uint8 and are viewed as bool on the other side,
- * zero-copy both ways. The only place that knows the difference. */
-static int g_bool_native;
-
+ * zero-copy both ways. */
 static int probe_bool_dlpack(PyObject* torch) {
   PyObject* zeros = PyObject_GetAttrString(torch, "zeros");
   PyObject* t = zeros ? PyObject_CallFunction(zeros, "(i)", 1) : NULL;
-  PyObject* b = t ? PyObject_CallMethod(t, "to", "O", g_bool) : NULL;
-  PyObject* capsule = b ? PyObject_CallOneArg(g_to_dlpack, b) : NULL;
+  PyObject* b = t ? PyObject_CallMethod(t, "to", "O", mpi_torch.bool_dtype) : NULL;
+  PyObject* capsule = b ? PyObject_CallOneArg(mpi_torch.to_dlpack, b) : NULL;
   if (capsule != NULL) {
     DLManagedTensor* m = (DLManagedTensor*)PyCapsule_GetPointer(capsule, "dltensor");
-    g_bool_native = m != NULL && m->dl_tensor.dtype.code == MPI_DL_BOOL;
+    mpi_torch.bool_native = m != NULL && m->dl_tensor.dtype.code == MPI_DL_BOOL;
   }
   int ok = b != NULL; /* a refusal by _to_dlpack is an answer, not a failure */
   PyErr_Clear();
@@ -32,17 +28,55 @@ static int probe_bool_dlpack(PyObject* torch) {
   return ok ? 0 : -1;
 }
 
+/* An attribute of torch's C tensor type (TensorBase; _TensorBase in torch
+ * 1.13) from its own dict: torch's C function, whatever a model later does
+ * to torch.Tensor. */
+static PyObject* tensor_base_attr(PyObject* c, const char* name) {
+  PyObject* base = PyObject_GetAttrString(c, "TensorBase");
+  if (base == NULL) {
+    PyErr_Clear();
+    base = PyObject_GetAttrString(c, "_TensorBase");
+  }
+  PyObject* dict = base ? PyObject_GetAttrString(base, "__dict__") : NULL;
+  PyObject* attr = dict ? PyMapping_GetItemString(dict, name) : NULL;
+  Py_XDECREF(dict);
+  Py_XDECREF(base);
+  return attr;
+}
+
 int mpi_init_tensors(void) {
+  if (mpi_torch.tensor_type != NULL) return 0;
   PyObject* torch = PyImport_ImportModule("torch");
   if (torch == NULL) return -1;
   PyObject* c = PyObject_GetAttrString(torch, "_C");
-  g_tensor_type = PyObject_GetAttrString(torch, "Tensor");
-  g_to_dlpack = c ? PyObject_GetAttrString(c, "_to_dlpack") : NULL;
-  g_from_dlpack = c ? PyObject_GetAttrString(c, "_from_dlpack") : NULL;
-  g_bool = PyObject_GetAttrString(torch, "bool");
-  g_uint8 = PyObject_GetAttrString(torch, "uint8");
-  int rc = g_tensor_type && g_to_dlpack && g_from_dlpack && g_bool && g_uint8 ? 0 : -1;
-  if (rc == 0) rc = probe_bool_dlpack(torch);
+  PyObject* nn = PyObject_GetAttrString(torch, "nn");
+  PyObject* tensor_type = PyObject_GetAttrString(torch, "Tensor");
+  PyObject* parameter_type = nn ? PyObject_GetAttrString(nn, "Parameter") : NULL;
+  PyObject* dtype = c ? tensor_base_attr(c, "dtype") : NULL;
+  mpi_torch.to_dlpack = c ? PyObject_GetAttrString(c, "_to_dlpack") : NULL;
+  mpi_torch.from_dlpack = c ? PyObject_GetAttrString(c, "_from_dlpack") : NULL;
+  mpi_torch.view = c ? tensor_base_attr(c, "view") : NULL;
+  mpi_torch.detach = c ? tensor_base_attr(c, "detach") : NULL;
+  mpi_torch.dtype_of = dtype ? PyObject_GetAttrString(dtype, "__get__") : NULL;
+  mpi_torch.bool_dtype = PyObject_GetAttrString(torch, "bool");
+  mpi_torch.uint8_dtype = PyObject_GetAttrString(torch, "uint8");
+  int rc = tensor_type && PyType_Check(tensor_type) && parameter_type &&
+                   PyType_Check(parameter_type) && mpi_torch.to_dlpack &&
+                   mpi_torch.from_dlpack && mpi_torch.view && mpi_torch.detach &&
+                   mpi_torch.dtype_of && mpi_torch.bool_dtype && mpi_torch.uint8_dtype
+               ? 0
+               : -1;
+  if (rc == 0) {
+    mpi_torch.parameter_type = (PyTypeObject*)parameter_type;
+    rc = probe_bool_dlpack(torch);
+    mpi_torch.tensor_type = (PyTypeObject*)tensor_type; /* last: marks it done */
+  } else {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "torch lacks what manypy needs");
+    Py_XDECREF(tensor_type);
+    Py_XDECREF(parameter_type);
+  }
+  Py_XDECREF(dtype);
+  Py_XDECREF(nn);
   Py_XDECREF(c);
   Py_DECREF(torch);
   return rc;
@@ -72,19 +106,20 @@ void mpi_release_tensors(const mpi_value* value) {
 static PyObject* tensor_to_python(DLManagedTensor* tensor) {
   /* The DLManagedTensor is ours (a fresh one per call): its dtype may be
    * rewritten. */
-  int bool_as_uint8 = !g_bool_native && tensor->dl_tensor.dtype.code == MPI_DL_BOOL;
+  int bool_as_uint8 = !mpi_torch.bool_native && tensor->dl_tensor.dtype.code == MPI_DL_BOOL;
   if (bool_as_uint8) tensor->dl_tensor.dtype.code = kDLUInt;
   PyObject* capsule = PyCapsule_New(tensor, "dltensor", mpi_capsule_destructor);
   if (capsule == NULL) {
     tensor->deleter(tensor);
     return NULL;
   }
-  PyObject* result = g_from_dlpack
-      ? PyObject_CallOneArg(g_from_dlpack, capsule)
+  PyObject* result = mpi_torch.from_dlpack
+      ? PyObject_CallOneArg(mpi_torch.from_dlpack, capsule)
       : (PyErr_SetString(PyExc_RuntimeError, "tensors need torch, which is not imported"), NULL);
   Py_DECREF(capsule); /* runs the deleter if torch did not take the tensor */
   if (bool_as_uint8 && result != NULL) {
-    Py_SETREF(result, PyObject_CallMethod(result, "view", "O", g_bool));
+    Py_SETREF(result, PyObject_CallFunctionObjArgs(mpi_torch.view, result, mpi_torch.bool_dtype,
+                                                   NULL));
   }
   return result;
 }
@@ -161,144 +196,4 @@ PyObject* mpi_to_python(const mpi_value* value) {
       PyErr_Format(PyExc_ValueError, "unknown value kind %d", value->kind);
       return NULL;
   }
-}
-
-/* ---- results ------------------------------------------------------------ */
-
-static int unsupported(const mpi_sink* sink, const char* what, PyObject* obj) {
-  char message[256];
-  snprintf(message, sizeof message,
-           "%s of type '%.100s' is not supported (expected None, bool, int, float, str, "
-           "bytes, torch.Tensor, or a list, tuple or str-keyed dict of these)",
-           what, Py_TYPE(obj)->tp_name);
-  mpi_report(sink, MPI_ERR_UNSUPPORTED_TYPE, "", message, "");
-  return MPI_ERR_UNSUPPORTED_TYPE;
-}
-
-/* 1 if `tensor` is bool and this torch's DLPack cannot say so (see
- * g_bool_native): it then crosses as a uint8 view. 0 if not, -1 with an
- * exception set. */
-static int crosses_as_uint8(PyObject* tensor) {
-  if (g_bool_native) return 0;
-  PyObject* dtype = PyObject_GetAttrString(tensor, "dtype");
-  if (dtype == NULL) return -1;
-  int is_bool = dtype == g_bool;
-  Py_DECREF(dtype);
-  return is_bool;
-}
-
-static int deliver_tensor(PyObject* tensor, const mpi_sink* sink) {
-  /* Most results export as they are. Only on a refusal does it pay to ask
-   * why: a bool tensor (torch 1.13's DLPack has no bool) crosses as a uint8
-   * view; a tensor that requires grad (a parameter, say; calls run under
-   * no_grad, so results rarely do) as a detached view. */
-  int as_uint8 = 0;
-  PyObject* capsule = PyObject_CallOneArg(g_to_dlpack, tensor);
-  if (capsule == NULL) {
-    PyErr_Clear();
-    as_uint8 = crosses_as_uint8(tensor);
-    PyObject* view = as_uint8 == 1   ? PyObject_CallMethod(tensor, "view", "O", g_uint8)
-                     : as_uint8 == 0 ? PyObject_CallMethod(tensor, "detach", NULL)
-                                     : NULL;
-    capsule = view ? PyObject_CallOneArg(g_to_dlpack, view) : NULL;
-    Py_XDECREF(view);
-  }
-  if (capsule == NULL) return mpi_report_python_error_as(sink, MPI_ERR_BAD_TENSOR);
-  DLManagedTensor* managed = (DLManagedTensor*)PyCapsule_GetPointer(capsule, "dltensor");
-  PyCapsule_SetName(capsule, "used_dltensor"); /* the host owns it now */
-  Py_DECREF(capsule);
-  if (as_uint8) managed->dl_tensor.dtype.code = MPI_DL_BOOL;
-  mpi_value v;
-  memset(&v, 0, sizeof v);
-  v.kind = MPI_VALUE_TENSOR;
-  v.tensor = managed;
-  sink->value(sink->ctx, &v);
-  return MPI_OK;
-}
-
-/* `depth`: the containers around `obj`. */
-static int too_deep(int depth, const mpi_sink* sink) {
-  if (depth < MPI_MAX_DEPTH) return 0;
-  char message[96];
-  snprintf(message, sizeof message, "result is nested more than %d deep", MPI_MAX_DEPTH);
-  mpi_report(sink, MPI_ERR_UNSUPPORTED_TYPE, "", message, "");
-  return 1;
-}
-
-static int deliver(PyObject* obj, const mpi_sink* sink, int depth) {
-  mpi_value v;
-  memset(&v, 0, sizeof v);
-  if (obj == Py_None) {
-    v.kind = MPI_VALUE_NONE;
-  } else if (PyBool_Check(obj)) {
-    v.kind = MPI_VALUE_BOOL;
-    v.i = obj == Py_True;
-  } else if (PyLong_Check(obj)) {
-    int overflow = 0;
-    long long x = PyLong_AsLongLongAndOverflow(obj, &overflow);
-    if (overflow != 0) {
-      mpi_report(sink, MPI_ERR_OUT_OF_RANGE, "", "integer result does not fit in int64", "");
-      return MPI_ERR_OUT_OF_RANGE;
-    }
-    if (x == -1 && PyErr_Occurred()) return mpi_report_python_error(sink);
-    v.kind = MPI_VALUE_INT64;
-    v.i = x;
-  } else if (PyFloat_Check(obj)) {
-    v.kind = MPI_VALUE_DOUBLE;
-    v.d = PyFloat_AsDouble(obj);
-  } else if (PyUnicode_Check(obj)) {
-    Py_ssize_t len = 0;
-    v.s = PyUnicode_AsUTF8AndSize(obj, &len);
-    if (v.s == NULL) return mpi_report_python_error(sink);
-    v.kind = MPI_VALUE_STRING;
-    v.len = (size_t)len;
-  } else if (PyBytes_Check(obj)) {
-    v.kind = MPI_VALUE_BYTES;
-    v.s = PyBytes_AS_STRING(obj);
-    v.len = (size_t)PyBytes_GET_SIZE(obj);
-  } else if (PyByteArray_Check(obj)) {
-    v.kind = MPI_VALUE_BYTES;
-    v.s = PyByteArray_AS_STRING(obj);
-    v.len = (size_t)PyByteArray_GET_SIZE(obj);
-  } else if (g_tensor_type != NULL && PyObject_IsInstance(obj, g_tensor_type) == 1) {
-    return deliver_tensor(obj, sink);
-  } else if (PyTuple_Check(obj) || PyList_Check(obj)) {
-    if (too_deep(depth, sink)) return MPI_ERR_UNSUPPORTED_TYPE;
-    int is_tuple = PyTuple_Check(obj);
-    Py_ssize_t n = is_tuple ? PyTuple_GET_SIZE(obj) : PyList_GET_SIZE(obj);
-    sink->begin(sink->ctx, is_tuple ? MPI_VALUE_TUPLE : MPI_VALUE_LIST, (size_t)n);
-    for (Py_ssize_t k = 0; k < n; k++) {
-      /* A list may change under us only if Python code runs here; it cannot. */
-      PyObject* item = is_tuple ? PyTuple_GET_ITEM(obj, k) : PyList_GET_ITEM(obj, k);
-      int rc = deliver(item, sink, depth + 1);
-      if (rc != MPI_OK) return rc;
-    }
-    sink->end(sink->ctx);
-    return MPI_OK;
-  } else if (PyDict_Check(obj)) {
-    if (too_deep(depth, sink)) return MPI_ERR_UNSUPPORTED_TYPE;
-    sink->begin(sink->ctx, MPI_VALUE_DICT, (size_t)PyDict_GET_SIZE(obj));
-    Py_ssize_t pos = 0;
-    PyObject *key, *item;
-    while (PyDict_Next(obj, &pos, &key, &item)) {
-      if (!PyUnicode_Check(key)) return unsupported(sink, "a dict key", key);
-      Py_ssize_t len = 0;
-      const char* k = PyUnicode_AsUTF8AndSize(key, &len);
-      if (k == NULL) return mpi_report_python_error(sink);
-      sink->key(sink->ctx, k, (size_t)len);
-      int rc = deliver(item, sink, depth + 1);
-      if (rc != MPI_OK) return rc;
-    }
-    sink->end(sink->ctx);
-    return MPI_OK;
-  } else {
-    return unsupported(sink, depth == 0 ? "result" : "an item", obj);
-  }
-  sink->value(sink->ctx, &v);
-  return MPI_OK;
-}
-
-int mpi_deliver(PyObject* result, const mpi_sink* sink) {
-  if (mpi_in_forked_child()) mpi_exit_forked_child(0); /* the sink is the host's code */
-  return deliver(result, sink, 0);
 }

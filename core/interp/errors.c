@@ -33,41 +33,70 @@ static int code_for(PyObject* type, const char* message) {
   return MPI_ERR_PYTHON;
 }
 
-int mpi_report_python_error_with(const mpi_sink* sink, int forced_code,
-                                 const char* forced_message) {
+static char* copy_text(const char* text) {
+  size_t n = strlen(text) + 1;
+  char* copy = PyMem_Malloc(n);
+  if (copy != NULL) memcpy(copy, text, n);
+  return copy;
+}
+
+void mpi_error_capture(mpi_error* e) {
+  memset(e, 0, sizeof *e);
   PyObject *type = NULL, *value = NULL, *tb = NULL;
   PyErr_Fetch(&type, &value, &tb);
+  e->captured = 1;
   if (type == NULL) {
-    mpi_report(sink, MPI_ERR_INTERNAL, "", "Python reported failure without an exception", "");
-    return MPI_ERR_INTERNAL;
+    e->code = MPI_ERR_INTERNAL;
+    e->message = copy_text("Python reported failure without an exception");
+    return;
   }
   PyErr_NormalizeException(&type, &value, &tb);
   if (tb != NULL) PyException_SetTraceback(value, tb);
-  int code;
+  /* describe_exception runs str() of the exception: the model's code, for
+   * its own exception types; callers capture while their stop applies. */
   PyObject* described = mpi_runtime
       ? PyObject_CallMethod(mpi_runtime, "describe_exception", "O", value)
       : NULL;
   const char *name = NULL, *message = NULL, *trace = NULL;
   if (described != NULL && PyArg_ParseTuple(described, "sss", &name, &message, &trace)) {
-    code = forced_code >= 0 ? forced_code : code_for(type, message);
-    mpi_report(sink, code, name, forced_message ? forced_message : message, trace);
+    e->code = code_for(type, message);
+    e->type = copy_text(name);
+    e->message = copy_text(message);
+    e->traceback = copy_text(trace);
   } else {
-    /* The describer itself failed (or the runtime is not loaded yet): fall
-     * back to str() of the exception. */
+    /* The describer itself failed (or the runtime is not loaded yet): the
+     * type's name, which runs no code of the model's. */
     PyErr_Clear();
-    PyObject* text = PyObject_Str(value);
-    const char* utf8 = text ? PyUnicode_AsUTF8(text) : NULL;
-    code = forced_code >= 0 ? forced_code : code_for(type, utf8);
-    mpi_report(sink, code, ((PyTypeObject*)type)->tp_name,
-               forced_message ? forced_message : utf8 ? utf8 : "(unprintable exception)", "");
-    Py_XDECREF(text);
-    PyErr_Clear();
+    e->code = code_for(type, NULL);
+    e->type = copy_text(((PyTypeObject*)type)->tp_name);
+    e->message = copy_text("(the exception could not be described)");
   }
   Py_XDECREF(described);
   Py_XDECREF(type);
   Py_XDECREF(value);
   Py_XDECREF(tb);
+}
+
+int mpi_error_report(mpi_error* e, const mpi_sink* sink, int forced_code,
+                     const char* forced_message) {
+  int code = forced_code >= 0 ? forced_code : e->code;
+  mpi_report(sink, code, e->type, forced_message ? forced_message : e->message, e->traceback);
+  mpi_error_clear(e);
   return code;
+}
+
+void mpi_error_clear(mpi_error* e) {
+  PyMem_Free(e->type);
+  PyMem_Free(e->message);
+  PyMem_Free(e->traceback);
+  memset(e, 0, sizeof *e);
+}
+
+int mpi_report_python_error_with(const mpi_sink* sink, int forced_code,
+                                 const char* forced_message) {
+  mpi_error e;
+  mpi_error_capture(&e);
+  return mpi_error_report(&e, sink, forced_code, forced_message);
 }
 
 int mpi_report_python_error_as(const mpi_sink* sink, int code) {

@@ -268,13 +268,14 @@ static int run_source(const char* source, int start, const mpi_sink* sink) {
   if (rc == MPI_OK) {
     PyObject* code = Py_CompileString(source, "<manypy>", start);
     PyObject* result = code ? PyEval_EvalCode(code, g_globals, g_globals) : NULL;
+    Py_XDECREF(code);
     if (result == NULL) {
       rc = mpi_report_python_error(sink);
     } else if (start == Py_eval_input) {
       rc = mpi_deliver(result, sink);
+    } else {
+      Py_DECREF(result);
     }
-    Py_XDECREF(result);
-    Py_XDECREF(code);
   }
   mpi_leave();
   return rc;
@@ -327,10 +328,11 @@ static void thread_exit(void) {
 /* ---- the table ---------------------------------------------------------- */
 
 /* objects.c */
-int mpi_package_open(uint64_t package_id, const void* data, size_t size, const mpi_sink* sink);
+int mpi_package_open(uint64_t package_id, const void* data, size_t size,
+                     mpi_call_control* control, const mpi_sink* sink);
 void mpi_package_close(uint64_t package_id);
 int mpi_object_load(uint64_t object_id, uint64_t package_id, const char* module,
-                    const char* name, const mpi_sink* sink);
+                    const char* name, mpi_call_control* control, const mpi_sink* sink);
 void mpi_object_drop(uint64_t object_id);
 int mpi_object_call(uint64_t object_id, const char* method, const mpi_value* args,
                     const mpi_value* kwargs, const char* model_id, const char* request_id,

@@ -22,7 +22,7 @@
 extern "C" {
 #endif
 
-#define MANYPY_INTERP_API_VERSION 7u
+#define MANYPY_INTERP_API_VERSION 8u
 
 /* Status codes used across the boundary; they match manypy_code (the C
  * API checks that at compile time, capi/src/abi_checks.cpp). */
@@ -86,15 +86,34 @@ typedef struct mpi_value {
 
 /* The host's handle on one running call that may have to stop early (it
  * has a deadline or a cancel token). Host memory, valid for the call.
- * `stop` is 0 while the call may run; the host sets it, once, to
- * MPI_ERR_DEADLINE_EXCEEDED or MPI_ERR_CANCELLED (with __atomic builtins,
- * from any thread) and then calls interrupt(). The other fields belong to
- * the interpreter side, which reads and writes them only under its GIL. */
+ *
+ * The host fills `deadline_ns` and `grace_ns` before the call, and sets
+ * `stop`, once, to MPI_ERR_DEADLINE_EXCEEDED or MPI_ERR_CANCELLED (with
+ * __atomic builtins, from any thread), then calls interrupt(). The
+ * interpreter side then raises the stop in the call once, at the next line
+ * of the model's own code, so that its clean-up (finally blocks, __exit__)
+ * runs; if the call has not returned `grace_ns` after that, it raises the
+ * stop again at every line, of any code ("escalates"). Everything the call
+ * runs is bounded so: converting its arguments, lazy replication, the call,
+ * preparing its result and building its error text.
+ *
+ * The fields after `grace_ns` belong to the interpreter side, which reads
+ * and writes them only under its GIL; the host reads `retire` and
+ * `retire_reason` after the call returned. */
 typedef struct mpi_call_control {
   int stop;
+  int64_t deadline_ns; /* CLOCK_MONOTONIC; INT64_MAX: none */
+  int64_t grace_ns;
   void* running; /* the PyThreadState running the call, or NULL */
   unsigned long thread_ident;
-  int interrupted; /* the interpreter raised the stop in the call */
+  int interrupted;        /* a stop was asked for while the call ran */
+  int64_t first_event_ns; /* the first line of Python run after that */
+  int64_t raised_ns;      /* when the stop was raised in the call; 0: not yet */
+  int escalated;          /* the stop was raised at every line */
+  /* 1 when the interpreter must not serve again: the call's clean-up was
+   * cut short, or left state behind that could not be repaired. */
+  int retire;
+  char retire_reason[256];
 } mpi_call_control;
 
 /* Host-side receiver of results. Every pointer handed to it is borrowed for
@@ -174,13 +193,16 @@ typedef struct manypy_interp_api {
   int (*eval)(const char* expression, const mpi_sink* sink);
 
   /* Opens package `package_id` (its archive is `size` bytes of host memory
-   * at `data`, valid until package_close) in this interpreter. */
-  int (*package_open)(uint64_t package_id, const void* data, size_t size, const mpi_sink* sink);
+   * at `data`, valid until package_close) in this interpreter. `control`
+   * (NULL for none) bounds it as for object_call. */
+  int (*package_open)(uint64_t package_id, const void* data, size_t size,
+                      mpi_call_control* control, const mpi_sink* sink);
   void (*package_close)(uint64_t package_id);
 
-  /* Unpickles module/name of an open package as object `object_id`. */
+  /* Unpickles module/name of an open package as object `object_id`;
+   * `control` as for package_open. */
   int (*object_load)(uint64_t object_id, uint64_t package_id, const char* module,
-                     const char* name, const mpi_sink* sink);
+                     const char* name, mpi_call_control* control, const mpi_sink* sink);
   void (*object_drop)(uint64_t object_id);
   /* Calls the object (method NULL) or its method; args is a LIST or TUPLE or
    * NULL, kwargs a DICT or NULL. The result goes to the sink. `control` is
@@ -207,11 +229,10 @@ typedef struct manypy_interp_api {
   int (*load_library)(const char* path, const mpi_sink* sink);
 
   /* Stops the call of `control` if it is running Python code in this
-   * interpreter: raises the stop in its thread at the next bytecode
-   * boundary, and again at every line after that. Called by the host after
-   * it set control->stop, from a thread of its own; takes the GIL, so it
-   * waits while C code holds it. Does nothing if the call is not running
-   * (not started yet, or finished). */
+   * interpreter, as mpi_call_control describes. Called by the host after it
+   * set control->stop, from a thread of its own; takes the GIL, so it waits
+   * while C code holds it. Does nothing if the call is not running (not
+   * started yet, or finished). */
   void (*interrupt)(mpi_call_control* control);
 
   /* Called on a host thread that is about to exit, after its last call into

@@ -55,22 +55,61 @@ static int lookups_ready(void) {
   return -1;
 }
 
-/* Runs `method(args...)` of the runtime module with the GIL held. */
-static int call_runtime(const mpi_sink* sink, const char* method, const char* format, ...) {
+/* What a call into model code produced, held until the call is over: what
+ * reaches the host is decided only then (stop.c). */
+typedef struct outcome {
+  mpi_result* result;
+  mpi_error error;
+} outcome;
+
+/* Takes what the call returned (a new reference, or NULL with an exception
+ * pending): its result prepared (if `want` it), or its error described.
+ * Both run under the call's stop. */
+static void outcome_take(outcome* o, PyObject* returned, int want) {
+  memset(o, 0, sizeof *o);
+  if (returned == NULL) {
+    mpi_capture_call_error(&o->error);
+    return;
+  }
+  if (want && (o->result = mpi_result_prepare(returned)) == NULL) mpi_error_capture(&o->error);
+  Py_DECREF(returned);
+}
+
+/* Once the caller has dropped everything else the call held: makes the
+ * result's tensors the host's, ends the call, and reports the stop, the
+ * result or the error. */
+static int outcome_finish(outcome* o, mpi_call_control* control, const mpi_sink* sink) {
+  if (o->result != NULL) mpi_result_own_tensors(o->result);
+  int stop = mpi_call_end(control);
+  if (stop != 0) {
+    mpi_result_discard(o->result);
+    return mpi_report_stop(stop, &o->error, sink);
+  }
+  if (o->result != NULL) return mpi_result_send(o->result, sink);
+  if (o->error.captured) return mpi_error_report(&o->error, sink, -1, NULL);
+  return MPI_OK;
+}
+
+/* Runs `method(args...)` of the runtime module, bounded by `control`, and
+ * reports only its failure (or the stop). */
+static int call_runtime(mpi_call_control* control, const mpi_sink* sink, const char* method,
+                        const char* format, ...) {
+  int rc = mpi_call_begin(control, sink);
+  if (rc != MPI_OK) return rc;
   va_list va;
   va_start(va, format);
   PyObject* fn = PyObject_GetAttrString(mpi_runtime, method);
   PyObject* args = fn ? Py_VaBuildValue(format, va) : NULL;
   va_end(va);
-  PyObject* result = args ? PyObject_CallObject(fn, args) : NULL;
-  int rc = result ? MPI_OK : mpi_report_python_error(sink);
-  Py_XDECREF(result);
+  outcome o;
+  outcome_take(&o, args ? PyObject_CallObject(fn, args) : NULL, 0);
   Py_XDECREF(args);
   Py_XDECREF(fn);
-  return rc;
+  return outcome_finish(&o, control, sink);
 }
 
-int mpi_package_open(uint64_t package_id, const void* data, size_t size, const mpi_sink* sink) {
+int mpi_package_open(uint64_t package_id, const void* data, size_t size,
+                     mpi_call_control* control, const mpi_sink* sink) {
   mpi_enter();
   int rc = MPI_OK;
   if (lookups_ready() != 0) {
@@ -83,8 +122,8 @@ int mpi_package_open(uint64_t package_id, const void* data, size_t size, const m
         ? PyObject_CallMethod(functools, "partial", "OK", host_fn,
                               (unsigned long long)package_id)
         : NULL;
-    rc = fetch ? call_runtime(sink, "package_open", "(KOO)", (unsigned long long)package_id,
-                              view, fetch)
+    rc = fetch ? call_runtime(control, sink, "package_open", "(KOO)",
+                              (unsigned long long)package_id, view, fetch)
                : mpi_report_python_error(sink);
     Py_XDECREF(fetch);
     Py_XDECREF(functools);
@@ -97,16 +136,14 @@ int mpi_package_open(uint64_t package_id, const void* data, size_t size, const m
 
 void mpi_package_close(uint64_t package_id) {
   mpi_enter();
-  if (call_runtime(NULL, "package_close", "(K)", (unsigned long long)package_id) != MPI_OK) {
-    PyErr_Clear();
-  }
+  (void)call_runtime(NULL, NULL, "package_close", "(K)", (unsigned long long)package_id);
   mpi_leave();
 }
 
 int mpi_object_load(uint64_t object_id, uint64_t package_id, const char* module,
-                    const char* name, const mpi_sink* sink) {
+                    const char* name, mpi_call_control* control, const mpi_sink* sink) {
   mpi_enter();
-  int rc = call_runtime(sink, "object_load", "(KKss)", (unsigned long long)object_id,
+  int rc = call_runtime(control, sink, "object_load", "(KKss)", (unsigned long long)object_id,
                         (unsigned long long)package_id, module, name);
   mpi_leave();
   return rc;
@@ -114,115 +151,111 @@ int mpi_object_load(uint64_t object_id, uint64_t package_id, const char* module,
 
 void mpi_object_drop(uint64_t object_id) {
   mpi_enter();
-  if (call_runtime(NULL, "object_drop", "(K)", (unsigned long long)object_id) != MPI_OK) {
-    PyErr_Clear();
-  }
+  (void)call_runtime(NULL, NULL, "object_drop", "(K)", (unsigned long long)object_id);
   mpi_leave();
 }
 
-/* A new reference to object `object_id`, or NULL with the sink told. */
-static PyObject* find_object(uint64_t object_id, const mpi_sink* sink) {
+/* A new reference to object `object_id`; NULL with an exception pending,
+ * or (a bug of the host's) without one when the object is not loaded here. */
+static PyObject* find_object(uint64_t object_id) {
   PyObject* key = PyLong_FromUnsignedLongLong(object_id);
   PyObject* obj = key && g_objects ? PyDict_GetItemWithError(g_objects, key) : NULL;
   Py_XDECREF(key);
-  if (obj == NULL) {
-    if (PyErr_Occurred()) {
-      mpi_report_python_error(sink);
-    } else {
-      mpi_report(sink, MPI_ERR_INTERNAL, "", "object is not loaded in this interpreter", "");
-    }
-    return NULL;
+  return Py_XNewRef(obj);
+}
+
+static void report_not_loaded(const mpi_sink* sink) {
+  PyErr_Clear();
+  mpi_report(sink, MPI_ERR_INTERNAL, "", "object is not loaded in this interpreter", "");
+}
+
+/* A missing attribute is MPI_ERR_NO_SUCH_NAME. */
+static void attribute_error_is_no_such_name(mpi_error* e) {
+  if (e->captured && e->type != NULL && strcmp(e->type, "AttributeError") == 0) {
+    e->code = MPI_ERR_NO_SUCH_NAME;
   }
-  Py_INCREF(obj);
-  return obj;
 }
 
-/* Reports a failed getattr: a missing attribute is MPI_ERR_NO_SUCH_NAME. */
-static int report_attribute_error(const mpi_sink* sink) {
-  return mpi_report_python_error_as(
-      sink, PyErr_ExceptionMatches(PyExc_AttributeError) ? MPI_ERR_NO_SUCH_NAME : -1);
+/* The object to call: the replica itself, or its attribute `name`. NULL
+ * with an exception pending. */
+static PyObject* call_target(PyObject* obj, const char* name) {
+  return name != NULL ? PyObject_GetAttrString(obj, name) : Py_NewRef(obj);
 }
 
-/* getattr that reports its failure. */
-static PyObject* get_attribute(PyObject* obj, const char* name, const mpi_sink* sink, int* rc) {
-  PyObject* attr = PyObject_GetAttrString(obj, name);
-  if (attr == NULL) *rc = report_attribute_error(sink);
-  return attr;
+/* The Python arguments of a call: a tuple and a dict (or NULL). Every
+ * tensor in `args` and `kwargs` is taken care of, whatever happens. */
+static int convert_arguments(const mpi_value* args, const mpi_value* kwargs, PyObject** py_args,
+                             PyObject** py_kwargs) {
+  *py_args = *py_kwargs = NULL;
+  if (args != NULL) {
+    PyObject* converted = mpi_to_python(args);
+    *py_args = converted ? PySequence_Tuple(converted) : NULL;
+    Py_XDECREF(converted);
+  } else {
+    *py_args = PyTuple_New(0);
+  }
+  if (*py_args == NULL) {
+    mpi_release_tensors(kwargs);
+    return -1;
+  }
+  if (kwargs != NULL && (*py_kwargs = mpi_to_python(kwargs)) == NULL) return -1;
+  return 0;
+}
+
+/* Runs target(*args, **kwargs) as serving does: without autograd (the
+ * caller's grad mode put back afterwards), with the caller's model and
+ * request ids seen by the operator callbacks of everything it runs. */
+static PyObject* serve(PyObject* target, PyObject* args, PyObject* kwargs, const char* model_id,
+                       const char* request_id) {
+  PyObject* was_enabled = PyObject_CallNoArgs(g_is_grad_enabled);
+  Py_XDECREF(PyObject_CallOneArg(g_set_grad_enabled, Py_False));
+  int with_context = mpi_hooks != NULL && (model_id != NULL || request_id != NULL);
+  if (with_context) mpi_hooks->push_context(model_id, request_id);
+  PyObject* result = PyObject_Call(target, args, kwargs);
+  if (with_context) mpi_hooks->pop_context();
+  if (was_enabled != NULL) {
+    PyObject *exc_type, *exc_value, *exc_tb;
+    PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+    Py_XDECREF(PyObject_CallOneArg(g_set_grad_enabled, was_enabled));
+    PyErr_Restore(exc_type, exc_value, exc_tb);
+    Py_DECREF(was_enabled);
+  }
+  return result;
 }
 
 int mpi_object_call(uint64_t object_id, const char* method, const mpi_value* args,
                     const mpi_value* kwargs, const char* model_id, const char* request_id,
                     mpi_call_control* control, const mpi_sink* sink) {
   mpi_enter();
-  int rc = mpi_call_begin(control, sink);
-  PyObject *obj = NULL, *target = NULL, *py_args = NULL, *py_kwargs = NULL, *result = NULL;
-  obj = rc == MPI_OK ? find_object(object_id, sink) : NULL;
+  PyObject* obj = find_object(object_id);
+  int rc = obj != NULL ? mpi_call_begin(control, sink) : MPI_ERR_INTERNAL;
   if (rc != MPI_OK) {
-    /* stopped before it started: nothing runs */
-  } else if (obj == NULL) {
-    rc = MPI_ERR_INTERNAL;
-  } else if (method != NULL) {
-    target = get_attribute(obj, method, sink, &rc);
-  } else {
-    target = obj;
-    Py_INCREF(target);
+    /* stopped before it started, or nothing to call: nothing runs */
+    if (obj == NULL) report_not_loaded(sink);
+    mpi_release_tensors(args);
+    mpi_release_tensors(kwargs);
+    mpi_leave();
+    return rc;
   }
+  /* Everything from here to outcome_finish runs under the call's stop:
+   * finding the method, converting the arguments, the call, preparing its
+   * result or describing its error, and freeing what it left. */
+  PyObject *py_args = NULL, *py_kwargs = NULL, *returned = NULL;
+  PyObject* target = call_target(obj, method);
+  Py_DECREF(obj);
   if (target == NULL) {
     mpi_release_tensors(args);
     mpi_release_tensors(kwargs);
-    (void)mpi_call_end(control);
-    goto done;
+  } else if (convert_arguments(args, kwargs, &py_args, &py_kwargs) == 0) {
+    returned = serve(target, py_args, py_kwargs, model_id, request_id);
   }
-  if (args != NULL) {
-    PyObject* converted = mpi_to_python(args);
-    py_args = converted ? PySequence_Tuple(converted) : NULL;
-    Py_XDECREF(converted);
-  } else {
-    py_args = PyTuple_New(0);
-  }
-  if (py_args == NULL) {
-    mpi_release_tensors(kwargs);
-    (void)mpi_call_end(control);
-    rc = mpi_report_python_error(sink);
-    goto done;
-  }
-  if (kwargs != NULL && (py_kwargs = mpi_to_python(kwargs)) == NULL) {
-    (void)mpi_call_end(control);
-    rc = mpi_report_python_error(sink);
-    goto done;
-  }
-  /* Serving is inference: run without autograd, and put the caller's mode
-   * back afterwards. */
-  PyObject* was_enabled = PyObject_CallNoArgs(g_is_grad_enabled);
-  PyObject* off = PyObject_CallOneArg(g_set_grad_enabled, Py_False);
-  Py_XDECREF(off);
-  /* The caller's model and request ids reach the operator callbacks of
-   * everything this call runs. */
-  int with_context = mpi_hooks != NULL && (model_id != NULL || request_id != NULL);
-  if (with_context) mpi_hooks->push_context(model_id, request_id);
-  result = PyObject_Call(target, py_args, py_kwargs);
-  int stop = mpi_call_end(control);
-  if (with_context) mpi_hooks->pop_context();
-  if (was_enabled != NULL) {
-    PyObject *exc_type, *exc_value, *exc_tb;
-    PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
-    PyObject* restored = PyObject_CallOneArg(g_set_grad_enabled, was_enabled);
-    Py_XDECREF(restored);
-    PyErr_Restore(exc_type, exc_value, exc_tb);
-    Py_DECREF(was_enabled);
-  }
-  if (stop != 0) {
-    Py_CLEAR(result);
-    rc = mpi_report_stop(stop, sink);
-  } else {
-    rc = result ? mpi_deliver(result, sink) : mpi_report_python_error(sink);
-  }
-done:
-  Py_XDECREF(result);
+  outcome o;
+  outcome_take(&o, returned, 1);
+  if (method != NULL && target == NULL) attribute_error_is_no_such_name(&o.error);
   Py_XDECREF(py_kwargs);
   Py_XDECREF(py_args);
   Py_XDECREF(target);
-  Py_XDECREF(obj);
+  rc = outcome_finish(&o, control, sink);
   mpi_leave();
   return rc;
 }
@@ -230,30 +263,17 @@ done:
 int mpi_object_getattr(uint64_t object_id, const char* name, mpi_call_control* control,
                        const mpi_sink* sink) {
   mpi_enter();
-  int rc = mpi_call_begin(control, sink);
-  if (rc != MPI_OK) {
-    mpi_leave();
-    return rc;
-  }
-  PyObject* obj = find_object(object_id, sink);
-  PyObject* attr = NULL;
+  PyObject* obj = find_object(object_id);
+  int rc = obj != NULL ? mpi_call_begin(control, sink) : MPI_ERR_INTERNAL;
   if (obj == NULL) {
-    rc = MPI_ERR_INTERNAL;
-    (void)mpi_call_end(control);
-  } else {
-    /* A property runs Python code, which a stop interrupts; a failure is
-     * then reported as the stop, not as get_attribute's error. */
-    attr = PyObject_GetAttrString(obj, name);
-    int stop = mpi_call_end(control);
-    if (stop != 0) {
-      Py_CLEAR(attr);
-      rc = mpi_report_stop(stop, sink);
-    } else if (attr == NULL) {
-      rc = report_attribute_error(sink);
-    }
+    report_not_loaded(sink);
+  } else if (rc == MPI_OK) {
+    /* A property runs Python code: under the stop, as a call. */
+    outcome o;
+    outcome_take(&o, call_target(obj, name), 1);
+    attribute_error_is_no_such_name(&o.error);
+    rc = outcome_finish(&o, control, sink);
   }
-  if (attr != NULL) rc = mpi_deliver(attr, sink);
-  Py_XDECREF(attr);
   Py_XDECREF(obj);
   mpi_leave();
   return rc;
@@ -263,9 +283,10 @@ int mpi_object_hasattr(uint64_t object_id, const char* name, int* out_has,
                        const mpi_sink* sink) {
   mpi_enter();
   int rc = MPI_OK;
-  PyObject* obj = find_object(object_id, sink);
+  PyObject* obj = find_object(object_id);
   if (obj == NULL) {
     rc = MPI_ERR_INTERNAL;
+    report_not_loaded(sink);
   } else {
     *out_has = PyObject_HasAttrString(obj, name);
   }

@@ -38,6 +38,85 @@ class Cancelled(BaseException):
     __module__ = "manypy"
 
 
+def installation_roots():
+    """Where the interpreter's own code comes from: its sys.path at start
+    (the standard library, site-packages, PYTHONPATH) and Python's frozen
+    modules. A stop is raised first in code from anywhere else, the model's
+    (core/interp/stop.c)."""
+    roots = {os.path.join(p, "") for p in sys.path if p and os.path.isabs(p)}
+    return tuple(sorted(roots)) + ("<frozen ",)
+
+
+def _turn_off_autocast():
+    """torch's autocast is per thread: `with torch.autocast(...)` turns it
+    on and its __exit__ off. Turns it off if it is still on."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    found = []
+    for device in ("cpu", "cuda"):
+        try:
+            enabled = torch.is_autocast_enabled(device)
+        except TypeError:  # torch 1.13: no device argument
+            enabled = (torch.is_autocast_cpu_enabled() if device == "cpu"
+                       else torch.is_autocast_enabled())
+        if enabled:
+            found.append(f"autocast ({device})")
+            if device == "cpu" and hasattr(torch, "set_autocast_cpu_enabled"):
+                torch.set_autocast_cpu_enabled(False)
+            elif device == "cuda" and not hasattr(torch, "get_autocast_dtype"):
+                torch.set_autocast_enabled(False)
+            else:
+                torch.set_autocast_enabled(device, False)
+    if found:
+        while torch.autocast_decrement_nesting() > 0:
+            pass
+        torch.clear_autocast_cache()
+
+
+def after_stop():
+    """What a stopped call may have left behind, checked on its own thread
+    once it returned. Repairs what it safely can, and returns what it could
+    not ("" when the interpreter may serve again): the host then retires
+    the interpreter (core/interp/stop.c).
+
+    A stop is raised once, in the model's code, so clean-up normally runs;
+    these are the places where it can still leave state that later calls,
+    or other threads, would trip over:
+    - a module whose import the stop interrupted (importlib marks it
+      __spec__._initializing while its body runs) is dropped from
+      sys.modules, so the next import runs it again rather than handing out
+      half a module (installed modules stay for the interpreter's life);
+    - logging's module lock and its handlers' locks, still held by this
+      thread, are released: every thread that logs would block on them;
+    - torch's autocast, still on for this thread, is turned off (it made
+      later calls compute in bfloat16);
+    - an import lock still held by this thread cannot be released safely.
+    """
+    import threading
+
+    me = threading.get_ident()
+    problems = []
+    for name, module in list(sys.modules.items()):
+        spec = getattr(module, "__dict__", {}).get("__spec__")
+        if spec is not None and getattr(spec, "_initializing", False):
+            del sys.modules[name]
+    bootstrap = sys.modules.get("importlib._bootstrap")
+    for ref in list(getattr(bootstrap, "_module_locks", {}).values()):
+        lock = ref()
+        if lock is not None and getattr(lock, "owner", None) == me:
+            problems.append(f"the import lock of {lock.name} is still held")
+    logging = sys.modules.get("logging")
+    if logging is not None:
+        locks = [logging._lock] + [h.lock for h in (r() for r in list(logging._handlerList))
+                                   if h is not None and getattr(h, "lock", None) is not None]
+        for lock in locks:
+            while getattr(lock, "_is_owned", lambda: False)():
+                lock.release()
+    _turn_off_autocast()
+    return "; ".join(problems)
+
+
 class ProcessExitRefused(RuntimeError):
     """Raised by os._exit and os.abort: they would end the host process,
     which serves other models and other requests (pool option

@@ -1,22 +1,49 @@
-/* Stopping a call early: deadlines and cancel tokens, on the interpreter side.
+/* Stopping a call early: deadlines and cancel tokens, on the interpreter side
+ * (docs/threads.md, "Deadlines and cancellation").
  *
  * The host sets control->stop from any thread and then, from a thread of
- * its own, calls mpi_interrupt, which takes this interpreter's GIL. Under the
- * GIL it raises the stop in the call's thread as an asynchronous exception
- * (checked at the next bytecode boundary), and installs a trace function on
- * that thread that raises it again at every line and call, so that model
- * code that catches it cannot keep the call alive. The call's own thread
- * undoes both when the call ends (mpi_call_end), under the same GIL, so an
- * interrupt never reaches a later call. */
+ * its own, calls mpi_interrupt, which takes this interpreter's GIL and
+ * installs a trace function on the call's thread. The trace function raises
+ * the stop (manypy.DeadlineExceeded or manypy.Cancelled, BaseExceptions)
+ * once, at the next line of the model's own code, so that the clean-up the
+ * stop unwinds through runs: finally blocks, __exit__ (a lock released,
+ * autocast turned off, a half-done import undone by importlib). Code of the
+ * interpreter's own installation (the standard library, torch) is not
+ * interrupted in the middle, unless the call stays there for the grace
+ * period. If the call has not returned a grace period after the raise, the
+ * model is catching the stop or its clean-up hangs: the trace function then
+ * raises the stop at every line of any code ("escalates"), which ends the
+ * call but cuts clean-up short.
+ *
+ * When a call that was stopped ends (mpi_call_end, on its own thread, under
+ * the same GIL), the trace goes, and the interpreter checks what a stop can
+ * leave behind (runtime.after_stop: half-initialised modules, import locks,
+ * logging's locks, torch's autocast state), repairing what it can. A call
+ * whose clean-up was cut short, or that left what cannot be repaired, tells
+ * the host to retire the interpreter (control->retire): its state can no
+ * longer be trusted. */
+#include <string.h>
+#include <time.h>
+
 #include "interp_internal.h"
 
 static PyObject* g_deadline_exceeded; /* runtime.DeadlineExceeded */
 static PyObject* g_cancelled;         /* runtime.Cancelled */
+static PyObject* g_installation;      /* runtime.installation_roots(): a tuple of str */
 
 int mpi_init_stops(void) {
   g_deadline_exceeded = PyObject_GetAttrString(mpi_runtime, "DeadlineExceeded");
   g_cancelled = PyObject_GetAttrString(mpi_runtime, "Cancelled");
-  return g_deadline_exceeded && g_cancelled ? 0 : -1;
+  g_installation = PyObject_CallMethod(mpi_runtime, "installation_roots", NULL);
+  return g_deadline_exceeded && g_cancelled && g_installation && PyTuple_Check(g_installation)
+             ? 0
+             : -1;
+}
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 /* Sequentially consistent, as the host's store of the stop and its flag
@@ -27,6 +54,16 @@ static int stop_of(const mpi_call_control* control) {
   return __atomic_load_n(&control->stop, __ATOMIC_SEQ_CST);
 }
 
+/* The stop, after setting it if the deadline has passed. */
+static int check(mpi_call_control* control) {
+  if (stop_of(control) == 0 && now_ns() >= control->deadline_ns) {
+    int none = 0;
+    __atomic_compare_exchange_n(&control->stop, &none, MPI_ERR_DEADLINE_EXCEEDED, 0,
+                                __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  }
+  return stop_of(control);
+}
+
 static PyObject* exception_for(int stop) {
   return stop == MPI_ERR_CANCELLED ? g_cancelled : g_deadline_exceeded;
 }
@@ -35,19 +72,57 @@ static const char* what_for(int stop) {
   return stop == MPI_ERR_CANCELLED ? "cancelled" : "deadline exceeded";
 }
 
-/* The trace function of a stopped call: every line and every call raises
- * the stop again. `exc` is the exception type. */
-static int raise_stop(PyObject* exc, PyFrameObject* frame, int what, PyObject* arg) {
-  (void)frame;
+/* Whether `frame` runs the model's code: anything but the interpreter's own
+ * installation (its sys.path at start) and Python's frozen modules. */
+static int runs_model_code(PyFrameObject* frame) {
+  PyCodeObject* code = PyFrame_GetCode(frame);
+  PyObject* file = code ? code->co_filename : NULL;
+  int model = 1;
+  if (file != NULL && PyUnicode_Check(file)) {
+    for (Py_ssize_t k = 0; model && k < PyTuple_GET_SIZE(g_installation); k++) {
+      PyObject* root = PyTuple_GET_ITEM(g_installation, k);
+      if (PyUnicode_Tailmatch(file, root, 0, PY_SSIZE_T_MAX, -1) == 1) model = 0;
+    }
+    PyErr_Clear();
+  }
+  Py_XDECREF(code);
+  return model;
+}
+
+/* Set while this thread describes the stop's own exception: its text is
+ * ours, and describing its traceback runs only the standard library. */
+static _Thread_local int t_holding_back;
+
+void mpi_capture_call_error(mpi_error* error) {
+  int ours = PyErr_ExceptionMatches(g_deadline_exceeded) || PyErr_ExceptionMatches(g_cancelled);
+  t_holding_back = ours;
+  mpi_error_capture(error);
+  t_holding_back = 0;
+}
+
+/* The trace function of a stopped call; `capsule` holds its control. */
+static int stop_trace(PyObject* capsule, PyFrameObject* frame, int what, PyObject* arg) {
   (void)arg;
-  if (what != PyTrace_LINE && what != PyTrace_CALL) return 0;
-  PyErr_SetNone(exc);
+  if ((what != PyTrace_LINE && what != PyTrace_CALL) || t_holding_back) return 0;
+  mpi_call_control* control = PyCapsule_GetPointer(capsule, NULL);
+  if (control == NULL) return -1;
+  const int64_t now = now_ns();
+  if (control->raised_ns == 0) {
+    if (control->first_event_ns == 0) control->first_event_ns = now;
+    if (!runs_model_code(frame) && now - control->first_event_ns < control->grace_ns) return 0;
+    control->raised_ns = now;
+  } else if (now - control->raised_ns >= control->grace_ns) {
+    control->escalated = 1;
+  } else {
+    return 0; /* clean-up runs */
+  }
+  PyErr_SetNone(exception_for(stop_of(control)));
   return -1;
 }
 
 int mpi_call_begin(mpi_call_control* control, const mpi_sink* sink) {
   if (control == NULL) return MPI_OK;
-  int stop = stop_of(control);
+  int stop = check(control);
   if (stop != 0) {
     char message[128];
     snprintf(message, sizeof message, "%s before the call started running", what_for(stop));
@@ -57,51 +132,85 @@ int mpi_call_begin(mpi_call_control* control, const mpi_sink* sink) {
   control->running = PyThreadState_Get();
   control->thread_ident = PyThread_get_thread_ident();
   control->interrupted = 0;
+  control->first_event_ns = control->raised_ns = 0;
+  control->escalated = control->retire = 0;
+  control->retire_reason[0] = '\0';
   return MPI_OK;
+}
+
+/* After a stop was raised: what the call left behind, checked and repaired
+ * where possible, decides whether the interpreter may serve again. */
+static void verify_after_stop(mpi_call_control* control) {
+  PyObject* problems = PyObject_CallMethod(mpi_runtime, "after_stop", NULL);
+  const char* text = problems && PyUnicode_Check(problems) ? PyUnicode_AsUTF8(problems) : NULL;
+  if (text == NULL) {
+    PyErr_Clear();
+    text = "the check of its state after the stop failed";
+  }
+  if (control->escalated) {
+    snprintf(control->retire_reason, sizeof control->retire_reason,
+             "a stopped call did not return within its %lld ms grace period, so its clean-up "
+             "was cut short%s%s",
+             (long long)(control->grace_ns / 1000000), text[0] ? "; " : "", text);
+    control->retire = 1;
+  } else if (text[0] != '\0') {
+    snprintf(control->retire_reason, sizeof control->retire_reason,
+             "a stopped call left state behind: %s", text);
+    control->retire = 1;
+  }
+  Py_XDECREF(problems);
 }
 
 int mpi_call_end(mpi_call_control* control) {
   if (control == NULL) return 0;
   control->running = NULL;
   if (control->interrupted) {
-    /* An asynchronous exception not yet raised must not fire in whatever
-     * this thread runs next. The pending exception, if any, is kept. */
+    /* The pending exception, if any, is kept for the caller. */
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
-    PyThreadState_SetAsyncExc(control->thread_ident, NULL);
     PyEval_SetTrace(NULL, NULL);
-    PyErr_Clear();
+    if (control->raised_ns != 0) verify_after_stop(control);
     PyErr_Restore(type, value, tb);
   }
-  return stop_of(control);
+  /* A call that finished after its deadline is stopped too: its result is
+   * not returned, even if the watchdog has not woken yet. */
+  return check(control);
 }
 
-int mpi_report_stop(int stop, const mpi_sink* sink) {
-  char message[160];
-  if (!PyErr_Occurred()) {
+int mpi_report_stop(int stop, mpi_error* error, const mpi_sink* sink) {
+  char message[512];
+  if (error == NULL || !error->captured) {
     snprintf(message, sizeof message, "%s: the call finished after it and its result was dropped",
              what_for(stop));
     mpi_report(sink, stop, "", message, "");
     return stop;
   }
-  snprintf(message, sizeof message,
-           "%s: the call's Python code was stopped (the traceback shows where)", what_for(stop));
-  return mpi_report_python_error_with(sink, stop, message);
+  const char* stop_type = stop == MPI_ERR_CANCELLED ? "manypy.Cancelled" : "manypy.DeadlineExceeded";
+  if (error->type != NULL && strcmp(error->type, stop_type) == 0) {
+    snprintf(message, sizeof message,
+             "%s: the call's Python code was stopped (the traceback shows where)", what_for(stop));
+  } else {
+    snprintf(message, sizeof message, "%s: the call failed after it: %.400s", what_for(stop),
+             error->message ? error->message : "");
+  }
+  return mpi_error_report(error, sink, stop, message);
 }
 
 void mpi_interrupt(mpi_call_control* control) {
   mpi_enter();
-  int stop = stop_of(control);
-  if (control->running != NULL && stop != 0) {
-    PyObject* exc = exception_for(stop);
+  if (control->running != NULL && stop_of(control) != 0 && !control->interrupted) {
     control->interrupted = 1;
-    PyThreadState_SetAsyncExc(control->thread_ident, exc);
+    PyObject* capsule = PyCapsule_New(control, NULL, NULL);
     /* CPython's own function for setting another thread's trace (3.12's
      * PyEval_SetTraceAllThreads is built on it); private API, so the one
-     * Python-version-specific line of this file. */
-    if (_PyEval_SetTrace((PyThreadState*)control->running, raise_stop, exc) != 0) {
-      PyErr_Clear(); /* an audit hook refused: the asynchronous exception still fires */
+     * Python-version-specific line of this file. It keeps its own
+     * reference to the capsule until the trace is removed. */
+    if (capsule == NULL ||
+        _PyEval_SetTrace((PyThreadState*)control->running, stop_trace, capsule) != 0) {
+      PyErr_Clear(); /* out of memory, or an audit hook refused: not stopped */
+      control->interrupted = 0;
     }
+    Py_XDECREF(capsule);
   }
   mpi_leave();
 }

@@ -56,8 +56,10 @@ int64_t deadline_of(const CallLimits& limits) {
 
 }  // namespace
 
-CallStop::CallStop(const CallLimits& limits)
+CallStop::CallStop(const CallLimits& limits, int64_t grace_ns)
     : deadline_ns_(deadline_of(limits)), token_(limits.token) {
+  control_.deadline_ns = deadline_ns_;
+  control_.grace_ns = grace_ns;
   if (token_ != nullptr && !token_->listen(this)) set_stop(MPI_ERR_CANCELLED);
   if (check(deadline_ns_ == kNoDeadline ? 0 : monotonic_ns()) != 0) {
     Error e = error("before the call started");

@@ -70,9 +70,13 @@ class CallStop final : public CancelListener {
  public:
   static constexpr int64_t kNoDeadline = INT64_MAX;
 
+  // How long a stopped call's clean-up may run before the stop escalates,
+  // unless the pool says otherwise (interp_api.h, mpi_call_control).
+  static constexpr int64_t kDefaultGraceNs = 100 * 1000 * 1000;
+
   // Starts the clock and listens to the token. Throws the stop's Error if the
   // deadline has already passed or the token is already cancelled.
-  explicit CallStop(const CallLimits& limits);
+  explicit CallStop(const CallLimits& limits, int64_t grace_ns = kDefaultGraceNs);
   ~CallStop();
   CallStop(const CallStop&) = delete;
   CallStop& operator=(const CallStop&) = delete;
@@ -87,6 +91,11 @@ class CallStop final : public CancelListener {
 
   // The interpreter side's view of this call.
   mpi_call_control* control() { return &control_; }
+  // Set by the interpreter side when the call that ended left its
+  // interpreter unfit to serve again (mpi_call_control.retire); "" if not.
+  std::string retire_reason() const {
+    return control_.retire ? std::string(control_.retire_reason) : std::string();
+  }
 
   // Set (seq_cst) just before the call is handed to the interpreter side,
   // which looks at the stop when it begins; so a stop set later is seen

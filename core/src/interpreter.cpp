@@ -89,7 +89,21 @@ void Interpreter::wait_started() {
 
 bool Interpreter::broken() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return start_done_ && start_error_.has_value();
+  return (start_done_ && start_error_.has_value()) || !retired_because_.empty();
+}
+
+std::string Interpreter::why_not_serving() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!retired_because_.empty()) return "it was retired: " + retired_because_;
+  if (start_done_ && start_error_) return "it failed to start: " + start_error_->message();
+  if (!start_done_) return "it has not started";
+  return "";
+}
+
+void Interpreter::retire(const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (retired_because_.empty()) retired_because_ = why;
+  healthy_.store(false, std::memory_order_release);
 }
 
 void Interpreter::run_here(const Call& call, Outcome& outcome) {
@@ -178,8 +192,7 @@ void Interpreter::run_on_home(const Call& call, Outcome& outcome, CallStop* stop
 
 Value Interpreter::run(ThreadMode mode, const Call& call, CallStop* stop) {
   if (!healthy_.load(std::memory_order_acquire)) {
-    throw Error(Code::kInterpreterBroken, "interpreter " + std::to_string(slot_) +
-                                              " failed to start and cannot run code");
+    throw Error(Code::kInterpreterBroken, "cannot run code: " + why_not_serving());
   }
   Outcome outcome(ns_.get());
   if (stop) watchdog_.watch(*stop);
@@ -196,6 +209,21 @@ Value Interpreter::run(ThreadMode mode, const Call& call, CallStop* stop) {
     require_stack_headroom();
     if (stop) stop->in_interpreter.store(true, std::memory_order_seq_cst);
     run_here(call, outcome);
+  }
+  if (stop != nullptr) {
+    const std::string retire_reason = stop->retire_reason();
+    if (!retire_reason.empty()) {
+      retire(retire_reason);
+      Error e = outcome.error ? *outcome.error : stop->error("(the call finished)");
+      throw Error(e.code(), e.message() + "; the interpreter was retired: " + retire_reason +
+                                " (docs/threads.md, \"Deadlines and cancellation\")",
+                  e.python_type(), e.traceback());
+    }
+    // What the interpreter side returned after the deadline is not the
+    // call's result.
+    if (!outcome.error && stop->check(monotonic_ns()) != 0) {
+      throw stop->error("after the call finished: its result was dropped");
+    }
   }
   if (outcome.error) throw *outcome.error;
   return outcome.take_value();
@@ -234,10 +262,10 @@ Value Interpreter::eval(ThreadMode mode, const std::string& expression) {
 }
 
 void Interpreter::package_open(ThreadMode mode, uint64_t package_id, const void* data,
-                               size_t size) {
+                               size_t size, CallStop* stop) {
   run(mode, [&](const manypy_interp_api& api, const mpi_sink& sink) {
-    return api.package_open(package_id, data, size, &sink);
-  });
+    return api.package_open(package_id, data, size, stop ? stop->control() : nullptr, &sink);
+  }, stop);
 }
 
 void Interpreter::run_clean_up(ThreadMode mode,
@@ -259,10 +287,12 @@ void Interpreter::package_close(uint64_t package_id) noexcept {
 }
 
 void Interpreter::object_load(ThreadMode mode, uint64_t object_id, uint64_t package_id,
-                              const std::string& module, const std::string& name) {
+                              const std::string& module, const std::string& name,
+                              CallStop* stop) {
   run(mode, [&](const manypy_interp_api& api, const mpi_sink& sink) {
-    return api.object_load(object_id, package_id, module.c_str(), name.c_str(), &sink);
-  });
+    return api.object_load(object_id, package_id, module.c_str(), name.c_str(),
+                           stop ? stop->control() : nullptr, &sink);
+  }, stop);
 }
 
 void Interpreter::object_drop(uint64_t object_id) noexcept {

@@ -45,8 +45,18 @@ class Interpreter {
   // Waits for begin_start's work; throws its Error if it failed. An
   // interpreter that failed to start stays broken for good.
   void wait_started();
+  // Failed to start, or retired: never serves again.
   bool broken() const;
+  // Whether it can serve calls (started, and not retired). Lock-free.
+  bool serving() const { return healthy_.load(std::memory_order_acquire); }
+  // Why it cannot serve, e.g. "it was retired: ..." ("" while it can).
+  std::string why_not_serving() const;
   unsigned slot() const { return slot_; }
+
+  // Takes it out of service for the rest of the process: a stopped call's
+  // clean-up was cut short, or left state it could not repair. Calls
+  // already inside finish; later ones fail with kInterpreterBroken.
+  void retire(const std::string& why);
 
   void lease_begin(const LeaseSettings& settings);
   void lease_end();
@@ -56,10 +66,13 @@ class Interpreter {
   void exec(ThreadMode mode, const std::string& source);
   Value eval(ThreadMode mode, const std::string& expression);
 
-  void package_open(ThreadMode mode, uint64_t package_id, const void* data, size_t size);
+  // `stop` (nullptr: unbounded) bounds the work: a lazy replica is part of
+  // the call that needs it.
+  void package_open(ThreadMode mode, uint64_t package_id, const void* data, size_t size,
+                    CallStop* stop);
   void package_close(uint64_t package_id) noexcept;
   void object_load(ThreadMode mode, uint64_t object_id, uint64_t package_id,
-                   const std::string& module, const std::string& name);
+                   const std::string& module, const std::string& name, CallStop* stop);
   void object_drop(uint64_t object_id) noexcept;
   // `method` empty: call the object itself. args: a list/tuple or none.
   // `stop` (nullptr: unbounded) stops the call early (call_stop.h).
@@ -105,6 +118,7 @@ class Interpreter {
   bool start_done_ = false;
   std::atomic<bool> healthy_{false};  // started without error
   std::optional<Error> start_error_;
+  std::string retired_because_;  // under mu_; "" while not retired
   std::deque<std::function<void()>> tasks_;
   std::atomic<int> queued_{0};  // tasks_.size(), polled by the home thread
   bool home_sleeping_ = false;  // under mu_: the home thread waits on tasks_cv_

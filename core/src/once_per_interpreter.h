@@ -3,9 +3,13 @@
 // different interpreters go ahead in parallel.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
+
+#include "call_stop.h"
 
 namespace manypy {
 
@@ -15,8 +19,10 @@ class OncePerInterpreter {
  public:
   // Runs fn(interp) unless it already succeeded for `interp`. An exception
   // from fn leaves it undone (the next caller tries again) and propagates.
+  // A caller that waits for another's fn gives up when its `stop` (nullptr:
+  // none) is set or its deadline passes, throwing the stop's Error.
   template <typename Fn>
-  void ensure(Interpreter& interp, Fn&& fn) {
+  void ensure(Interpreter& interp, CallStop* stop, Fn&& fn) {
     Entry* entry;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -24,10 +30,33 @@ class OncePerInterpreter {
       if (!slot) slot = std::make_unique<Entry>();
       entry = slot.get();
     }
-    std::lock_guard<std::mutex> lock(entry->mu);
+    std::unique_lock<std::mutex> lock(entry->mu);
+    while (entry->running) {
+      if (stop == nullptr) {
+        entry->cv.wait(lock);
+      } else if (stop->check(monotonic_ns()) != 0) {
+        throw stop->error("while another call made the object ready in its interpreter");
+      } else {
+        // A cancel token does not wake this wait: look again at least
+        // every 10 ms.
+        entry->cv.wait_for(lock, std::chrono::milliseconds(10));
+      }
+    }
     if (entry->done) return;
+    entry->running = true;
+    lock.unlock();
+    struct Finish {
+      Entry* entry;
+      bool done = false;
+      ~Finish() {
+        std::lock_guard<std::mutex> lock(entry->mu);
+        entry->running = false;
+        entry->done = done;
+        entry->cv.notify_all();
+      }
+    } finish{entry};
     fn(interp);
-    entry->done = true;
+    finish.done = true;
   }
 
   // Runs fn(interp) for every interpreter where the work was done. For
@@ -42,6 +71,8 @@ class OncePerInterpreter {
  private:
   struct Entry {
     std::mutex mu;
+    std::condition_variable cv;  // running became false
+    bool running = false;
     bool done = false;
   };
   std::mutex mu_;  // guards the map, not the entries

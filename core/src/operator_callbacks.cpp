@@ -90,6 +90,7 @@ uint64_t add(Handler handler, const Options& options) {
                       " operator callback registrations can be live at once");
     }
     for (Interpreter* interp : r.members) {
+      if (!interp->serving()) continue;  // retired: runs no operator again
       install(*interp, *reg);
       done.push_back(interp);
     }

@@ -42,6 +42,7 @@ void load(const std::string& path) {
   }
   r.paths.push_back(path);
   for (Interpreter* interp : r.members) {
+    if (!interp->serving()) continue;  // retired: runs no model again
     try {
       interp->load_library(path);
     } catch (const Error& e) {

@@ -82,12 +82,12 @@ Package::~Package() {
   registry().erase(id_);
 }
 
-void Package::ensure_open(Interpreter& interp) {
+void Package::ensure_open(Interpreter& interp, CallStop* stop) {
   // Opening imports nothing heavy but reads and checks the archive's code
   // records; one thread does it per interpreter while others for it wait.
-  opened_.ensure(interp, [this](Interpreter& in) {
+  opened_.ensure(interp, stop, [this, stop](Interpreter& in) {
     try {
-      in.package_open(pool_->mode(), id_, archive_->data(), archive_->size());
+      in.package_open(pool_->mode(), id_, archive_->data(), archive_->size(), stop);
     } catch (const Error& e) {
       throw e.prefixed(archive_->origin() + ": ");
     }

@@ -24,8 +24,9 @@ class Package {
   const Archive& archive() const { return *archive_; }
 
   // Opens the package in `interp` (once; later calls return at once). Opens
-  // in different interpreters run in parallel.
-  void ensure_open(Interpreter& interp);
+  // in different interpreters run in parallel. `stop` (nullptr: none)
+  // bounds it, when a call needs it.
+  void ensure_open(Interpreter& interp, CallStop* stop);
 
  private:
   const uint64_t id_;

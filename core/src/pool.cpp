@@ -13,7 +13,8 @@ Pool::Lease::~Lease() {
   }
 }
 
-Pool::Pool(const PoolOptions& options) : mode_(options.thread_mode), trust_(options.trust) {
+Pool::Pool(const PoolOptions& options)
+    : mode_(options.thread_mode), trust_(options.trust), stop_grace_ns_(options.stop_grace_ns) {
   if (options.lease.intra_op_threads < 1) {
     throw Error(Code::kInvalidArgument, "intra-op threads must be >= 1, not " +
                                             std::to_string(options.lease.intra_op_threads));
@@ -33,36 +34,66 @@ Pool::~Pool() {
   InterpreterSet::instance().give_back(interpreters());
 }
 
+void Pool::check_index(int interpreter) const {
+  const size_t n = slots_.size();
+  if (interpreter < 0 || static_cast<size_t>(interpreter) >= n) {
+    throw Error(Code::kOutOfRange, "interpreter index " + std::to_string(interpreter) +
+                                       " is out of range: the pool has " + std::to_string(n) +
+                                       " (valid: 0.." + std::to_string(n - 1) +
+                                       " or MANYPY_ANY_INTERPRETER)");
+  }
+}
+
+void Pool::check_interpreter(int index) const {
+  check_index(index);
+  const Interpreter& interp = *slots_[index]->interp;
+  if (!interp.serving()) {
+    throw Error(Code::kInterpreterBroken,
+                "interpreter " + std::to_string(index) + " cannot serve: " + interp.why_not_serving());
+  }
+}
+
 Pool::Slot& Pool::pick(int interpreter) {
   in_flight_.fetch_add(1, std::memory_order_acq_rel);
   const size_t n = slots_.size();
   if (interpreter != kAnyInterpreter) {
-    if (interpreter < 0 || static_cast<size_t>(interpreter) >= n) {
+    try {
+      check_index(interpreter);
+    } catch (...) {
       in_flight_.fetch_sub(1);
-      throw Error(Code::kOutOfRange, "interpreter index " + std::to_string(interpreter) +
-                                         " is out of range: the pool has " + std::to_string(n) +
-                                         " (valid: 0.." + std::to_string(n - 1) +
-                                         " or MANYPY_ANY_INTERPRETER)");
+      throw;
     }
     Slot& slot = *slots_[interpreter];
     slot.load.fetch_add(1, std::memory_order_acq_rel);
     return slot;
   }
   // A free interpreter if there is one (claimed atomically, so two callers
-  // never take the same free one), else the least loaded. The scan starts at
-  // a rotating index to spread calls.
+  // never take the same free one), else the least loaded; never a retired
+  // one. The scan starts at a rotating index to spread calls.
   const size_t start = next_.fetch_add(1, std::memory_order_relaxed) % n;
   for (size_t k = 0; k < n; ++k) {
     Slot& slot = *slots_[(start + k) % n];
     int expected = 0;
+    if (!slot.interp->serving()) continue;
     if (slot.load.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) return slot;
   }
-  Slot* least = slots_[start].get();
-  for (size_t k = 1; k < n; ++k) {
+  Slot* least = nullptr;
+  for (size_t k = 0; k < n; ++k) {
     Slot* slot = slots_[(start + k) % n].get();
-    if (slot->load.load(std::memory_order_relaxed) < least->load.load(std::memory_order_relaxed)) {
+    if (!slot->interp->serving()) continue;
+    if (least == nullptr ||
+        slot->load.load(std::memory_order_relaxed) < least->load.load(std::memory_order_relaxed)) {
       least = slot;
     }
+  }
+  if (least == nullptr) {
+    in_flight_.fetch_sub(1);
+    std::string why;
+    for (size_t k = 0; k < n; ++k) {
+      why += (k ? "; " : "") + std::string("interpreter ") + std::to_string(k) + ": " +
+             slots_[k]->interp->why_not_serving();
+    }
+    throw Error(Code::kInterpreterBroken, "no interpreter of this pool can serve (" + why + ")");
   }
   least->load.fetch_add(1, std::memory_order_acq_rel);
   return *least;

@@ -19,6 +19,8 @@ struct PoolOptions {
   LeaseSettings lease;
   ThreadMode thread_mode = ThreadMode::kDirect;
   ArchiveTrust trust;
+  // How long a stopped call's clean-up may run (call_stop.h).
+  int64_t stop_grace_ns = CallStop::kDefaultGraceNs;
 };
 
 class Pool {
@@ -40,6 +42,11 @@ class Pool {
   ThreadMode mode() const { return mode_; }
   // Which archives packages of this pool may come from.
   const ArchiveTrust& trust() const { return trust_; }
+  int64_t stop_grace_ns() const { return stop_grace_ns_; }
+
+  // Throws Error(kInterpreterBroken) saying why interpreter `index` cannot
+  // serve (it was retired), or kOutOfRange for a bad index.
+  void check_interpreter(int index) const;
 
   // Runs fn(Interpreter&) on interpreter `interpreter` of the pool (or a free
   // or least loaded one for kAnyInterpreter), holding a unit of its load. An
@@ -78,10 +85,12 @@ class Pool {
   };
 
   Slot& pick(int interpreter);
+  void check_index(int interpreter) const;  // throws kOutOfRange
   size_t index_of(const Slot& slot) const;
 
   ThreadMode mode_;
   ArchiveTrust trust_;
+  int64_t stop_grace_ns_;
   std::vector<std::unique_ptr<Slot>> slots_;
   std::atomic<unsigned> next_{0};
   std::mutex idle_mu_;

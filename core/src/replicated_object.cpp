@@ -28,7 +28,7 @@ ReplicatedObject::ReplicatedObject(std::shared_ptr<Package> package, std::string
                                        "')");
   }
   package_->pool().with_interpreter(Pool::kAnyInterpreter,
-                                    [&](Interpreter& interp) { ensure_loaded(interp); });
+                                    [&](Interpreter& interp) { ensure_loaded(interp, nullptr); });
   api_usage::log("manypy.object.load");
 }
 
@@ -40,15 +40,15 @@ ReplicatedObject::~ReplicatedObject() {
   replicas_.for_each_done([this](Interpreter& interp) { interp.object_drop(id_); });
 }
 
-void ReplicatedObject::ensure_loaded(Interpreter& interp) {
-  replicas_.ensure(interp, [this](Interpreter& in) {
-    package_->ensure_open(in);
-    in.object_load(package_->pool().mode(), id_, package_->id(), module_, name_);
+void ReplicatedObject::ensure_loaded(Interpreter& interp, CallStop* stop) {
+  replicas_.ensure(interp, stop, [this, stop](Interpreter& in) {
+    package_->ensure_open(in, stop);
+    in.object_load(package_->pool().mode(), id_, package_->id(), module_, name_, stop);
   });
 }
 
 template <typename Fn>
-auto ReplicatedObject::on_replica(int interpreter, Fn&& fn) {
+auto ReplicatedObject::on_replica(int interpreter, CallStop* stop, Fn&& fn) {
   {
     std::lock_guard<std::mutex> lock(calls_mu_);
     ++calls_;
@@ -61,7 +61,7 @@ auto ReplicatedObject::on_replica(int interpreter, Fn&& fn) {
     }
   } done{this};
   return package_->pool().with_interpreter(interpreter, [&](Interpreter& interp) {
-    ensure_loaded(interp);
+    ensure_loaded(interp, stop);
     return fn(interp);
   });
 }
@@ -76,27 +76,29 @@ Value ReplicatedObject::call(const CallOptions& options, const std::string* meth
     throw Error(Code::kInvalidArgument,
                 std::string("kwargs must be a dict, not ") + kind_name(kwargs->kind));
   }
-  ThreadMode mode = package_->pool().mode();
+  Pool& pool = package_->pool();
   std::optional<CallStop> stop;
-  if (options.limits.bounded()) stop.emplace(options.limits);
-  return on_replica(options.interpreter, [&](Interpreter& interp) {
-    return interp.object_call(mode, id_, method, args, kwargs, options.model_id,
-                              options.request_id, stop ? &*stop : nullptr);
+  if (options.limits.bounded()) stop.emplace(options.limits, pool.stop_grace_ns());
+  CallStop* bound = stop ? &*stop : nullptr;
+  return on_replica(options.interpreter, bound, [&](Interpreter& interp) {
+    return interp.object_call(pool.mode(), id_, method, args, kwargs, options.model_id,
+                              options.request_id, bound);
   });
 }
 
 Value ReplicatedObject::getattr(const CallOptions& options, const std::string& name) {
-  ThreadMode mode = package_->pool().mode();
+  Pool& pool = package_->pool();
   std::optional<CallStop> stop;
-  if (options.limits.bounded()) stop.emplace(options.limits);
-  return on_replica(options.interpreter, [&](Interpreter& interp) {
-    return interp.object_getattr(mode, id_, name, stop ? &*stop : nullptr);
+  if (options.limits.bounded()) stop.emplace(options.limits, pool.stop_grace_ns());
+  CallStop* bound = stop ? &*stop : nullptr;
+  return on_replica(options.interpreter, bound, [&](Interpreter& interp) {
+    return interp.object_getattr(pool.mode(), id_, name, bound);
   });
 }
 
 bool ReplicatedObject::hasattr(const std::string& name) {
   ThreadMode mode = package_->pool().mode();
-  return on_replica(Pool::kAnyInterpreter,
+  return on_replica(Pool::kAnyInterpreter, nullptr,
                     [&](Interpreter& interp) { return interp.object_hasattr(mode, id_, name); });
 }
 

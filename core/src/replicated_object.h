@@ -31,10 +31,10 @@ class ReplicatedObject {
 
  private:
   // Runs fn(interp) on an interpreter picked per `interpreter`, with the
-  // replica there loaded first.
+  // replica there loaded first, within `stop` (nullptr: unbounded).
   template <typename Fn>
-  auto on_replica(int interpreter, Fn&& fn);
-  void ensure_loaded(Interpreter& interp);
+  auto on_replica(int interpreter, CallStop* stop, Fn&& fn);
+  void ensure_loaded(Interpreter& interp, CallStop* stop);
 
   const uint64_t id_;
   std::shared_ptr<Package> package_;

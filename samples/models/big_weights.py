@@ -27,6 +27,11 @@ class BigWeights(nn.Module):
         # Small values so that the sum stays well inside float32 precision.
         self.w = nn.Parameter(torch.randn(rows, ROW).mul_(1e-3))
 
+    def weight_address(self) -> int:
+        """Where w's data is: the same in every replica, which share the
+        package's weights (tests/capi/capi_weights.c)."""
+        return self.w.data_ptr()
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # x: [batch, k]
         corner = x @ self.w[: self.k, : self.k]

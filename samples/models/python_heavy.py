@@ -34,6 +34,11 @@ class PythonHeavy(nn.Module):
         self.step_b = nn.Parameter(torch.zeros(width))
         self.head = nn.Linear(width, classes)
 
+    def weight_address(self) -> int:
+        """Where step_w's data is: the same in every replica, which share
+        the package's weights (tests/capi/capi_objects.c)."""
+        return self.step_w.data_ptr()
+
     def forward(
         self, x: torch.Tensor, steps: int = 8, normalize: bool = True
     ) -> Dict[str, Union[torch.Tensor, int]]:
