@@ -23,23 +23,17 @@ import org.junit.jupiter.api.io.TempDir;
  * Python only as a copy; a writable direct buffer is lent, and the model's
  * writes show in it.
  */
-class LendingTest {
-  static Pool pool;
-  static TorchPackage pkg;
-  static ReplicatedObject hostile;
+class LendingTest extends IdentityModelTest {
+  static ReplicatedObject hostile; // in IdentityModelTest's pool
 
   @BeforeAll
-  static void load() {
-    pool = Pool.create(1);
-    pkg = pool.loadPackage(TestSupport.archive("hostile.pt"));
-    hostile = pkg.loadPickle("model", "model.pkl");
+  static void loadHostile() {
+    hostile = TestSupport.loadModel(pool, "hostile.pt");
   }
 
   @AfterAll
-  static void close() {
+  static void closeHostile() {
     hostile.close();
-    pkg.close();
-    pool.close();
   }
 
   private static void scaleInPlace(Tensor x) {
