@@ -41,9 +41,13 @@
 //
 // NewTensor copies a Go slice once; NewTensorNoCopy shares it with Python,
 // pinned (runtime.Pinner) until the library releases it: C never holds an
-// unpinned Go pointer. Results are zero-copy *Tensor over the memory Python
-// produced: TensorView gives a slice over it (valid until Close), TensorCopy
-// a copy. Every dtype of manypy.h is supported, bool included.
+// unpinned Go pointer. A model may write any tensor it is passed, in place,
+// during the call and later if it keeps it: a lent slice must be memory the
+// model may change, and NewTensorNoCopy refuses memory that cannot be
+// written (see its documentation). Results are zero-copy *Tensor over the
+// memory Python produced: TensorView gives a slice over it (valid until
+// Close), TensorCopy a copy. Every dtype of manypy.h is supported, bool
+// included.
 //
 // # Deadlines and cancellation
 //

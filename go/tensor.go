@@ -145,8 +145,18 @@ func NewTensor[T Element](data []T, shape ...int64) (*Tensor, error) {
 // NewTensorNoCopy makes a tensor over data itself: Python reads and writes
 // the slice's memory. The slice is pinned (runtime.Pinner) until every
 // interpreter is done with it, which may be after Close if a model kept the
-// tensor; it must not be changed meanwhile unless the model means to share
-// it.
+// tensor.
+//
+// Who may write a lent slice: the model, in place (a torch tensor is always
+// writable), during any call the tensor is passed to, and, if it keeps the
+// tensor, later, during another call on another goroutine. Go code that
+// writes the slice while a model holds it, or reads it while a model may
+// write it, races with the model (the race detector does not see the
+// model's writes). So data must be memory the model may change: a slice
+// over memory that cannot be written, such as a syscall.Mmap with
+// PROT_READ, is an error (checked on its first and last page; see
+// docs/go.md), and NewTensor copies it. A writable shared mapping is lent:
+// the model's writes reach its file.
 func NewTensorNoCopy[T Element](data []T, shape ...int64) (*Tensor, error) {
 	return newTensorFromSlice(data, shape, false)
 }
@@ -185,6 +195,11 @@ func newTensorFromSlice[T Element](data []T, shape []int64, copyData bool) (*Ten
 	var release cgo.Handle
 	copyFlag := C.int(1)
 	if !copyData && ptr != nil {
+		if err := checkWritable(ptr, uintptr(size)); err != nil {
+			return nil, invalid("NewTensorNoCopy: the slice's memory cannot be written (the kernel "+
+				"refused to prepare it for writing: %v; a read-only mapping?), and a model may write "+
+				"what it is lent: copy it with NewTensor", err)
+		}
 		// C keeps the pointer past this call: pin it until manypy releases
 		// the buffer (mpgoReleaseBuffer unpins and deletes the handle).
 		pinner := &runtime.Pinner{}

@@ -162,9 +162,11 @@ fn run() -> Result<(), Failure> {
     let pool1 = Pool::new(1)?;
     let identity = pool1.load_package(archives.join("identity.pt"))?.load_pickle("model", "model.pkl")?;
     let input = read_f32(&archives.join("identity.input.bin"))?;
-    let x = Tensor::from_vec(input.clone(), &[2, 3])?;
-    let values = [Value::from(&x)];
-    let args = Args::new(&values)?;
+    // Prepared Args hold their tensor for as long as they live, and a tensor
+    // that is held crosses into other calls as a copy: the per-call values
+    // get a tensor of their own, lent without a copy at each call.
+    let args = Args::new(&[Value::from(Tensor::from_vec(input.clone(), &[2, 3])?)])?;
+    let values = [Value::from(Tensor::from_vec(input.clone(), &[2, 3])?)];
     let out = identity.call(&args)?;
     if Tensor::try_from(out)?.as_slice::<f32>()? != &input[..] {
         return Err("identity.pt did not return its input".into());

@@ -169,11 +169,15 @@ impl CallOptionsBuilder {
 
 /// Positional arguments converted to a C tuple once, for calls that repeat
 /// them: such calls convert nothing. `Send + Sync`: any number of threads
-/// may pass the same `Args` to calls at once.
+/// may pass the same `Args` to calls at once. Its tensors are lent to every
+/// call made with it, whose models may write them, and stay lent while the
+/// `Args` lives ([`Tensor`](crate::Tensor), "Who may write a tensor's
+/// memory").
 pub struct Args(CValue);
 
 impl Args {
-    /// Converts `values` (tensors are shared, not copied).
+    /// Converts `values`: a tensor that is neither lent nor frozen is lent
+    /// without a copy, and any other is copied.
     pub fn new(values: &[Value]) -> Result<Args> {
         check_library_version()?;
         Value::Tuple(values.to_vec()).to_c().map(Args)

@@ -5,9 +5,9 @@ use std::fmt;
 use manypy_sys as sys;
 
 /// What kind of failure an [`Error`] is. The C API's codes (`manypy_code`,
-/// stable and append-only), plus [`Code::VersionMismatch`], which only the
-/// binding raises. A code a later library adds arrives as
-/// [`Code::Unknown`] with its number.
+/// stable and append-only), plus [`Code::VersionMismatch`] and
+/// [`Code::TensorLent`], which only the binding raises. A code a later
+/// library adds arrives as [`Code::Unknown`] with its number.
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Code {
@@ -56,6 +56,10 @@ pub enum Code {
     /// The loaded libmanypy is not the version this crate was built for
     /// (binding-side: checked once, before any other call).
     VersionMismatch,
+    /// A tensor's data was read while it is lent to Python, which may write
+    /// it (binding-side: see [`Tensor`](crate::Tensor), "Who may write a
+    /// tensor's memory").
+    TensorLent,
     /// A code this crate does not know (from a later library).
     Unknown(u32),
 }
@@ -91,8 +95,8 @@ impl Code {
         }
     }
 
-    /// The C code's number; `None` for [`Code::VersionMismatch`], which the
-    /// C API does not have.
+    /// The C code's number; `None` for [`Code::VersionMismatch`] and
+    /// [`Code::TensorLent`], which the C API does not have.
     pub fn raw(self) -> Option<u32> {
         use Code::*;
         Some(match self {
@@ -117,14 +121,15 @@ impl Code {
             DeadlineExceeded => sys::MANYPY_ERR_DEADLINE_EXCEEDED,
             Cancelled => sys::MANYPY_ERR_CANCELLED,
             UntrustedArchive => sys::MANYPY_ERR_UNTRUSTED_ARCHIVE,
-            VersionMismatch => return None,
+            VersionMismatch | TensorLent => return None,
             Unknown(raw) => raw,
         })
     }
 
     /// The C API's stable name, e.g. `"MANYPY_ERR_PYTHON"`
-    /// (`"MANYPY_BINDING_VERSION_MISMATCH"` for the binding's own code,
-    /// `"MANYPY_UNKNOWN"` for codes this crate does not know).
+    /// (`"MANYPY_BINDING_VERSION_MISMATCH"` and `"MANYPY_BINDING_TENSOR_LENT"`
+    /// for the binding's own codes, `"MANYPY_UNKNOWN"` for codes this crate
+    /// does not know).
     pub fn name(self) -> &'static str {
         use Code::*;
         match self {
@@ -150,6 +155,7 @@ impl Code {
             Cancelled => "MANYPY_ERR_CANCELLED",
             UntrustedArchive => "MANYPY_ERR_UNTRUSTED_ARCHIVE",
             VersionMismatch => "MANYPY_BINDING_VERSION_MISMATCH",
+            TensorLent => "MANYPY_BINDING_TENSOR_LENT",
             Unknown(_) => "MANYPY_UNKNOWN",
         }
     }
@@ -286,5 +292,6 @@ mod tests {
         }
         assert_eq!(Code::from_raw(999), Code::Unknown(999));
         assert_eq!(Code::VersionMismatch.raw(), None);
+        assert_eq!(Code::TensorLent.raw(), None);
     }
 }

@@ -9,7 +9,9 @@
 //! * [`Object`] and [`ScriptModule`] are `Send + Sync` and calls take
 //!   `&self`: call one model from any number of threads.
 //! * Arguments and results are [`Value`]s; tensors ([`Tensor`]) cross
-//!   without copying, through DLPack.
+//!   through DLPack, without copying unless Rust has read them or another
+//!   call holds them: a tensor's memory is either lent to Python, which may
+//!   write it, or frozen for Rust to read, never both.
 //! * Every failure is an [`Error`] with a [`Code`]; nothing panics on a C
 //!   failure. The loaded library's version is checked once, before any
 //!   other call ([`check_library_version`]).

@@ -8,7 +8,8 @@ use crate::tensor::{Element, Tensor};
 
 impl Tensor {
     /// A read-only view of the elements with the tensor's shape and strides,
-    /// without copying; borrowed from this handle.
+    /// without copying; borrowed from this handle. Freezes the tensor, and is
+    /// `Err` (`TensorLent`) while Python may write it (see [`Tensor`]).
     pub fn as_array<T: Element>(&self) -> Result<ArrayViewD<'_, T>> {
         let shape: Vec<usize> = self.shape().iter().map(|&d| d as usize).collect();
         if self.is_contiguous() {
@@ -18,7 +19,7 @@ impl Tensor {
         }
         // Strided (non-negative strides, checked when the tensor was made):
         // validate the elements once, then view them in place.
-        let copy = self.to_vec::<T>()?; // checks dtype and bool bytes
+        let copy = self.to_vec::<T>()?; // checks dtype and bool bytes, and freezes
         drop(copy);
         let strides: Vec<usize> = self.strides().unwrap_or(&[]).iter().map(|&s| s as usize).collect();
         let ptr = self.data_ptr() as *const T;
@@ -26,7 +27,8 @@ impl Tensor {
             return Err(Error::new(Code::BadTensor, "the tensor's data is not aligned for its dtype"));
         }
         // Safety: every element the shape and strides reach lies within the
-        // tensor's memory, which lives as long as `self` and is never written.
+        // tensor's memory, which lives as long as `self`, and which nothing
+        // writes once frozen (to_vec froze it).
         Ok(unsafe { ArrayViewD::from_shape_ptr(IxDyn(&shape).strides(IxDyn(&strides)), ptr) })
     }
 

@@ -1,11 +1,14 @@
-//! CPU tensors crossing the C API through DLPack, without copying.
+//! CPU tensors crossing the C API through DLPack.
 //!
-//! A [`Tensor`] is a cheap, shared handle (`Clone` shares the data) to
-//! immutable data owned either by Rust (a buffer moved or copied in) or by
-//! the C library (a DLPack tensor a call returned). Data is read through
-//! views whose lifetime is tied to the handle.
-use std::any::Any;
+//! A [`Tensor`] is a cheap, shared handle (`Clone` shares the data) to data
+//! owned either by Rust (a buffer moved or copied in) or by the C library (a
+//! DLPack tensor a call returned). Python may write a tensor it is lent
+//! without a copy, so at any moment a tensor's memory is either lent (Python
+//! may write it, Rust cannot read it) or frozen (Rust reads it, calls get
+//! copies): see [`Tensor`], "Who may write a tensor's memory". Data is read
+//! through views whose lifetime is tied to the handle.
 use std::fmt;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use manypy_sys as sys;
@@ -143,11 +146,30 @@ impl Element for bool {
 /// Who frees the tensor's memory when the last handle (Rust's or the C
 /// library's) lets go.
 enum Owner {
-    /// A Rust buffer, dropped on release.
-    Rust(#[allow(dead_code)] Box<dyn Any + Send + Sync>),
+    /// A Rust buffer (`Box<B>` as a raw pointer, so that nothing retags it
+    /// while Python uses the memory), dropped on release by `drop`.
+    Rust { buffer: *mut (), drop: unsafe fn(*mut ()) },
     /// A DLPack tensor from the C library: its deleter runs on release.
     DLPack(*mut sys::DLManagedTensor),
 }
+
+/// Drops a buffer that `Box::into_raw` gave up.
+unsafe fn drop_boxed<B>(buffer: *mut ()) {
+    drop(Box::from_raw(buffer.cast::<B>()));
+}
+
+// Who may use a tensor's memory, one of three (`Inner::access`; see
+// `Tensor`, "Who may write a tensor's memory"):
+/// Nobody: the next call lends it without a copy, or the next read freezes it.
+const FREE: u8 = 0;
+/// A C value holds it (a call's arguments, prepared `Args`, a result that is
+/// a view of it, or an interpreter whose model kept it): Python may write
+/// it, Rust does not read it, and other calls get copies. Back to `FREE`
+/// when the C library releases it.
+const LENT: u8 = 1;
+/// Rust has read it and views may be alive: never lent again, so it never
+/// changes; calls get copies. Final.
+const FROZEN: u8 = 2;
 
 struct Inner {
     data: *const u8, // byte_offset applied
@@ -156,98 +178,203 @@ struct Inner {
     shape: Vec<i64>,
     strides: Option<Vec<i64>>, // in elements; None: C-contiguous
     owner: Owner,
+    access: AtomicU8,
 }
 
-// The data is never written through a handle, the C API lets any thread run
-// a DLPack deleter, and Rust buffers are `Send + Sync`.
+// Shared by threads: Rust reads the data only when it is `FROZEN`, which
+// nothing writes (the binding never lends a frozen tensor), and Python
+// writes it only while it is `LENT`, when Rust does not read it. A Rust
+// buffer is `Send` and is never touched but to drop it; the C API lets any
+// thread run a DLPack deleter.
 unsafe impl Send for Inner {}
 unsafe impl Sync for Inner {}
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        if let Owner::DLPack(managed) = self.owner {
-            unsafe {
+        match self.owner {
+            Owner::Rust { buffer, drop } => unsafe { drop(buffer) },
+            Owner::DLPack(managed) => unsafe {
                 if let Some(deleter) = (*managed).deleter {
                     deleter(managed);
                 }
-            }
+            },
         }
     }
 }
 
-/// A CPU tensor: dtype, shape, optional strides, and immutable data.
-/// `Clone` is cheap and shares the data. `Send + Sync`: the data is never
-/// mutated through a handle.
+/// A CPU tensor: dtype, shape, optional strides, and data. `Clone` is cheap
+/// and shares the data. `Send + Sync`.
+///
+/// # Who may write a tensor's memory
+///
+/// A tensor lent to Python without a copy becomes a torch tensor over the
+/// same memory, and torch tensors are writable: a model may change it in
+/// place during the call (`x.mul_(2)`), and, if it keeps the tensor, later,
+/// during another call on another thread. So a tensor's memory is, at any
+/// moment, Python's to write or Rust's to read, never both:
+///
+/// - **Lent.** Passing a tensor to a call (in a [`Value`](crate::Value),
+///   converted at the call or once by [`Args`](crate::Args)) lends it
+///   without a copy, unless it is already lent or frozen. It stays lent
+///   until the C library lets go of it: when the call's arguments are freed
+///   and the interpreter drops it, at the end of the call, unless prepared
+///   `Args` hold it, a result of the call is a view of it (an identity model
+///   returns its input), or the model kept it, in which case it stays lent
+///   for as long as the model holds it. While it is lent, reads
+///   ([`as_slice`](Tensor::as_slice), [`as_bytes`](Tensor::as_bytes),
+///   [`to_vec`](Tensor::to_vec), [`c_order_bytes`](Tensor::c_order_bytes),
+///   `as_array`, `==`) are `Err` with [`Code::TensorLent`], and every other
+///   call it is passed to gets a copy, taken when the arguments are
+///   converted (so a copy taken while a model writes the tensor may show
+///   part of what it wrote).
+/// - **Frozen.** The first read when nothing holds it freezes it: from then
+///   on nothing writes it, and every call it is passed to gets a copy, so
+///   views stay valid and unchanging. A read after a call shows what the
+///   model wrote during it.
+///
+/// Memory that Python must not write never reaches Python uncopied:
+/// [`from_buffer`](Tensor::from_buffer) takes only buffers it owns
+/// exclusively and may write (no shared borrow, `Arc`, or read-only map), and
+/// shared data comes in through [`from_slice`](Tensor::from_slice), a copy.
+///
+/// What the binding cannot see: a result is a view of the interpreter's
+/// own tensor, and the C API does not copy a result that the model also
+/// keeps. A model that keeps a tensor it returned and changes it in place in
+/// a later call changes what a view of that result shows; reading results
+/// relies on models not doing that.
 #[derive(Clone)]
 pub struct Tensor(Arc<Inner>);
 
 impl Tensor {
-    /// A contiguous tensor holding a copy of `data`, of shape `shape`.
+    /// A contiguous tensor holding a copy of `data`, of shape `shape`: the
+    /// way in for memory that must not change, such as a shared borrow, a
+    /// `static`, or a read-only memory map. Python writes only the copy.
     pub fn from_slice<T: Element>(data: &[T], shape: &[i64]) -> Result<Tensor> {
         Self::from_buffer(data.to_vec(), shape)
     }
 
-    /// A contiguous tensor over `data`, moved in without copying.
+    /// A contiguous tensor over `data`, moved in without copying. Calls may
+    /// write it: see [`Tensor`].
     pub fn from_vec<T: Element>(data: Vec<T>, shape: &[i64]) -> Result<Tensor> {
         Self::from_buffer(data, shape)
     }
 
-    /// A contiguous tensor over any owned buffer of elements (a `Vec<T>`,
-    /// `Box<[T]>`, `Arc<[T]>`, a memory map...), without copying. The buffer
-    /// is dropped, on whichever thread lets go last, when neither Rust nor
-    /// any interpreter needs it any more (a model that keeps the tensor
-    /// keeps the buffer).
+    /// A contiguous tensor over a buffer that it owns from now on, without
+    /// copying. The buffer must be owned, writable and exclusive
+    /// (`AsMut<[T]> + Send + 'static`): a `Vec<T>`, `Box<[T]>`, `[T; N]`,
+    /// `&'static mut [T]` (a leaked one), or a writable memory map (a shared
+    /// file mapping's writes reach the file). A model may write the memory
+    /// (see [`Tensor`]), and may keep it past the call, so the tensor drops
+    /// the buffer, on whichever thread lets go last, only when neither Rust
+    /// nor any interpreter needs it any more.
+    ///
+    /// ```
+    /// # use manypy::Tensor;
+    /// let t = Tensor::from_buffer(vec![1.0f32, 2.0], &[2]).unwrap();
+    /// let leaked: &'static mut [f32] = Box::leak(vec![1.0f32, 2.0].into_boxed_slice());
+    /// let u = Tensor::from_buffer(leaked, &[2]).unwrap();
+    /// # assert_eq!(t, u);
+    /// ```
+    ///
+    /// Memory a model must not write does not compile. A shared borrow, even
+    /// `'static` (copy it with [`from_slice`](Tensor::from_slice)):
+    ///
+    /// ```compile_fail,E0277
+    /// static WEIGHTS: [f32; 2] = [1.0, 2.0];
+    /// let t = manypy::Tensor::from_buffer(&WEIGHTS[..], &[2]);
+    /// ```
+    ///
+    /// A buffer others share:
+    ///
+    /// ```compile_fail,E0277
+    /// let shared: std::sync::Arc<[f32]> = vec![1.0f32, 2.0].into();
+    /// let t = manypy::Tensor::from_buffer(shared.clone(), &[2]);
+    /// ```
+    ///
+    /// A read-only memory map, or anything else that only gives `&[T]`
+    /// (`memmap2::Mmap` is such a type):
+    ///
+    /// ```compile_fail,E0277
+    /// struct ReadOnlyMap(&'static [u8]);
+    /// impl AsRef<[u8]> for ReadOnlyMap {
+    ///     fn as_ref(&self) -> &[u8] { self.0 }
+    /// }
+    /// let t = manypy::Tensor::from_buffer(ReadOnlyMap(b"\x01\x02"), &[2]);
+    /// ```
+    ///
+    /// A mutable borrow that ends: a model may keep the tensor past the call.
+    ///
+    /// ```compile_fail,E0597
+    /// let mut data = vec![1.0f32, 2.0];
+    /// let t = manypy::Tensor::from_buffer(&mut data[..], &[2]);
+    /// # drop(data); drop(t);
+    /// ```
     pub fn from_buffer<T, B>(buffer: B, shape: &[i64]) -> Result<Tensor>
     where
         T: Element,
-        B: AsRef<[T]> + Send + Sync + 'static,
+        B: AsMut<[T]> + Send + 'static,
     {
-        let count = element_count(shape)?;
-        // Boxed first, so the slice's address is final (an array's would move).
-        let buffer: Box<B> = Box::new(buffer);
-        let slice: &[T] = (*buffer).as_ref();
-        if slice.len() != count {
-            return Err(Error::new(
-                Code::BadTensor,
-                format!("shape {shape:?} holds {count} elements, the buffer {}", slice.len()),
-            ));
-        }
-        let data = slice.as_ptr() as *const u8;
-        Ok(Tensor(Arc::new(Inner {
-            data,
-            extent: std::mem::size_of_val(slice),
-            dtype: T::DTYPE,
-            shape: shape.to_vec(),
-            strides: None,
-            owner: Owner::Rust(buffer),
-        })))
+        Self::over_owned(buffer, T::DTYPE, shape, |b| {
+            let slice = b.as_mut();
+            (slice.as_mut_ptr().cast(), slice.len())
+        })
     }
 
     /// A contiguous tensor of dtype `dtype` holding a copy of `bytes`
     /// (native byte order), for dtypes without a Rust type of their own.
     pub fn from_bytes(dtype: DType, bytes: &[u8], shape: &[i64]) -> Result<Tensor> {
         let count = element_count(shape)?;
-        if bytes.len() != count * dtype.size() {
+        if count.checked_mul(dtype.size()) != Some(bytes.len()) {
             return Err(Error::new(
                 Code::BadTensor,
-                format!("shape {shape:?} of {dtype:?} needs {} bytes, got {}", count * dtype.size(), bytes.len()),
+                format!("shape {shape:?} of {dtype:?} needs {count} elements of {} bytes, got {} bytes", dtype.size(), bytes.len()),
             ));
         }
         if dtype == DType::Bool && !bool::valid(bytes) {
             return Err(Error::new(Code::BadTensor, "a bool tensor's bytes must be 0 or 1"));
         }
         // u64 storage keeps every dtype aligned (complex128 needs 8).
-        let mut storage = vec![0u64; bytes.len().div_ceil(8)];
-        let data = storage.as_mut_ptr() as *mut u8;
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), data, bytes.len()) };
-        Ok(Tensor(Arc::new(Inner {
-            data,
-            extent: bytes.len(),
+        let storage = vec![0u64; bytes.len().div_ceil(8)];
+        Self::over_owned(storage, dtype, shape, |storage| {
+            let data = storage.as_mut_ptr().cast::<u8>();
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), data, bytes.len()) };
+            (data, count)
+        })
+    }
+
+    /// A contiguous tensor over memory in `buffer`, which it owns from now
+    /// on: `elements` finds the memory (its address and element count) and
+    /// is the last code to touch the buffer until it is dropped.
+    fn over_owned<B: Send + 'static>(
+        buffer: B,
+        dtype: DType,
+        shape: &[i64],
+        elements: impl FnOnce(&mut B) -> (*mut u8, usize),
+    ) -> Result<Tensor> {
+        let count = element_count(shape)?;
+        // Boxed first, so the memory's address is final (an array's would move).
+        let raw = Box::into_raw(Box::new(buffer));
+        // Owned from here on: dropped if the check fails.
+        let mut inner = Inner {
+            data: std::ptr::null(),
+            extent: 0,
             dtype,
             shape: shape.to_vec(),
             strides: None,
-            owner: Owner::Rust(Box::new(storage)),
-        })))
+            owner: Owner::Rust { buffer: raw.cast(), drop: drop_boxed::<B> },
+            access: AtomicU8::new(FREE),
+        };
+        // Safety: `raw` is the only pointer to the buffer.
+        let (data, len) = elements(unsafe { &mut *raw });
+        if len != count {
+            return Err(Error::new(
+                Code::BadTensor,
+                format!("shape {shape:?} holds {count} elements, the buffer {len}"),
+            ));
+        }
+        inner.data = data;
+        inner.extent = count * dtype.size(); // the size of memory that exists
+        Ok(Tensor(Arc::new(inner)))
     }
 
     /// Takes ownership of a DLPack tensor the C library handed out.
@@ -264,6 +391,7 @@ impl Tensor {
             shape: Vec::new(),
             strides: None,
             owner: Owner::DLPack(managed),
+            access: AtomicU8::new(FREE),
         };
         let dtype = DType::from_dl(t.dtype).ok_or_else(|| {
             Error::new(Code::BadTensor, format!("unsupported DLPack dtype {:?}", (t.dtype.code, t.dtype.bits, t.dtype.lanes)))
@@ -314,10 +442,37 @@ impl Tensor {
         self.0.strides.is_none()
     }
 
+    /// Whether a C value holds the tensor now, so that Python may write it and
+    /// reads are `Err` ([`Code::TensorLent`]). A call on another thread may
+    /// change the answer at any time.
+    pub fn is_lent(&self) -> bool {
+        self.0.access.load(Ordering::Acquire) == LENT
+    }
+
+    /// Freezes the tensor for reading (see [`Tensor`]): `Err` while it is lent.
+    fn freeze(&self) -> Result<()> {
+        let access = &self.0.access;
+        // Acquire: a read after a call sees what the model wrote (the release
+        // callback stored FREE after it).
+        if access.load(Ordering::Acquire) == FROZEN {
+            return Ok(());
+        }
+        match access.compare_exchange(FREE, FROZEN, Ordering::Acquire, Ordering::Acquire) {
+            Ok(_) | Err(FROZEN) => Ok(()),
+            Err(_) => Err(Error::new(
+                Code::TensorLent,
+                "the tensor is lent to Python, which may write it (a call, prepared Args, a result \
+                 that is a view of it, or a model that kept it holds it): it can be read once they let \
+                 go, or copy it in with Tensor::from_slice to read it meanwhile",
+            )),
+        }
+    }
+
     /// The elements as a slice, without copying; borrowed from this handle.
-    /// `Err` (`WrongKind`) when `T` is not the tensor's dtype, (`BadTensor`)
-    /// when the tensor is not contiguous (see [`Tensor::to_vec`]) or, for
-    /// `bool`, when a byte is neither 0 nor 1.
+    /// Freezes the tensor ([`Tensor`]). `Err` (`WrongKind`) when `T` is not
+    /// the tensor's dtype, (`BadTensor`) when the tensor is not contiguous
+    /// (see [`Tensor::to_vec`]) or, for `bool`, when a byte is neither 0 nor
+    /// 1, (`TensorLent`) while Python may write it.
     pub fn as_slice<T: Element>(&self) -> Result<&[T]> {
         self.check_type::<T>()?;
         if !self.is_contiguous() {
@@ -340,23 +495,26 @@ impl Tensor {
     }
 
     /// The raw bytes of a contiguous tensor, borrowed from this handle.
+    /// Freezes the tensor; `Err` (`TensorLent`) while Python may write it.
     pub fn as_bytes(&self) -> Result<&[u8]> {
         if !self.is_contiguous() {
             return Err(Error::new(Code::BadTensor, "the tensor is not contiguous: use to_vec"));
         }
+        self.freeze()?;
         if self.0.extent == 0 {
             return Ok(&[]);
         }
         Ok(unsafe { std::slice::from_raw_parts(self.0.data, self.0.extent) })
     }
 
-    /// The elements in C order, copied: works for any strides.
+    /// The elements in C order, copied: works for any strides. Freezes the
+    /// tensor; `Err` (`TensorLent`) while Python may write it.
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         if self.is_contiguous() {
             return self.as_slice::<T>().map(<[T]>::to_vec);
         }
         self.check_type::<T>()?;
-        let bytes = self.c_order_bytes();
+        let bytes = self.c_order_bytes()?;
         if !T::valid(&bytes) {
             return Err(Error::new(Code::BadTensor, "a bool tensor holds a byte that is neither 0 nor 1"));
         }
@@ -367,11 +525,13 @@ impl Tensor {
     }
 
     /// The elements' bytes in C order, copied, whatever the strides.
-    pub fn c_order_bytes(&self) -> Vec<u8> {
-        let size = self.0.dtype.size();
+    /// Freezes the tensor; `Err` (`TensorLent`) while Python may write it.
+    pub fn c_order_bytes(&self) -> Result<Vec<u8>> {
         if self.is_contiguous() {
-            return self.as_bytes().map(<[u8]>::to_vec).unwrap_or_default();
+            return self.as_bytes().map(<[u8]>::to_vec);
         }
+        self.freeze()?;
+        let size = self.0.dtype.size();
         let strides = self.0.strides.as_deref().unwrap_or(&[]);
         let shape = &self.0.shape;
         let mut out = Vec::with_capacity(self.len() * size);
@@ -389,7 +549,7 @@ impl Tensor {
                 index[d] = 0;
             }
         }
-        out
+        Ok(out)
     }
 
     fn check_type<T: Element>(&self) -> Result<()> {
@@ -407,18 +567,27 @@ impl Tensor {
         self.0.data
     }
 
-    /// A new C tensor value sharing this tensor's memory: the value holds a
-    /// reference to it, released by the C library when it is done (maybe
-    /// after the call, if a model kept the tensor).
+    /// A new C tensor value for a call: over this tensor's memory, which it
+    /// lends (the value holds a reference, released by the C library when
+    /// it and every interpreter are done), when the tensor is free; a copy
+    /// when it is frozen or already lent (see [`Tensor`]).
     pub(crate) fn to_c_value(&self) -> Result<*mut sys::manypy_value> {
         unsafe extern "C" fn release(ctx: *mut std::ffi::c_void) {
-            drop(Arc::from_raw(ctx as *const Inner));
+            let inner = Arc::from_raw(ctx as *const Inner);
+            // Release: whoever freezes it next sees what Python wrote.
+            inner.access.store(FREE, Ordering::Release);
         }
         let inner = &*self.0;
-        let ctx = Arc::into_raw(self.0.clone()) as *mut std::ffi::c_void;
+        let lend = inner.access.compare_exchange(FREE, LENT, Ordering::AcqRel, Ordering::Acquire).is_ok();
+        let (copy, release, ctx): (i32, Option<unsafe extern "C" fn(*mut std::ffi::c_void)>, _) = if lend {
+            (0, Some(release), Arc::into_raw(self.0.clone()) as *mut std::ffi::c_void)
+        } else {
+            (1, None, std::ptr::null_mut())
+        };
         let mut out = std::ptr::null_mut();
         let strides = inner.strides.as_ref().map_or(std::ptr::null(), |s| s.as_ptr());
-        // On failure the C library calls `release` at once.
+        // On failure the C library calls `release` at once. A copy is made
+        // before this returns; the C library only reads the memory for it.
         unsafe {
             Error::check(sys::manypy_value_new_tensor_from_buffer(
                 inner.data as *mut std::ffi::c_void,
@@ -427,8 +596,8 @@ impl Tensor {
                 inner.shape.len() as i32,
                 inner.shape.as_ptr(),
                 strides,
-                0,
-                Some(release),
+                copy,
+                release,
                 ctx,
                 &mut out,
             ))?;
@@ -448,12 +617,18 @@ impl fmt::Debug for Tensor {
 }
 
 /// Two tensors are equal when dtype, shape and elements (in C order,
-/// compared bytewise) are.
+/// compared bytewise) are. Comparing reads, so it freezes both ([`Tensor`]);
+/// a tensor that is lent cannot be read, and equals only views of its own
+/// memory with its own layout.
 impl PartialEq for Tensor {
     fn eq(&self, other: &Tensor) -> bool {
-        self.dtype() == other.dtype()
-            && self.shape() == other.shape()
-            && self.c_order_bytes() == other.c_order_bytes()
+        if self.dtype() != other.dtype() || self.shape() != other.shape() {
+            return false;
+        }
+        if self.data_ptr() == other.data_ptr() && self.strides() == other.strides() {
+            return true; // the same elements: nothing to read
+        }
+        matches!((self.c_order_bytes(), other.c_order_bytes()), (Ok(a), Ok(b)) if a == b)
     }
 }
 

@@ -105,9 +105,9 @@ fn bool_and_strided_tensors_from_python() {
 
 /// A buffer that counts its drops.
 struct Counted(Vec<f32>, Arc<AtomicUsize>);
-impl AsRef<[f32]> for Counted {
-    fn as_ref(&self) -> &[f32] {
-        &self.0
+impl AsMut<[f32]> for Counted {
+    fn as_mut(&mut self) -> &mut [f32] {
+        &mut self.0
     }
 }
 impl Drop for Counted {

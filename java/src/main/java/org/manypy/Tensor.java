@@ -9,12 +9,22 @@ import org.manypy.internal.ManypyNative;
  * A CPU tensor crossing between Java and Python without copies.
  *
  * <p>Made from Java arrays ({@link #of(float[], long...)} and friends: one
- * copy into native memory, then none per call) or over a direct {@link
- * ByteBuffer} ({@link #fromBuffer}: zero copy; Python sees the buffer's
- * memory, and the buffer is kept alive while any interpreter holds the
- * tensor). Results of calls are Tensors over the memory Python produced
+ * copy into native memory, then none per call) or over a writable direct
+ * {@link ByteBuffer} ({@link #fromBuffer}: zero copy; Python sees the
+ * buffer's memory, and the buffer is kept alive while any interpreter holds
+ * the tensor). Results of calls are Tensors over the memory Python produced
  * (zero copy): read them with {@link #buffer()} or copy them out with
  * {@code toFloatArray()} and friends.
+ *
+ * <p>Who may write a lent buffer: a tensor passed to a call is a torch tensor
+ * over the Tensor's memory, and torch tensors are writable. The model may
+ * change it in place during the call, and, if it keeps the tensor, later,
+ * during another call on another thread. So {@link #fromBuffer} lends only
+ * writable direct buffers; it copies read-only ones ({@link
+ * ByteBuffer#isReadOnly()}, such as a {@code FileChannel.map(READ_ONLY, ...)}
+ * mapping) and heap buffers. A Tensor's memory, and a lent buffer, may change
+ * under Java code that reads it while a model holds the tensor: Java then
+ * reads old or new values (a race, not a crash).
  *
  * <p>A result Tensor holds native memory until {@link #close()} (or garbage
  * collection). The buffer returned by {@link #buffer()} is only valid while
@@ -122,11 +132,15 @@ public final class Tensor implements AutoCloseable {
 
   /**
    * A tensor over `buffer`'s bytes from its position on, in native byte
-   * order, with `strides` in elements (null: C-contiguous). A direct buffer
-   * is used in place (zero copy); a heap buffer's bytes are copied once.
-   * {@link DType#BOOL} takes one byte per element, which must be 0 or 1.
-   * Throws IllegalArgumentException if the shape addresses bytes past the
-   * buffer's limit.
+   * order, with `strides` in elements (null: C-contiguous). A writable direct
+   * buffer is used in place (zero copy): calls may write it (see the class
+   * comment). A read-only buffer ({@link ByteBuffer#isReadOnly()}: a
+   * {@code FileChannel.map(READ_ONLY, ...)} mapping, an {@code
+   * asReadOnlyBuffer()} view) or a heap buffer is copied once, now: the bytes
+   * the layout addresses go into native memory the Tensor owns, which calls
+   * may write instead. {@link DType#BOOL} takes one byte per element, which
+   * must be 0 or 1. Throws IllegalArgumentException if the shape addresses
+   * bytes past the buffer's limit.
    */
   public static Tensor fromBuffer(ByteBuffer buffer, DType dtype, long[] shape, long[] strides) {
     if (buffer == null || dtype == null || shape == null) {
@@ -148,9 +162,11 @@ public final class Tensor implements AutoCloseable {
           + buffer.remaining());
     }
     ByteBuffer view = buffer.slice().order(NATIVE);
-    if (!view.isDirect()) {
-      ByteBuffer copy = ByteBuffer.allocateDirect(view.remaining()).order(NATIVE);
-      copy.put(view).clear();
+    // A model may write what it is lent (a read-only mapping's page would be
+    // SIGSEGV): lend only writable memory the JNI layer can address.
+    if (!view.isDirect() || view.isReadOnly()) {
+      ByteBuffer copy = ByteBuffer.allocateDirect((int) needed).order(NATIVE);
+      copy.put(view.limit((int) needed)).clear();
       view = copy;
     }
     return new Tensor(dtype, shape, strides, view, null);

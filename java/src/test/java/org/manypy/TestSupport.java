@@ -27,6 +27,13 @@ final class TestSupport {
     return buildDir().resolve("archives").resolve(name);
   }
 
+  /** The model (model/model.pkl) of a sample archive, loaded into `pool`; it keeps its package open. */
+  static ReplicatedObject loadModel(Pool pool, String archive) {
+    try (TorchPackage pkg = pool.loadPackage(archive(archive))) {
+      return pkg.loadPickle("model", "model.pkl");
+    }
+  }
+
   /** A float32 little-endian file of the archives directory, e.g. resnet18.input.bin. */
   static float[] floats(String name) {
     try {
