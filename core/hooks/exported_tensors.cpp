@@ -57,11 +57,18 @@ int own_exported_tensor(DLManagedTensor** managed) noexcept {
   try {
     DLManagedTensor* exported = *managed;
     const at::Tensor* handle = exported_handle(exported);
-    if (handle != nullptr && exclusive(*handle)) return 0;
+    // torch's to_dlpack exports a conjugated or negated view (x.conj(),
+    // x.conj().imag) as its memory, which holds the values before the
+    // conjugation: the host would read 1+2j for 1-2j. Such a tensor crosses
+    // as a copy with the values it stands for.
+    const bool lazy = handle != nullptr && (handle->is_conj() || handle->is_neg());
+    if (handle != nullptr && !lazy && exclusive(*handle)) return 0;
     // A copy, through DLPack when the exporter's layout is unknown (the
     // imported tensor then owns `exported` and releases it with itself).
     at::Tensor source = handle != nullptr ? *handle : at::fromDLPack(exported);
-    DLManagedTensor* copy = at::toDLPack(source.clone());
+    at::Tensor values = lazy ? source.resolve_conj().resolve_neg() : source;
+    DLManagedTensor* copy =
+        at::toDLPack(values.is_same(source) ? source.clone() : values.contiguous());
     source = at::Tensor();
     if (handle != nullptr) exported->deleter(exported);
     *managed = copy;

@@ -11,6 +11,7 @@ forward(x) returns x * 2, so a test can check that an interpreter still
 serves correctly after each.
 """
 
+import importlib
 import logging
 import multiprocessing
 import os
@@ -237,8 +238,10 @@ class Hostile(nn.Module):
         return 1
 
     def import_module(self, name):
-        """Imports an installed module lazily (a stop may land inside it)."""
-        module = __import__(name)
+        """Imports an installed module lazily (a stop may land inside it).
+        importlib, not __import__, which torch.package limits to the
+        package's own and extern modules."""
+        module = importlib.import_module(name)
         return getattr(module, "DONE", None)
 
     # ---- processes and signals ---------------------------------------------
