@@ -139,8 +139,9 @@ typedef enum manypy_code {
   /* The call's cancel token (manypy_call_options_set_cancel_token) was
    * cancelled before it finished; its Python code was stopped. */
   MANYPY_ERR_CANCELLED = 20,
-  /* An archive the pool does not trust (manypy_pool_options_add_trusted_sha256,
-   * manypy_pool_options_set_archive_verifier): refused before any of it ran. */
+  /* An archive the pool, or the trust of a host load, does not trust
+   * (manypy_pool_options_add_trusted_sha256, _set_archive_verifier,
+   * manypy_archive_trust): refused before any of it ran. */
   MANYPY_ERR_UNTRUSTED_ARCHIVE = 21
 } manypy_code;
 
@@ -398,6 +399,33 @@ typedef int (*manypy_archive_verifier_fn)(const uint8_t* sha256, const char* ori
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_options_set_archive_verifier(
     manypy_pool_options* options, manypy_archive_verifier_fn verifier, void* user_data,
     void (*free_user_data)(void*));
+
+/* Trust for archives, as an object of its own: the same allow-list and
+ * verifier as above, for TorchScript loaded on the host
+ * (manypy_script_load_file_trusted), and for pools
+ * (manypy_pool_options_set_archive_trust), so that one setting can cover
+ * every load. Owned by the caller. Setters are not thread safe; a trust
+ * being read by loads on any number of threads is. */
+typedef struct manypy_archive_trust manypy_archive_trust;
+
+/* A new trust that trusts nothing yet (with neither digests nor verifier,
+ * it checks nothing: every archive loads). NULL only when out of memory. */
+MANYPY_API manypy_archive_trust* manypy_archive_trust_new(void);
+/* Frees it. Accepts NULL. Pools and options it was given keep copies. */
+MANYPY_API void manypy_archive_trust_free(manypy_archive_trust* trust);
+/* As manypy_pool_options_add_trusted_sha256. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_archive_trust_add_sha256(
+    manypy_archive_trust* trust, const char* hex_digest);
+/* As manypy_pool_options_set_archive_verifier: the trust, and every copy
+ * made from it, share the verifier; free_user_data runs once, when the last
+ * of them goes, or at once if this call fails. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_archive_trust_set_verifier(
+    manypy_archive_trust* trust, manypy_archive_verifier_fn verifier, void* user_data,
+    void (*free_user_data)(void*));
+/* Replaces the options' allow-list and verifier with a copy of `trust`'s
+ * (NULL: none). */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_options_set_archive_trust(
+    manypy_pool_options* options, const manypy_archive_trust* trust);
 
 /* Whether os._exit and os.abort, called by code in the pool's interpreters,
  * end the host process (1) or raise manypy.ProcessExitRefused, a
@@ -699,11 +727,22 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_object_hasattr(
 typedef struct manypy_script_module manypy_script_module;
 
 /* Loads a TorchScript archive (torch.jit.save). MANYPY_ERR_NOT_FOUND,
- * MANYPY_ERR_BAD_ARCHIVE, MANYPY_ERR_UNSUPPORTED_VERSION as for packages. */
+ * MANYPY_ERR_BAD_ARCHIVE, MANYPY_ERR_UNSUPPORTED_VERSION as for packages.
+ * The file is read once, as for packages. These two check nothing: load
+ * TorchScript only from archives you trust, or give a trust. */
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_script_load_file(
     const char* path, manypy_script_module** out_module);
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_script_load_bytes(
     const void* data, size_t size, manypy_script_module** out_module);
+/* The same, refusing an archive that `trust` (borrowed; NULL: none) does
+ * not trust with MANYPY_ERR_UNTRUSTED_ARCHIVE before libtorch reads any of
+ * it: libtorch's TorchScript frontend compiles an archive's code as it
+ * loads, and its compiler trusts that code (docs/security.md). */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_script_load_file_trusted(
+    const char* path, const manypy_archive_trust* trust, manypy_script_module** out_module);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_script_load_bytes_trusted(
+    const void* data, size_t size, const manypy_archive_trust* trust,
+    manypy_script_module** out_module);
 MANYPY_API void manypy_script_free(manypy_script_module* module);
 
 /* Calls `method` (NULL: forward) with the same value conventions as

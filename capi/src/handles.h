@@ -27,6 +27,10 @@ struct manypy_pool_options {
   manypy::PoolOptions options;
 };
 
+struct manypy_archive_trust {
+  manypy::ArchiveTrust trust;
+};
+
 // Shared ownership: packages and objects keep their pool alive.
 struct manypy_pool {
   std::shared_ptr<manypy::Pool> pool;

@@ -65,55 +65,6 @@ manypy_status* manypy_pool_options_set_thread_mode(manypy_pool_options* options,
   });
 }
 
-manypy_status* manypy_pool_options_add_trusted_sha256(manypy_pool_options* options,
-                                                     const char* hex_digest) {
-  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
-    MANYPY_NOT_NULL(options);
-    MANYPY_NOT_NULL(hex_digest);
-    manypy::Sha256 digest;
-    if (!manypy::parse_sha256(hex_digest, &digest)) {
-      return manypy::capi::invalid_argument(api_function,
-                                            "hex_digest must be 64 hexadecimal digits");
-    }
-    options->options.trust.digests.insert(digest);
-    return nullptr;
-  });
-}
-
-manypy_status* manypy_pool_options_set_archive_verifier(manypy_pool_options* options,
-                                                        manypy_archive_verifier_fn verifier,
-                                                        void* user_data,
-                                                        void (*free_user_data)(void*)) {
-  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
-    // Owned from here on: freed when the last holder of the verifier goes,
-    // or here if anything fails.
-    struct UserData {
-      void* data;
-      void (*free)(void*);
-      ~UserData() {
-        if (free) free(data);
-      }
-    };
-    std::shared_ptr<UserData> owned;
-    try {
-      owned.reset(new UserData{user_data, free_user_data});  // in place: a copy would free
-    } catch (...) {
-      if (free_user_data) free_user_data(user_data);
-      throw;
-    }
-    MANYPY_NOT_NULL(options);
-    if (verifier == nullptr) {
-      options->options.trust.verifier = nullptr;
-      return nullptr;
-    }
-    options->options.trust.verifier = std::make_shared<manypy::ArchiveTrust::Verifier>(
-        [verifier, owned](const manypy::Sha256& digest, const std::string& origin) {
-          return verifier(digest.data(), origin.c_str(), owned->data) != 0;
-        });
-    return nullptr;
-  });
-}
-
 manypy_status* manypy_pool_options_set_allow_process_exit(manypy_pool_options* options,
                                                           int allow) {
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {

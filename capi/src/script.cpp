@@ -2,29 +2,58 @@
 #include "handles.h"
 #include "operator_libraries.h"
 
-extern "C" {
+namespace {
 
-manypy_status* manypy_script_load_file(const char* path, manypy_script_module** out_module) {
-  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
+const manypy::ArchiveTrust* trust_of(const manypy_archive_trust* trust) {
+  return trust ? &trust->trust : nullptr;
+}
+
+manypy_status* load_file(const char* function, const char* path,
+                         const manypy_archive_trust* trust, manypy_script_module** out_module) {
+  return manypy::capi::fence(function, [&](const char* api_function) -> manypy_status* {
     MANYPY_PATH(path);
     MANYPY_NOT_NULL(out_module);
     auto handle = std::make_unique<manypy_script_module>();
-    handle->module = manypy::ScriptModule::load_file(path);
+    handle->module = manypy::ScriptModule::load_file(path, trust_of(trust));
     *out_module = handle.release();
     return nullptr;
   });
 }
 
-manypy_status* manypy_script_load_bytes(const void* data, size_t size,
-                                        manypy_script_module** out_module) {
-  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
+manypy_status* load_bytes(const char* function, const void* data, size_t size,
+                          const manypy_archive_trust* trust, manypy_script_module** out_module) {
+  return manypy::capi::fence(function, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(data);
     MANYPY_NOT_NULL(out_module);
     auto handle = std::make_unique<manypy_script_module>();
-    handle->module = manypy::ScriptModule::load_bytes(data, size);
+    handle->module = manypy::ScriptModule::load_bytes(data, size, trust_of(trust));
     *out_module = handle.release();
     return nullptr;
   });
+}
+
+}  // namespace
+
+extern "C" {
+
+manypy_status* manypy_script_load_file_trusted(const char* path, const manypy_archive_trust* trust,
+                                               manypy_script_module** out_module) {
+  return load_file(__func__, path, trust, out_module);
+}
+
+manypy_status* manypy_script_load_bytes_trusted(const void* data, size_t size,
+                                                const manypy_archive_trust* trust,
+                                                manypy_script_module** out_module) {
+  return load_bytes(__func__, data, size, trust, out_module);
+}
+
+manypy_status* manypy_script_load_file(const char* path, manypy_script_module** out_module) {
+  return load_file(__func__, path, nullptr, out_module);
+}
+
+manypy_status* manypy_script_load_bytes(const void* data, size_t size,
+                                        manypy_script_module** out_module) {
+  return load_bytes(__func__, data, size, nullptr, out_module);
 }
 
 void manypy_script_free(manypy_script_module* module) { delete module; }

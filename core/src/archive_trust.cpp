@@ -43,16 +43,37 @@ bool parse_sha256(const std::string& text, Sha256* out) {
   return true;
 }
 
-void ArchiveTrust::check(const Archive& archive) const {
-  if (!active()) return;
+bool ArchiveTrust::accepts(const Sha256& digest, const std::string& origin) const {
+  if (!active() || digests.count(digest)) return true;
+  return verifier != nullptr && (*verifier)(digest, origin);
+}
+
+std::optional<Sha256> ArchiveTrust::check(const Archive& archive) const {
+  if (!active()) return std::nullopt;
   const Sha256 digest = sha256(archive.data(), archive.size());
-  if (digests.count(digest)) return;
-  if (verifier != nullptr && (*verifier)(digest, archive.origin())) return;
+  if (accepts(digest, archive.origin())) return digest;
   throw Error(Code::kUntrustedArchive,
               archive.origin() + " has SHA-256 " + hex(digest) +
                   ", which this pool does not trust (not on its allow-list" +
                   (verifier ? ", and refused by its verifier)" : ")") +
                   "; nothing of it was run");
+}
+
+void TrustHistory::ran(const std::optional<Sha256>& digest, const std::string& origin) {
+  if (digest) {
+    ran_.emplace(*digest, origin);
+  } else {
+    ran_unchecked_ = true;
+  }
+}
+
+bool TrustHistory::trusted_by(const ArchiveTrust& trust) const {
+  if (!trust.active()) return true;
+  if (ran_unchecked_) return false;
+  for (const auto& [digest, origin] : ran_) {
+    if (!trust.accepts(digest, origin)) return false;
+  }
+  return true;
 }
 
 }  // namespace manypy

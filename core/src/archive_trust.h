@@ -6,7 +6,9 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -32,9 +34,32 @@ struct ArchiveTrust {
 
   // Whether anything is checked at all (otherwise every archive loads).
   bool active() const { return !digests.empty() || verifier != nullptr; }
+  // Whether an archive with this digest may run: on the list, or accepted
+  // by the verifier (asked with `origin`). True when not active.
+  bool accepts(const Sha256& digest, const std::string& origin) const;
   // Throws Error(kUntrustedArchive) unless `archive`'s digest is on the list
-  // or the verifier accepts it. Hashes the archive only when active.
-  void check(const Archive& archive) const;
+  // or the verifier accepts it. Hashes the archive only when active, and
+  // returns its digest then (nullopt when nothing was checked).
+  std::optional<Sha256> check(const Archive& archive) const;
+};
+
+// What code an interpreter has run from archives, over its whole life
+// (interpreters outlive pools, and keep the modules of their installation
+// from one pool to the next, with whatever a model patched in them). An
+// interpreter may serve a pool only if the pool trusts all of it.
+class TrustHistory {
+ public:
+  // An archive's code may run in the interpreter: `digest` is what the
+  // pool's trust checked, nullopt if its pool checked nothing.
+  void ran(const std::optional<Sha256>& digest, const std::string& origin);
+  // Whether every archive whose code ran here is one `trust` accepts: any
+  // history for a pool that checks nothing; none that ran unchecked code
+  // for a pool that checks.
+  bool trusted_by(const ArchiveTrust& trust) const;
+
+ private:
+  bool ran_unchecked_ = false;
+  std::map<Sha256, std::string> ran_;  // digest -> the origin it loaded from
 };
 
 }  // namespace manypy

@@ -234,6 +234,16 @@ void Interpreter::interrupt(CallStop& stop) {
   ns_->api().interrupt(stop.control());
 }
 
+void Interpreter::ran_archive(const std::optional<Sha256>& digest, const std::string& origin) {
+  std::lock_guard<std::mutex> lock(mu_);
+  history_.ran(digest, origin);
+}
+
+bool Interpreter::trusted_by(const ArchiveTrust& trust) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return history_.trusted_by(trust);
+}
+
 void Interpreter::lease_begin(const LeaseSettings& settings) {
   std::vector<const char*> paths;
   for (const std::string& p : settings.extra_sys_path) paths.push_back(p.c_str());

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "archive_trust.h"
 #include "call_stop.h"
 #include "error.h"
 #include "interp_values.h"
@@ -60,6 +61,13 @@ class Interpreter {
 
   void lease_begin(const LeaseSettings& settings);
   void lease_end();
+
+  // Code from an archive may run here from now on (TrustHistory): its
+  // digest as the pool checked it, nullopt if the pool checked nothing.
+  void ran_archive(const std::optional<Sha256>& digest, const std::string& origin);
+  // Whether every archive whose code ran here is one `trust` accepts, so
+  // that the interpreter may serve a pool with that trust.
+  bool trusted_by(const ArchiveTrust& trust) const;
 
   // Calls into Python. `mode` says which thread runs the call. Each throws
   // Error on failure.
@@ -119,6 +127,7 @@ class Interpreter {
   std::atomic<bool> healthy_{false};  // started without error
   std::optional<Error> start_error_;
   std::string retired_because_;  // under mu_; "" while not retired
+  TrustHistory history_;          // under mu_
   std::deque<std::function<void()>> tasks_;
   std::atomic<int> queued_{0};  // tasks_.size(), polled by the home thread
   bool home_sleeping_ = false;  // under mu_: the home thread waits on tasks_cv_

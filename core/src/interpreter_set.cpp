@@ -30,7 +30,8 @@ size_t InterpreterSet::capacity() const {
   return isolation::KeyBands::instance().usable_bands();
 }
 
-std::vector<Interpreter*> InterpreterSet::lease(size_t count, const LeaseSettings& settings) {
+std::vector<Interpreter*> InterpreterSet::lease(size_t count, const LeaseSettings& settings,
+                                                 const ArchiveTrust& trust) {
   const size_t limit = capacity();
   if (count == 0 || count > limit) {
     throw Error(Code::kOutOfRange, "a pool needs 1 to " + std::to_string(limit) +
@@ -41,23 +42,36 @@ std::vector<Interpreter*> InterpreterSet::lease(size_t count, const LeaseSetting
   size_t missing = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // An idle interpreter that ran code this pool does not trust keeps it:
+    // whatever that code patched in the installed modules (torch, the
+    // standard library) would run in this pool's calls. It waits for a
+    // pool that trusts it, or one that checks nothing.
+    size_t distrusted = 0;
     for (size_t i = 0; i < all_.size() && chosen.size() < count; ++i) {
-      if (idle_[i] && !all_[i]->broken()) {
-        idle_[i] = false;
-        chosen.push_back(all_[i].get());
+      if (!idle_[i] || all_[i]->broken()) continue;
+      if (!all_[i]->trusted_by(trust)) {
+        ++distrusted;
+        continue;
       }
+      idle_[i] = false;
+      chosen.push_back(all_[i].get());
     }
     missing = count - chosen.size();
     if (all_.size() + reserved_ + missing > limit) {
       size_t broken = 0;
       for (const auto& interp : all_) broken += interp->broken() ? 1 : 0;
-      const size_t leased = all_.size() + reserved_ - broken - chosen.size();
+      const size_t leased = all_.size() + reserved_ - broken - chosen.size() - distrusted;
       for (Interpreter* interp : chosen) idle_[interp->slot()] = true;
       throw Error(Code::kResourceExhausted,
                   "cannot start " + std::to_string(missing) + " more interpreter(s): of this "
                   "process's " + std::to_string(limit) + ", " + std::to_string(leased) +
                   " are leased to other pools" +
-                  (broken ? " and " + std::to_string(broken) + " failed to start" : std::string()));
+                  (distrusted ? ", " + std::to_string(distrusted) +
+                                    " ran code from archives this pool does not trust "
+                                    "(docs/security.md, \"Pools with different trust\")"
+                              : std::string()) +
+                  (broken ? ", " + std::to_string(broken) + " failed to start or were retired"
+                          : std::string()));
     }
     if (missing > 0 && static_tls_failure_) {
       for (Interpreter* interp : chosen) idle_[interp->slot()] = true;

@@ -21,11 +21,13 @@ class InterpreterSet {
   // Interpreters created so far (started, starting or broken). Lock-free.
   size_t size() const { return size_.load(std::memory_order_acquire); }
 
-  // Leases `count` idle interpreters, starting new ones (in parallel) when
-  // too few are idle, and begins a lease on each with `settings`. All or
-  // nothing: on failure whatever was leased is given back, and the Error
-  // says why. Thread safe.
-  std::vector<Interpreter*> lease(size_t count, const LeaseSettings& settings);
+  // Leases `count` idle interpreters that `trust` trusts with what they ran
+  // before (TrustHistory), starting new ones (in parallel) when too few
+  // are, and begins a lease on each with `settings`. All or nothing: on
+  // failure whatever was leased is given back, and the Error says why.
+  // Thread safe; `trust`'s verifier may be called, under the set's lock.
+  std::vector<Interpreter*> lease(size_t count, const LeaseSettings& settings,
+                                  const ArchiveTrust& trust);
 
   // Ends the lease on each interpreter and makes it idle again; one whose
   // clean-up fails is never leased again. Never throws. Thread safe.

@@ -60,7 +60,7 @@ Package::Package(std::shared_ptr<Pool> pool, std::shared_ptr<Archive> archive)
   // Before anything of the archive reaches an interpreter. (Only the
   // host-side fuzz target builds a package without a pool: it has no
   // interpreter for the archive to reach.)
-  if (pool_) pool_->trust().check(*archive_);
+  if (pool_) digest_ = pool_->trust().check(*archive_);
   // TorchScript modules inside the package are unpickled by libtorch's own
   // unpickler in the interpreter, which trusts its input (pickle_check.h).
   archive_->check_torch_pickles(".data/ts_code/");
@@ -86,6 +86,9 @@ void Package::ensure_open(Interpreter& interp, CallStop* stop) {
   // Opening imports nothing heavy but reads and checks the archive's code
   // records; one thread does it per interpreter while others for it wait.
   opened_.ensure(interp, stop, [this, stop](Interpreter& in) {
+    // From here the archive's code may run in `in` for good: its modules
+    // can patch the installed ones, which outlive this pool.
+    in.ran_archive(digest_, archive_->origin());
     try {
       in.package_open(pool_->mode(), id_, archive_->data(), archive_->size(), stop);
     } catch (const Error& e) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "archive.h"
 #include "once_per_interpreter.h"
@@ -32,6 +33,7 @@ class Package {
   const uint64_t id_;
   std::shared_ptr<Pool> pool_;
   std::shared_ptr<Archive> archive_;
+  std::optional<Sha256> digest_;  // what the pool's trust checked, if it checks
   OncePerInterpreter opened_;
 };
 

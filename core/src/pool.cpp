@@ -20,7 +20,8 @@ Pool::Pool(const PoolOptions& options)
                                             std::to_string(options.lease.intra_op_threads));
   }
   api_usage::log("manypy.pool.create");
-  for (Interpreter* interp : InterpreterSet::instance().lease(options.interpreters, options.lease)) {
+  for (Interpreter* interp :
+       InterpreterSet::instance().lease(options.interpreters, options.lease, trust_)) {
     slots_.push_back(std::make_unique<Slot>());
     slots_.back()->interp = interp;
   }

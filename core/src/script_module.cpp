@@ -9,6 +9,7 @@
 
 #include "api_usage.h"
 #include "archive.h"
+#include "archive_trust.h"
 #include "error.h"
 #include "ivalue_convert.h"
 #include "op_callbacks.h"
@@ -64,7 +65,9 @@ ScriptModule::~ScriptModule() = default;
 
 // Both loads go through the archive reader every path shares: libzip checks
 // the structure first, and libtorch reads through a bounded adapter.
-std::unique_ptr<ScriptModule> ScriptModule::load(const Archive& archive) {
+std::unique_ptr<ScriptModule> ScriptModule::load(const Archive& archive,
+                                                 const ArchiveTrust* trust) {
+  if (trust != nullptr) trust->check(archive);
   // libtorch's unpickler trusts its input: check every pickle it will read
   // (some only when an error message needs source ranges) first.
   archive.check_torch_pickles("");
@@ -85,12 +88,14 @@ std::unique_ptr<ScriptModule> ScriptModule::load(const Archive& archive) {
   return std::unique_ptr<ScriptModule>(new ScriptModule(std::move(impl)));
 }
 
-std::unique_ptr<ScriptModule> ScriptModule::load_file(const std::string& path) {
-  return load(*Archive::open_file(path));
+std::unique_ptr<ScriptModule> ScriptModule::load_file(const std::string& path,
+                                                      const ArchiveTrust* trust) {
+  return load(*Archive::open_file(path), trust);
 }
 
-std::unique_ptr<ScriptModule> ScriptModule::load_bytes(const void* data, size_t size) {
-  return load(*Archive::from_bytes(data, size));
+std::unique_ptr<ScriptModule> ScriptModule::load_bytes(const void* data, size_t size,
+                                                       const ArchiveTrust* trust) {
+  return load(*Archive::from_bytes(data, size), trust);
 }
 
 Value ScriptModule::call(const std::string* method, const Value* args, const Value* kwargs,

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "archive.h"
+#include "archive_trust.h"
 #include "call_options.h"
 #include "value.h"
 
@@ -15,8 +16,12 @@ class ScriptModule {
  public:
   // Throws Error: kInvalidArgument (empty path), kNotFound, kBadArchive,
   // kUnsupportedVersion, kNotAPackage.
-  static std::unique_ptr<ScriptModule> load_file(const std::string& path);
-  static std::unique_ptr<ScriptModule> load_bytes(const void* data, size_t size);
+  // `trust` (nullptr: none) is checked before libtorch reads anything: its
+  // TorchScript frontend compiles the archive's code as it loads.
+  static std::unique_ptr<ScriptModule> load_file(const std::string& path,
+                                                 const ArchiveTrust* trust = nullptr);
+  static std::unique_ptr<ScriptModule> load_bytes(const void* data, size_t size,
+                                                  const ArchiveTrust* trust = nullptr);
   ~ScriptModule();
 
   // method nullptr: forward. Thread safe. `options` gives the context its
@@ -32,7 +37,7 @@ class ScriptModule {
  private:
   struct Impl;
   explicit ScriptModule(std::unique_ptr<Impl> impl);
-  static std::unique_ptr<ScriptModule> load(const Archive& archive);
+  static std::unique_ptr<ScriptModule> load(const Archive& archive, const ArchiveTrust* trust);
   std::unique_ptr<Impl> impl_;
 };
 

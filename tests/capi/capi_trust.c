@@ -83,6 +83,9 @@ static void test_verifier(void** state) {
   ASSERT_OK(manypy_pool_options_set_archive_verifier(options, verify, &asked, free_verifier_data));
   manypy_pool* pool = pool_with(options);  /* the pool still holds the verifier */
   assert_int_equal(g_verifier_data_freed, 0);
+  /* Creating the pool may have asked about archives an interpreter it
+   * reuses ran before (identity.pt, in the test above). */
+  asked = 0;
   manypy_package* package = NULL;
   ASSERT_CODE(manypy_package_load_file(pool, ARCHIVE("malformed/runs_code.pt"), &package),
               MANYPY_ERR_UNTRUSTED_ARCHIVE);
@@ -166,6 +169,135 @@ static void test_allowed_os_exit_ends_the_process(void** state) {
   assert_int_equal(WEXITSTATUS(status), 3);
 }
 
+/* TorchScript loaded on the host: TorchScript's frontend compiles an
+ * archive's code as it loads, so a trust is checked before libtorch reads
+ * anything. One manypy_archive_trust serves host loads and pools. */
+static void test_trust_covers_torchscript_on_the_host(void** state) {
+  (void)state;
+  char invert_digest[65], loop_digest[65], identity_digest[65];
+  SHA256_HEX(ARCHIVE("invert_script.pt"), invert_digest);
+  SHA256_HEX(ARCHIVE("loop_script.pt"), loop_digest);
+  SHA256_HEX(ARCHIVE("identity.pt"), identity_digest);
+  manypy_archive_trust* trust = manypy_archive_trust_new();
+  assert_non_null(trust);
+  ASSERT_OK(manypy_archive_trust_add_sha256(trust, invert_digest));
+  ASSERT_OK(manypy_archive_trust_add_sha256(trust, identity_digest));
+
+  manypy_script_module* module = NULL;
+  manypy_status* s = EXPECT_CODE(
+      manypy_script_load_file_trusted(ARCHIVE("loop_script.pt"), trust, &module),
+      MANYPY_ERR_UNTRUSTED_ARCHIVE);
+  ASSERT_CONTAINS(manypy_status_message(s), loop_digest);
+  manypy_status_free(s);
+  size_t size = 0;
+  void* bytes = READ_WHOLE_FILE(ARCHIVE("loop_script.pt"), &size);
+  ASSERT_CODE(manypy_script_load_bytes_trusted(bytes, size, trust, &module),
+              MANYPY_ERR_UNTRUSTED_ARCHIVE);
+  assert_null(module);
+  ASSERT_OK(manypy_script_load_bytes_trusted(bytes, size, NULL, &module)); /* no trust: no check */
+  manypy_script_free(module);
+  module = NULL;
+  free(bytes);
+  ASSERT_OK(manypy_script_load_file_trusted(ARCHIVE("invert_script.pt"), trust, &module));
+  manypy_script_free(module);
+
+  /* A verifier, on the trust, is asked about what is not listed. */
+  static int asked = 0;
+  ASSERT_OK(manypy_archive_trust_set_verifier(trust, verify, &asked, NULL));
+  ASSERT_CODE(manypy_script_load_file_trusted(ARCHIVE("loop_script.pt"), trust, &module),
+              MANYPY_ERR_UNTRUSTED_ARCHIVE);
+  assert_int_equal(asked, 1);
+  ASSERT_OK(manypy_archive_trust_set_verifier(trust, NULL, NULL, NULL));
+
+  /* The same trust, given to a pool. */
+  manypy_pool_options* options = manypy_pool_options_new();
+  ASSERT_OK(manypy_pool_options_set_archive_trust(options, trust));
+  manypy_archive_trust_free(trust); /* the options hold a copy */
+  manypy_pool* pool = pool_with(options);
+  manypy_package* package = NULL;
+  ASSERT_CODE(manypy_package_load_file(pool, ARCHIVE("malformed/runs_code.pt"), &package),
+              MANYPY_ERR_UNTRUSTED_ARCHIVE);
+  package = LOAD_PACKAGE(pool, "identity.pt");
+  manypy_package_free(package);
+  manypy_pool_destroy(pool);
+  assert_false(marker_exists());
+
+  ASSERT_INVALID_ARG(manypy_archive_trust_add_sha256(NULL, invert_digest),
+                     "manypy_archive_trust_add_sha256", "trust");
+  g_verifier_data_freed = 0;
+  ASSERT_INVALID_ARG(manypy_archive_trust_set_verifier(NULL, verify, NULL, free_verifier_data),
+                     "manypy_archive_trust_set_verifier", "trust");
+  assert_int_equal(g_verifier_data_freed, 1);
+  ASSERT_INVALID_ARG(manypy_script_load_file_trusted(NULL, NULL, &module),
+                     "manypy_script_load_file_trusted", "path");
+  manypy_archive_trust_free(NULL);
+}
+
+/* Code from an archive that a pool without an allow-list ran, here a patch
+ * of a torch class and of a stdlib function (installed modules, which
+ * interpreters keep from one pool to the next), never runs in a pool that
+ * trusts only another archive: that pool gets other interpreters. One that
+ * trusts nothing may take the patched one. Last: it patches an
+ * interpreter of this process for good. */
+static void test_code_of_an_open_pool_never_serves_a_narrower_one(void** state) {
+  (void)state;
+  char patched[96];
+  snprintf(patched, sizeof patched, "%s.patched", g_marker);
+  unlink(patched);
+  manypy_pool* open_pool = pool_with(manypy_pool_options_new());
+  manypy_package* hostile = LOAD_PACKAGE(open_pool, "hostile.pt");
+  manypy_object* model = LOAD_MODEL(hostile);
+  manypy_value* items[1] = {STRING(patched)};
+  manypy_value* args = TUPLE_OF(1, items);
+  manypy_value* out = NULL;
+  ASSERT_OK(manypy_object_call(model, "patch_installed", args, NULL, NULL, &out));
+  manypy_value_free(out);
+  manypy_value_free(args);
+  const char* is_patched = "__import__('torch').nn.Module.__call__.__name__ == 'patched_call' "
+                           "and __import__('os').path.join.__name__ == 'patched_join'";
+  assert_true(EVAL_BOOL(open_pool, 0, is_patched));
+  manypy_object_free(model);
+  manypy_package_free(hostile);
+  manypy_pool_destroy(open_pool); /* its interpreter is idle again, and patched */
+  unlink(patched); /* giving it back ran os.path.join there */
+
+  char identity_digest[65];
+  SHA256_HEX(ARCHIVE("identity.pt"), identity_digest);
+  manypy_pool_options* options = manypy_pool_options_new();
+  ASSERT_OK(manypy_pool_options_add_trusted_sha256(options, identity_digest));
+  ASSERT_OK(manypy_pool_options_set_interpreters(options, 2));
+  manypy_pool* narrow = pool_with(options);
+  for (int32_t i = 0; i < 2; ++i) assert_false(EVAL_BOOL(narrow, i, is_patched));
+  manypy_package* package = LOAD_PACKAGE(narrow, "identity.pt");
+  manypy_object* identity = LOAD_MODEL(package);
+  for (int32_t i = 0; i < 2; ++i) {
+    float x[2] = {1, 2};
+    int64_t shape[1] = {2};
+    manypy_value* xs[1] = {F32_TENSOR(x, 1, shape)};
+    manypy_value* call_args = TUPLE_OF(1, xs);
+    manypy_call_options* on = CALL_OPTIONS(i, 0);
+    ASSERT_OK(manypy_object_call(identity, NULL, call_args, NULL, on, &out));
+    manypy_value_free(out);
+    manypy_call_options_free(on);
+    manypy_value_free(call_args);
+  }
+  assert_int_equal(access(patched, F_OK), -1); /* no patched code ran */
+  manypy_object_free(identity);
+  manypy_package_free(package);
+  manypy_pool_destroy(narrow);
+
+  /* A pool that checks nothing may be served by the patched interpreter:
+   * of 3 idle interpreters, it takes the first idle ones, which include it. */
+  options = manypy_pool_options_new();
+  ASSERT_OK(manypy_pool_options_set_interpreters(options, 3));
+  manypy_pool* any = pool_with(options);
+  int patched_ones = 0;
+  for (int32_t i = 0; i < 3; ++i) patched_ones += EVAL_BOOL(any, i, is_patched);
+  assert_int_equal(patched_ones, 1);
+  manypy_pool_destroy(any);
+  unlink(patched);
+}
+
 int main(int argc, char** argv) {
   g_self = argv[0];
   if (argc == 2 && strcmp(argv[1], "--child-exit") == 0) return child_exit();
@@ -179,6 +311,8 @@ int main(int argc, char** argv) {
       cmocka_unit_test(test_without_allow_list_the_pickle_runs),
       cmocka_unit_test(test_os_exit_raises),
       cmocka_unit_test(test_allowed_os_exit_ends_the_process),
+      cmocka_unit_test(test_trust_covers_torchscript_on_the_host),
+      cmocka_unit_test(test_code_of_an_open_pool_never_serves_a_narrower_one),
   };
   int failed = cmocka_run_group_tests_name("capi_trust", tests, NULL, NULL);
   unlink(g_marker);
