@@ -293,7 +293,13 @@ MANYPY_API void manypy_value_free(manypy_value* value);
  * the value nor any interpreter needs the memory any more (which may be after
  * manypy_value_free, if a model kept the tensor), or at once if this call
  * fails. Any thread may run the deleter. The data must stay valid and
- * unmodified until then. Strided tensors are accepted (strides NULL means
+ * unmodified by the caller until then. The model may write to it: a torch
+ * tensor over lent memory is writable (DLPack 0.6, which torch 1.13
+ * speaks, has no read-only flag), so an in-place operation (x.mul_(2))
+ * changes the caller's memory, during the call or later if the model keeps
+ * the tensor. Lend only memory the model may change; copy read-only memory
+ * (a PROT_READ mapping: a write there kills the process) with
+ * manypy_value_new_tensor_from_buffer(copy = 1). Strided tensors are accepted (strides NULL means
  * C-contiguous; byte_offset is honoured). Dtypes: int8/16/32/64, uint8,
  * float16/32/64, bfloat16, complex64/128 and bool (MANYPY_DL_BOOL, 8 bits),
  * one lane. Fails with MANYPY_ERR_BAD_TENSOR for a device other than kDLCPU,
@@ -310,9 +316,11 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_value_new_tensor(
  * C-contiguous. `data_size` is the buffer's size in bytes: every element the
  * shape and strides address must lie inside it (MANYPY_ERR_BAD_TENSOR
  * otherwise). shape and strides are copied.
- * Borrowed (`copy` = 0): the buffer is used in place; `release`, if not NULL,
- * is called exactly once with `release_ctx` when manypy no longer needs the
- * buffer, or at once if this call fails.
+ * Borrowed (`copy` = 0): the buffer is used in place, and the model may
+ * write to it (see manypy_value_new_tensor): lend only writable memory the
+ * model may change. `release`, if not NULL, is called exactly once with
+ * `release_ctx` when manypy no longer needs the buffer, or at once if this
+ * call fails.
  * Copied (`copy` = 1): the bytes are copied now (a contiguous copy); `release`
  * is called before this function returns. Any other `copy` is
  * MANYPY_ERR_INVALID_ARGUMENT. */
@@ -324,7 +332,11 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_value_new_tensor_from_buffer(
 /* A tensor value's data as a new DLManagedTensor, without copying. The
  * caller owns the result and must call its deleter exactly once; the data
  * stays valid until then, even after the value is freed. Any thread may call
- * the deleter. A bool tensor has dtype {MANYPY_DL_BOOL, 8, 1}. */
+ * the deleter. A bool tensor has dtype {MANYPY_DL_BOOL, 8, 1}. A result
+ * tensor is the host's alone: nothing in the interpreter can reach its
+ * memory (it was copied if the model kept it), so no model changes it
+ * afterwards; a tensor the caller lent to a model is still the caller's
+ * memory, which that model may write. */
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_value_get_tensor(
     const manypy_value* value, DLManagedTensor** out_tensor);
 
