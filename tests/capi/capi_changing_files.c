@@ -99,46 +99,47 @@ static void test_overwrite_after_the_trust_check_runs_nothing_new(void** state) 
   manypy_pool_destroy(pool);
 }
 
-/* `cp new.pt model.pt` truncates model.pt before it writes. */
-static void test_truncated_file_keeps_serving(void** state) {
-  (void)state;
+/* python_heavy.pt copied, loaded and served; then `change` is done to the
+ * file; then it must serve the same, from interpreter 0 and from a new
+ * replica in interpreter 1. */
+static void assert_loaded_model_survives(void (*change)(const char* path), const char* what) {
   const char* path = copy_of("python_heavy.pt");
   manypy_pool* pool = pool_of_two(manypy_pool_options_new());
   manypy_package* package = NULL;
   ASSERT_OK(manypy_package_load_file(pool, path, &package));
   manypy_object* heavy = LOAD_MODEL(package);
-  assert_heavy_serves(heavy, 0, "before the truncation");
-
-  assert_int_equal(truncate(path, 0), 0);
-  assert_heavy_serves(heavy, 0, "interpreter 0 after the truncation");
-  assert_heavy_serves(heavy, 1, "a new replica after the truncation");
-
+  assert_heavy_serves(heavy, 0, "before the change");
+  change(path);
+  char label[96];
+  snprintf(label, sizeof label, "interpreter 0 after %s", what);
+  assert_heavy_serves(heavy, 0, label);
+  snprintf(label, sizeof label, "a new replica after %s", what);
+  assert_heavy_serves(heavy, 1, label);
   manypy_object_free(heavy);
   manypy_package_free(package);
   manypy_pool_destroy(pool);
 }
 
-/* Other bytes written over the weights of a loaded model change nothing. */
-static void test_overwritten_file_changes_no_weight(void** state) {
-  (void)state;
-  const char* path = copy_of("python_heavy.pt");
-  manypy_pool* pool = pool_of_two(manypy_pool_options_new());
-  manypy_package* package = NULL;
-  ASSERT_OK(manypy_package_load_file(pool, path, &package));
-  manypy_object* heavy = LOAD_MODEL(package);
-  assert_heavy_serves(heavy, 0, "before the overwrite");
+/* `cp new.pt model.pt` truncates model.pt before it writes. */
+static void truncate_it(const char* path) { assert_int_equal(truncate(path, 0), 0); }
 
+static void test_truncated_file_keeps_serving(void** state) {
+  (void)state;
+  assert_loaded_model_survives(truncate_it, "the truncation");
+}
+
+/* Other bytes written over the weights of a loaded model change nothing. */
+static void overwrite_it(const char* path) {
   size_t size = 0;
   void* bytes = READ_WHOLE_FILE(path, &size);
   memset(bytes, 0x3f, size); /* 0x3f3f3f3f is 0.747 as a float */
   WRITE_FILE(path, bytes, size, 0);
   free(bytes);
-  assert_heavy_serves(heavy, 0, "interpreter 0 after the overwrite");
-  assert_heavy_serves(heavy, 1, "a new replica after the overwrite");
+}
 
-  manypy_object_free(heavy);
-  manypy_package_free(package);
-  manypy_pool_destroy(pool);
+static void test_overwritten_file_changes_no_weight(void** state) {
+  (void)state;
+  assert_loaded_model_survives(overwrite_it, "the overwrite");
 }
 
 /* A deploy: the new model is copied over the old file and loaded; the old

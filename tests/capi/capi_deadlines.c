@@ -15,46 +15,21 @@
 
 #include "capi_test_support.h"
 
-typedef struct {
-  manypy_pool* pool;
-  manypy_package* package;
-  manypy_object* stuck;
-} fixture;
-
-static fixture g;
-
-static int setup_pool(manypy_thread_mode mode) {
-  manypy_pool_options* options = manypy_pool_options_new();
-  manypy_status* s = manypy_pool_options_set_interpreters(options, 2);
-  if (s == NULL) s = manypy_pool_options_set_thread_mode(options, mode);
-  if (s == NULL) s = manypy_pool_create(options, &g.pool);
-  manypy_pool_options_free(options);
-  if (s == NULL) s = manypy_package_load_file(g.pool, capi_archive("stuck.pt"), &g.package);
-  if (s == NULL) s = manypy_package_load_pickle(g.package, "model", "model.pkl", &g.stuck);
-  if (s != NULL) {
-    capi_print_status("setup", s, __FILE__, __LINE__);
-    manypy_status_free(s);
-    return -1;
-  }
-  return 0;
-}
+static capi_fixture g; /* stuck.pt's model */
 
 static int setup_direct(void** state) {
   (void)state;
-  return setup_pool(MANYPY_THREAD_MODE_DIRECT);
+  return capi_fixture_setup(&g, 2, MANYPY_THREAD_MODE_DIRECT, "stuck.pt");
 }
 
 static int setup_handoff(void** state) {
   (void)state;
-  return setup_pool(MANYPY_THREAD_MODE_HANDOFF);
+  return capi_fixture_setup(&g, 2, MANYPY_THREAD_MODE_HANDOFF, "stuck.pt");
 }
 
 static int teardown_pool(void** state) {
   (void)state;
-  manypy_object_free(g.stuck);
-  manypy_package_free(g.package);
-  manypy_pool_destroy(g.pool);
-  memset(&g, 0, sizeof g);
+  capi_fixture_teardown(&g);
   return 0;
 }
 
@@ -78,7 +53,7 @@ static void assert_serves(int32_t interpreter) {
   manypy_value* args = TUPLE_OF(1, items);
   manypy_call_options* o = options_with(interpreter, 0, NULL);
   manypy_value* out = NULL;
-  ASSERT_OK(manypy_object_call(g.stuck, NULL, args, NULL, o, &out));
+  ASSERT_OK(manypy_object_call(g.model, NULL, args, NULL, o, &out));
   ASSERT_F32_TENSOR(out, 1, shape, twice, 0, "forward(x) after a stop");
   manypy_value_free(out);
   manypy_value_free(args);
@@ -92,7 +67,7 @@ static double expect_stop(const char* method, manypy_value* args, const manypy_c
                           manypy_code code, int ran) {
   manypy_value* out = NULL;
   double t0 = capi_now();
-  manypy_status* s = EXPECT_CODE(manypy_object_call(g.stuck, method, args, NULL, o, &out), code);
+  manypy_status* s = EXPECT_CODE(manypy_object_call(g.model, method, args, NULL, o, &out), code);
   double ms = (capi_now() - t0) * 1e3;
   assert_null(out);
   ASSERT_CONTAINS(manypy_status_message(s),
@@ -128,7 +103,7 @@ static void test_catching_the_stop_retires_the_interpreter(void** state) {
   manypy_call_options* o = options_with(1, 200, NULL);
   manypy_value* out = NULL;
   double t0 = capi_now();
-  manypy_status* s = EXPECT_CODE(manypy_object_call(g.stuck, "spin_catching", NULL, NULL, o, &out),
+  manypy_status* s = EXPECT_CODE(manypy_object_call(g.model, "spin_catching", NULL, NULL, o, &out),
                                  MANYPY_ERR_DEADLINE_EXCEEDED);
   double ms = (capi_now() - t0) * 1e3;
   print_message("except BaseException loop stopped after %.1f ms (timeout 200 ms, grace 100 ms)\n",
@@ -146,7 +121,7 @@ static void test_catching_the_stop_retires_the_interpreter(void** state) {
   ASSERT_OK(manypy_pool_check_interpreter(g.pool, 0));
   ASSERT_CODE(manypy_pool_check_interpreter(g.pool, 2), MANYPY_ERR_OUT_OF_RANGE);
   /* Pinned to it: refused at once; anywhere: served by interpreter 0. */
-  ASSERT_CODE(manypy_object_call(g.stuck, "spin", NULL, NULL, o, &out),
+  ASSERT_CODE(manypy_object_call(g.model, "spin", NULL, NULL, o, &out),
               MANYPY_ERR_INTERPRETER_BROKEN);
   manypy_call_options_free(o);
   for (int k = 0; k < 4; ++k) assert_serves(MANYPY_ANY_INTERPRETER);
@@ -195,13 +170,13 @@ static void test_deadline_that_does_not_expire_changes_nothing(void** state) {
     manypy_value* items[1] = {F32_TENSOR(x, 1, shape)};
     manypy_value* args = TUPLE_OF(1, items);
     manypy_value* out = NULL;
-    ASSERT_OK(manypy_object_call(g.stuck, NULL, args, NULL, o, &out));
+    ASSERT_OK(manypy_object_call(g.model, NULL, args, NULL, o, &out));
     ASSERT_F32_TENSOR(out, 1, shape, twice, 0, "forward(x) with a far deadline");
     manypy_value_free(out);
     manypy_value_free(args);
   }
   manypy_value* t = NULL;
-  ASSERT_OK(manypy_object_getattr(g.stuck, "training", o, &t));
+  ASSERT_OK(manypy_object_getattr(g.model, "training", o, &t));
   int training = 1;
   ASSERT_OK(manypy_value_get_bool(t, &training));
   assert_int_equal(training, 0);
@@ -216,7 +191,7 @@ static void test_getattr_of_a_looping_property_stops(void** state) {
   manypy_call_options* o = options_with(1, 200, NULL);
   manypy_value* out = NULL;
   double t0 = capi_now();
-  manypy_status* s = EXPECT_CODE(manypy_object_getattr(g.stuck, "spinning_property", o, &out),
+  manypy_status* s = EXPECT_CODE(manypy_object_getattr(g.model, "spinning_property", o, &out),
                                  MANYPY_ERR_DEADLINE_EXCEEDED);
   double ms = (capi_now() - t0) * 1e3;
   assert_true(ms >= 199 && ms <= 300);
@@ -235,7 +210,7 @@ static void test_sleep_finishes_first(void** state) {
   manypy_call_options* o = options_with(0, 100, NULL);
   manypy_value* out = NULL;
   double t0 = capi_now();
-  manypy_status* s = EXPECT_CODE(manypy_object_call(g.stuck, "sleep", args, NULL, o, &out),
+  manypy_status* s = EXPECT_CODE(manypy_object_call(g.model, "sleep", args, NULL, o, &out),
                                  MANYPY_ERR_DEADLINE_EXCEEDED);
   double ms = (capi_now() - t0) * 1e3;
   assert_true(ms >= 399 && ms <= 550);
@@ -261,7 +236,7 @@ static void* run_background(void* arg) {
   manypy_value* out = NULL;
   double t0 = capi_now();
   if (s == NULL) {
-    s = manypy_object_call(g.stuck, c->method, strcmp(c->method, "sleep") ? NULL : args, NULL,
+    s = manypy_object_call(g.model, c->method, strcmp(c->method, "sleep") ? NULL : args, NULL,
                            c->options, &out);
   }
   c->ms = (capi_now() - t0) * 1e3;
@@ -363,7 +338,7 @@ static void test_bad_arguments(void** state) {
   ASSERT_OK(manypy_call_options_set_cancel_token(o, NULL));
   ASSERT_OK(manypy_call_options_set_timeout(o, 0));
   manypy_value* out = NULL;
-  ASSERT_OK(manypy_object_getattr(g.stuck, "training", o, &out));
+  ASSERT_OK(manypy_object_getattr(g.model, "training", o, &out));
   manypy_value_free(out);
   manypy_cancel_token_free(token);
   manypy_call_options_free(o);

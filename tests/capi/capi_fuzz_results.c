@@ -249,21 +249,23 @@ static void test_generated_results(void** state) {
   assert_true(ok > count / 10 && refused > count / 10); /* the grammar reaches both */
 }
 
+static capi_fixture g;
+
 static int setup(void** state) {
-  manypy_pool* pool = NULL;
-  manypy_status* s = capi_create_pool(1, &pool);
-  if (s == NULL) s = manypy_pool_exec(pool, 0, kPrelude);
+  if (capi_fixture_setup(&g, 1, MANYPY_THREAD_MODE_DIRECT, NULL) != 0) return -1;
+  manypy_status* s = manypy_pool_exec(g.pool, 0, kPrelude);
   if (s != NULL) {
-    capi_print_status("setup", s, __FILE__, __LINE__);
+    capi_print_status("the prelude", s, __FILE__, __LINE__);
     manypy_status_free(s);
     return -1;
   }
-  *state = pool;
+  *state = g.pool;
   return 0;
 }
 
 static int teardown(void** state) {
-  manypy_pool_destroy(*state);
+  (void)state;
+  capi_fixture_teardown(&g);
   return 0;
 }
 

@@ -17,30 +17,16 @@
 
 #include "capi_test_support.h"
 
-static struct {
-  manypy_pool* pool;
-  manypy_package* package;
-  manypy_object* model;
-} g;
+static capi_fixture g;
 
 static int setup(void** state) {
   (void)state;
-  manypy_status* s = capi_create_pool(1, &g.pool);
-  if (s == NULL) s = manypy_package_load_file(g.pool, capi_archive("hostile.pt"), &g.package);
-  if (s == NULL) s = manypy_package_load_pickle(g.package, "model", "model.pkl", &g.model);
-  if (s != NULL) {
-    capi_print_status("setup", s, __FILE__, __LINE__);
-    manypy_status_free(s);
-    return -1;
-  }
-  return 0;
+  return capi_fixture_setup(&g, 1, MANYPY_THREAD_MODE_DIRECT, "hostile.pt");
 }
 
 static int teardown(void** state) {
   (void)state;
-  manypy_object_free(g.model);
-  manypy_package_free(g.package);
-  manypy_pool_destroy(g.pool);
+  capi_fixture_teardown(&g);
   return 0;
 }
 

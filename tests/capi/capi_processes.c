@@ -22,11 +22,7 @@
 static pid_t g_host_pid;
 static char g_escaped[64];
 
-static struct {
-  manypy_pool* pool;
-  manypy_package* package;
-  manypy_object* model;
-} g;
+static capi_fixture g;
 
 /* Runs in a process that is not this test's: a child that returned into the
  * host's code. It leaves a mark for the test process and ends. */
@@ -61,37 +57,19 @@ static int64_t call_int(const char* method, int64_t argument) {
   return value;
 }
 
-static int setup(manypy_thread_mode mode) {
-  manypy_pool_options* options = manypy_pool_options_new();
-  manypy_status* s = manypy_pool_options_set_thread_mode(options, mode);
-  if (s == NULL) s = manypy_pool_create(options, &g.pool);
-  manypy_pool_options_free(options);
-  if (s == NULL) s = manypy_package_load_file(g.pool, capi_archive("hostile.pt"), &g.package);
-  if (s == NULL) s = manypy_package_load_pickle(g.package, "model", "model.pkl", &g.model);
-  if (s != NULL) {
-    capi_print_status("setup", s, __FILE__, __LINE__);
-    manypy_status_free(s);
-    return -1;
-  }
-  return 0;
-}
-
 static int setup_direct(void** state) {
   (void)state;
-  return setup(MANYPY_THREAD_MODE_DIRECT);
+  return capi_fixture_setup(&g, 1, MANYPY_THREAD_MODE_DIRECT, "hostile.pt");
 }
 
 static int setup_handoff(void** state) {
   (void)state;
-  return setup(MANYPY_THREAD_MODE_HANDOFF);
+  return capi_fixture_setup(&g, 1, MANYPY_THREAD_MODE_HANDOFF, "hostile.pt");
 }
 
 static int teardown(void** state) {
   (void)state;
-  manypy_object_free(g.model);
-  manypy_package_free(g.package);
-  manypy_pool_destroy(g.pool);
-  memset(&g, 0, sizeof g);
+  capi_fixture_teardown(&g);
   return 0;
 }
 

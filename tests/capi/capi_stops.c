@@ -28,27 +28,11 @@
 static manypy_thread_mode g_mode;
 static char g_site[128]; /* on PYTHONPATH: an installed module that is slow to import */
 
-static struct {
-  manypy_pool* pool;
-  manypy_package* package;
-  manypy_object* model;
-} g;
+static capi_fixture g;
 
 static int setup(manypy_thread_mode mode) {
   g_mode = mode;
-  manypy_pool_options* options = manypy_pool_options_new();
-  manypy_status* s = manypy_pool_options_set_thread_mode(options, mode);
-  if (s == NULL) s = manypy_pool_options_set_interpreters(options, 2);
-  if (s == NULL) s = manypy_pool_create(options, &g.pool);
-  manypy_pool_options_free(options);
-  if (s == NULL) s = manypy_package_load_file(g.pool, capi_archive("hostile.pt"), &g.package);
-  if (s == NULL) s = manypy_package_load_pickle(g.package, "model", "model.pkl", &g.model);
-  if (s != NULL) {
-    capi_print_status("setup", s, __FILE__, __LINE__);
-    manypy_status_free(s);
-    return -1;
-  }
-  return 0;
+  return capi_fixture_setup(&g, 2, mode, "hostile.pt");
 }
 
 static int setup_direct(void** state) {
@@ -63,10 +47,7 @@ static int setup_handoff(void** state) {
 
 static int teardown(void** state) {
   (void)state;
-  manypy_object_free(g.model);
-  manypy_package_free(g.package);
-  manypy_pool_destroy(g.pool);
-  memset(&g, 0, sizeof g);
+  capi_fixture_teardown(&g);
   return 0;
 }
 

@@ -161,6 +161,35 @@ manypy_status* capi_create_pool(size_t count, manypy_pool** out_pool) {
   return status;
 }
 
+int capi_fixture_setup(capi_fixture* f, size_t interpreters, manypy_thread_mode mode,
+                       const char* archive) {
+  memset(f, 0, sizeof *f);
+  manypy_pool_options* options = manypy_pool_options_new();
+  manypy_status* s = manypy_pool_options_set_interpreters(options, interpreters);
+  if (s == NULL) s = manypy_pool_options_set_thread_mode(options, mode);
+  if (s == NULL) s = manypy_pool_create(options, &f->pool);
+  manypy_pool_options_free(options);
+  if (s == NULL && archive != NULL) {
+    s = manypy_package_load_file(f->pool, capi_archive(archive), &f->package);
+  }
+  if (s == NULL && archive != NULL) {
+    s = manypy_package_load_pickle(f->package, "model", "model.pkl", &f->model);
+  }
+  if (s != NULL) {
+    capi_print_status("setup", s, __FILE__, __LINE__);
+    manypy_status_free(s);
+    return -1;
+  }
+  return 0;
+}
+
+void capi_fixture_teardown(capi_fixture* f) {
+  manypy_object_free(f->model);
+  manypy_package_free(f->package);
+  manypy_pool_destroy(f->pool);
+  memset(f, 0, sizeof *f);
+}
+
 manypy_value* capi_heavy_kwargs(void) {
   manypy_value* kwargs = manypy_value_new_dict();
   assert_non_null(kwargs);

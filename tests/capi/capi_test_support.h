@@ -56,6 +56,22 @@ manypy_pool* capi_make_pool(size_t count, manypy_thread_mode mode, const char* f
  * options. Returns the failing status (owned by the caller) or NULL. */
 manypy_status* capi_create_pool(size_t count, manypy_pool** out_pool);
 
+/* What most suites share between their tests: a pool, a sample archive
+ * loaded into it and the object pickled at model/model.pkl. */
+typedef struct capi_fixture {
+  manypy_pool* pool;
+  manypy_package* package;
+  manypy_object* model;
+} capi_fixture;
+
+/* Non-asserting, for cmocka group setups: a pool of `interpreters` in
+ * `mode`, then (unless `archive` is NULL) archives/<archive> and its model.
+ * Returns 0, or -1 after printing what failed. */
+int capi_fixture_setup(capi_fixture* f, size_t interpreters, manypy_thread_mode mode,
+                       const char* archive);
+/* Frees what capi_fixture_setup made and zeroes `f`. */
+void capi_fixture_teardown(capi_fixture* f);
+
 /* The keyword arguments python_heavy's expected files were made with:
  * {"steps": 5, "normalize": False}. Owned by the caller. */
 manypy_value* capi_heavy_kwargs(void);
