@@ -37,6 +37,33 @@ const at::Tensor* exported_handle(const DLManagedTensor* managed) {
   return handle;
 }
 
+// What a tensor's or storage's Python object has to do with it: how many of
+// its C++ references that object holds (0 or 1), and whether anything in
+// Python holds the object.
+struct PythonHold {
+  size_t references = 0;
+  bool held_by_python = false;
+};
+
+template <typename Impl>
+PythonHold python_hold(const Impl& impl) {
+#if __cplusplus >= 202002L
+  if constexpr (requires { impl.pyobj_slot()->has_unique_reference(); }) {
+    // torch 2.x ("PyObject preservation" in c10/util/intrusive_ptr.h): a
+    // Python object, while it exists, holds one reference, and is held once
+    // by the C++ side while other C++ references exist. Held only that
+    // once, nothing in Python can reach it.
+    if (impl.pyobj_slot()->load_pyobj() == nullptr) return {};
+    return {1, !impl.pyobj_slot()->has_unique_reference()};
+  }
+#endif
+  // torch 1.13: a Python object that Python still holds holds a reference
+  // of its own (counted in use_count); one that Python dropped while C++
+  // held the tensor is kept by the tensor and holds none.
+  (void)impl;
+  return {};
+}
+
 // Whether nothing but `handle` can reach its storage: no other reference to
 // the tensor itself (a live Python object, a module's attribute), none to
 // the tensors it is a view of (each view holds its base; torch 1.13 chains
@@ -44,11 +71,13 @@ const at::Tensor* exported_handle(const DLManagedTensor* managed) {
 bool exclusive(const at::Tensor& handle) {
   size_t holders = 0;
   for (const at::TensorBase* t = &handle;; t = &t->_base()) {
-    if (t->use_count() != 1) return false;
+    const PythonHold python = python_hold(*t->unsafeGetTensorImpl());
+    if (python.held_by_python || t->use_count() != 1 + python.references) return false;
     ++holders;
     if (!t->is_view()) break;
   }
-  return handle.storage().use_count() == holders;
+  const PythonHold python = python_hold(*handle.storage().unsafeGetStorageImpl());
+  return !python.held_by_python && handle.storage().use_count() == holders + python.references;
 }
 
 }  // namespace
