@@ -432,6 +432,13 @@ unsafe extern "C" {
     ) -> *mut manypy_status;
 }
 unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_pool_options_set_stop_grace(
+        options: *mut manypy_pool_options,
+        grace_ns: i64,
+    ) -> *mut manypy_status;
+}
+unsafe extern "C" {
     pub fn manypy_max_interpreters() -> usize;
 }
 #[repr(C)]
@@ -451,6 +458,13 @@ unsafe extern "C" {
 }
 unsafe extern "C" {
     pub fn manypy_pool_size(pool: *const manypy_pool) -> usize;
+}
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_pool_check_interpreter(
+        pool: *const manypy_pool,
+        interpreter: i32,
+    ) -> *mut manypy_status;
 }
 unsafe extern "C" {
     #[must_use]
