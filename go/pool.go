@@ -268,6 +268,14 @@ func (p *Pool) Size() int {
 // pool's other interpreters, and it keeps its place among the process's
 // MaxInterpreters. For health checks.
 func (p *Pool) CheckInterpreter(i int) error {
+	return p.onInterpreter(i, func(pool *C.manypy_pool, index C.int32_t) error {
+		return statusError(C.manypy_pool_check_interpreter(pool, index))
+	})
+}
+
+// onInterpreter runs call with the pool's C handle, held for the call, and
+// interpreter i (an index or AnyInterpreter) as the C API takes it.
+func (p *Pool) onInterpreter(i int, call func(pool *C.manypy_pool, index C.int32_t) error) error {
 	index, err := interpreterIndex(i)
 	if err != nil {
 		return err
@@ -277,7 +285,7 @@ func (p *Pool) CheckInterpreter(i int) error {
 		return err
 	}
 	defer p.h.release()
-	err = statusError(C.manypy_pool_check_interpreter((*C.manypy_pool)(ptr), index))
+	err = call((*C.manypy_pool)(ptr), index)
 	runtime.KeepAlive(p)
 	return err
 }
@@ -286,23 +294,14 @@ func (p *Pool) CheckInterpreter(i int) error {
 // persists for the pool's lifetime. interpreter is an index in [0, Size())
 // or AnyInterpreter.
 func (p *Pool) Exec(interpreter int, source string) error {
-	index, err := interpreterIndex(interpreter)
-	if err != nil {
-		return err
-	}
-	ptr, err := p.h.acquire()
-	if err != nil {
-		return err
-	}
-	defer p.h.release()
-	csrc, err := cString(source)
-	if err != nil {
-		return err
-	}
-	defer C.free(unsafe.Pointer(csrc))
-	err = statusError(C.manypy_pool_exec((*C.manypy_pool)(ptr), index, csrc))
-	runtime.KeepAlive(p)
-	return err
+	return p.onInterpreter(interpreter, func(pool *C.manypy_pool, index C.int32_t) error {
+		csrc, err := cString(source)
+		if err != nil {
+			return err
+		}
+		defer C.free(unsafe.Pointer(csrc))
+		return statusError(C.manypy_pool_exec(pool, index, csrc))
+	})
 }
 
 // ExecAll runs the same statements in every interpreter, in index order,
@@ -326,23 +325,15 @@ func (p *Pool) ExecAll(source string) error {
 // Eval evaluates one Python expression and converts its result (see the
 // package documentation for the types).
 func (p *Pool) Eval(interpreter int, expression string) (any, error) {
-	index, err := interpreterIndex(interpreter)
-	if err != nil {
-		return nil, err
-	}
-	ptr, err := p.h.acquire()
-	if err != nil {
-		return nil, err
-	}
-	defer p.h.release()
-	cexpr, err := cString(expression)
-	if err != nil {
-		return nil, err
-	}
-	defer C.free(unsafe.Pointer(cexpr))
 	var out *C.manypy_value
-	err = statusError(C.manypy_pool_eval((*C.manypy_pool)(ptr), index, cexpr, &out))
-	runtime.KeepAlive(p)
+	err := p.onInterpreter(interpreter, func(pool *C.manypy_pool, index C.int32_t) error {
+		cexpr, err := cString(expression)
+		if err != nil {
+			return err
+		}
+		defer C.free(unsafe.Pointer(cexpr))
+		return statusError(C.manypy_pool_eval(pool, index, cexpr, &out))
+	})
 	if err != nil {
 		return nil, err
 	}

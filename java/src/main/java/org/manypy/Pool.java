@@ -103,32 +103,17 @@ public final class Pool extends NativeResource {
    * index outside the pool. For health checks.
    */
   public void checkInterpreter(int index) {
-    long pool = acquire();
-    try {
-      Status.check(ManypyNative.manypy_pool_check_interpreter(pool, index));
-    } finally {
-      release();
-    }
+    check(pool -> ManypyNative.manypy_pool_check_interpreter(pool, index));
   }
 
   /** Runs Python statements in an interpreter's globals (kept for the pool's lifetime). */
   public void exec(int interpreter, String source) {
-    long pool = acquire();
-    try {
-      Status.check(ManypyNative.manypy_pool_exec(pool, interpreter, source));
-    } finally {
-      release();
-    }
+    check(pool -> ManypyNative.manypy_pool_exec(pool, interpreter, source));
   }
 
   /** Runs the same statements in every interpreter, in index order; stops at the first failure. */
   public void execAll(String source) {
-    long pool = acquire();
-    try {
-      Status.check(ManypyNative.manypy_pool_exec_all(pool, source));
-    } finally {
-      release();
-    }
+    check(pool -> ManypyNative.manypy_pool_exec_all(pool, source));
   }
 
   /** Evaluates a Python expression in an interpreter; the result as Java (see Values). */
