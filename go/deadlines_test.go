@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"reflect"
 	"strings"
 	"testing"
@@ -116,33 +114,16 @@ func waitForBusyInterpreter(t *testing.T, model *Object, x *Tensor, timeout time
 func TestDeadlinesDirect(t *testing.T)  { testDeadlines(t, Direct) }
 func TestDeadlinesHandoff(t *testing.T) { testDeadlines(t, Handoff) }
 
-// retireChild, set in the environment, runs TestCatchingTheStopRetiresTheInterpreter's
-// cases in this process: its parent, the test binary's own run, starts it.
-const retireChild = "MANYPY_GO_RETIRE_CHILD"
-
 // A model that catches the stop and goes on (stuck.pt's spin_catching) is
 // ended once the pool's stop grace has passed, and its interpreter is
 // retired for the rest of the process: the call's error says so,
 // CheckInterpreter says why, calls pinned to it fail with
 // ErrInterpreterBroken, and calls to any interpreter go to the other one.
-// A retired interpreter keeps its place among the process's
-// (TestUnclosedPoolsAreCollected makes a pool of all of them), so the cases
-// run in a child process: the test binary again, running only this test.
-// They retire 3 of the 4 interpreters the child starts.
+// In a child process: a retired interpreter keeps its place among the
+// process's (TestUnclosedPoolsAreCollected makes a pool of all of them).
+// The cases retire 3 of the 4 interpreters the child starts.
 func TestCatchingTheStopRetiresTheInterpreter(t *testing.T) {
-	if os.Getenv(retireChild) == "" {
-		name := "TestCatchingTheStopRetiresTheInterpreter"
-		cmd := exec.Command(os.Args[0], "-test.run=^"+name+"$", "-test.v", "-test.count=1")
-		cmd.Env = append(os.Environ(), retireChild+"=1")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("child: %v\n%s", err, out)
-		}
-		for _, c := range []string{"DefaultGrace", "GraceSet", "NoStopGrace"} {
-			if !strings.Contains(string(out), "--- PASS: "+name+"/"+c) {
-				t.Errorf("the child did not pass %s:\n%s", c, out)
-			}
-		}
+	if !isolated(t) {
 		return
 	}
 	t.Run("DefaultGrace", func(t *testing.T) { testRetirement(t, Direct, 0, 100*time.Millisecond) })
