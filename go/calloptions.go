@@ -73,7 +73,11 @@ func (s *callScope) configure(ctx context.Context, settings *CallOptions, hasDea
 	deadline time.Time, done <-chan struct{}) error {
 	if settings != nil {
 		if settings.Pinned {
-			if err := statusError(C.manypy_call_options_set_interpreter(s.opts, C.int32_t(settings.Interpreter))); err != nil {
+			index, err := interpreterIndex(settings.Interpreter)
+			if err != nil {
+				return err
+			}
+			if err := statusError(C.manypy_call_options_set_interpreter(s.opts, index)); err != nil {
 				return err
 			}
 		}

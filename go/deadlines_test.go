@@ -3,7 +3,9 @@ package manypy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -35,22 +37,23 @@ func testDeadlines(t *testing.T, mode ThreadMode) {
 			}
 		}
 	}
+	// A loop the stop ends: its interpreter serves on (checkServes below).
+	// A loop that catches the stop retires its interpreter:
+	// TestCatchingTheStopRetiresTheInterpreter.
 	const timeout = 300 * time.Millisecond
-	for _, method := range []string{"spin", "spin_catching"} {
-		ctx, cancel := context.WithTimeout(bg, timeout)
-		start := time.Now()
-		_, err := model.CallMethod(ctx, method)
-		expectStopped(t, method, err, time.Since(start), timeout, context.DeadlineExceeded, CodeDeadlineExceeded)
-		cancel()
-		var e *Error
-		if errors.As(err, &e); e.PythonType != "manypy.DeadlineExceeded" {
-			t.Errorf("%s: python type %q", method, e.PythonType)
-		}
-	}
-	// A property runs Python too: Attr takes the context.
 	ctx, cancel := context.WithTimeout(bg, timeout)
 	start := time.Now()
-	_, err := model.Attr(ctx, "spinning_property")
+	_, err := model.CallMethod(ctx, "spin")
+	expectStopped(t, "spin", err, time.Since(start), timeout, context.DeadlineExceeded, CodeDeadlineExceeded)
+	cancel()
+	var e *Error
+	if errors.As(err, &e); e.PythonType != "manypy.DeadlineExceeded" || strings.Contains(e.Message, "retired") {
+		t.Errorf("spin: python type %q, message %q", e.PythonType, e.Message)
+	}
+	// A property runs Python too: Attr takes the context.
+	ctx, cancel = context.WithTimeout(bg, timeout)
+	start = time.Now()
+	_, err = model.Attr(ctx, "spinning_property")
 	expectStopped(t, "property", err, time.Since(start), timeout, context.DeadlineExceeded, CodeDeadlineExceeded)
 	cancel()
 	checkServes()
@@ -110,6 +113,86 @@ func waitForBusyInterpreter(t *testing.T, model *Object, x *Tensor, timeout time
 
 func TestDeadlinesDirect(t *testing.T)  { testDeadlines(t, Direct) }
 func TestDeadlinesHandoff(t *testing.T) { testDeadlines(t, Handoff) }
+
+// A model that catches the stop and goes on (stuck.pt's spin_catching) is
+// ended once the pool's stop grace has passed, and its interpreter is
+// retired for the rest of the process: the call's error says so,
+// CheckInterpreter says why, calls pinned to it fail with
+// ErrInterpreterBroken, and calls to any interpreter go to the other one.
+// In a child process: a retired interpreter keeps its place among the
+// process's (TestUnclosedPoolsAreCollected makes a pool of all of them).
+// The cases retire 3 of the 4 interpreters the child starts.
+func TestCatchingTheStopRetiresTheInterpreter(t *testing.T) {
+	if !isolated(t) {
+		return
+	}
+	t.Run("DefaultGrace", func(t *testing.T) { testRetirement(t, Direct, 0, 100*time.Millisecond) })
+	t.Run("GraceSet", func(t *testing.T) { testRetirement(t, Handoff, 250*time.Millisecond, 250*time.Millisecond) })
+	t.Run("NoStopGrace", func(t *testing.T) { testRetirement(t, Direct, NoStopGrace, 0) })
+}
+
+// testRetirement: a pool with StopGrace stopGrace, whose stops escalate
+// after grace.
+func testRetirement(t *testing.T, mode ThreadMode, stopGrace, grace time.Duration) {
+	pool := newPool(t, PoolOptions{Interpreters: 2, ThreadMode: mode, StopGrace: stopGrace})
+	model := loadModel(t, pool, "stuck.pt")
+	x := must(NewTensor([]float32{1, 2}))
+	defer x.Close()
+	on := func(i int) context.Context { return WithCallOptions(bg, CallOptions{Pinned: true, Interpreter: i}) }
+	serves := func(ctx context.Context) {
+		t.Helper()
+		if got := tensorFloats(t, must(model.Call(ctx, x))); !reflect.DeepEqual(got, []float32{2, 4}) {
+			t.Fatalf("x * 2: %v", got)
+		}
+	}
+	serves(on(0)) // the replicas, made before any timeout runs
+	serves(on(1))
+
+	const timeout = 300 * time.Millisecond
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(on(1), timeout)
+	_, err := model.CallMethod(ctx, "spin_catching")
+	elapsed := time.Since(start)
+	cancel()
+	expectStopped(t, "spin_catching", err, elapsed, timeout+grace, context.DeadlineExceeded, CodeDeadlineExceeded)
+	if elapsed < timeout+grace {
+		t.Errorf("escalated after %v, before the grace (%v) had passed", elapsed, grace)
+	}
+	var e *Error
+	errors.As(err, &e)
+	graceText := fmt.Sprintf("within its %d ms grace period", grace.Milliseconds())
+	if e.PythonType != "manypy.DeadlineExceeded" || !strings.Contains(e.Traceback, "spin_catching") ||
+		!strings.Contains(e.Message, "the interpreter was retired") || !strings.Contains(e.Message, graceText) {
+		t.Errorf("spin_catching: %q, %q\n%s", e.PythonType, e.Message, e.Traceback)
+	}
+
+	err = pool.CheckInterpreter(1)
+	if !errors.Is(err, ErrInterpreterBroken) || !strings.Contains(err.Error(), "retired") ||
+		!strings.Contains(err.Error(), graceText) {
+		t.Errorf("CheckInterpreter(1): %v", err)
+	}
+	if err := pool.CheckInterpreter(0); err != nil {
+		t.Errorf("CheckInterpreter(0): %v", err)
+	}
+	for _, i := range []int{2, AnyInterpreter, 1 << 32} {
+		if err := pool.CheckInterpreter(i); !errors.Is(err, ErrOutOfRange) {
+			t.Errorf("CheckInterpreter(%d): %v", i, err)
+		}
+	}
+	// Pinned to it: refused at once, without running; anywhere: served by
+	// interpreter 0.
+	if _, err := model.Call(on(1), x); !errors.Is(err, ErrInterpreterBroken) {
+		t.Errorf("a call pinned to the retired interpreter: %v", err)
+	}
+	for k := 0; k < 4; k++ {
+		serves(bg)
+	}
+	serves(on(0))
+	pool.Close()
+	if err := pool.CheckInterpreter(0); !errors.Is(err, ErrClosed) {
+		t.Errorf("CheckInterpreter after Close: %v", err)
+	}
+}
 
 // TorchScript on the host stops before its next tensor operator.
 func TestDeadlinesScript(t *testing.T) {

@@ -27,7 +27,7 @@
 //	float32, float64            float         float64
 //	string (UTF-8, NUL allowed) str           string
 //	[]byte                      bytes         []byte
-//	*Tensor                     torch.Tensor  *Tensor (zero copy; Close it)
+//	*Tensor                     torch.Tensor  *Tensor (Go's alone; Close it)
 //	[]any                       list          []any
 //	Tuple                       tuple         Tuple
 //	*Dict, Dict, map[string]any dict          *Dict (insertion order kept)
@@ -44,20 +44,37 @@
 // unpinned Go pointer. A model may write any tensor it is passed, in place,
 // during the call and later if it keeps it: a lent slice must be memory the
 // model may change, and NewTensorNoCopy refuses memory that cannot be
-// written (see its documentation). Results are zero-copy *Tensor over the
-// memory Python produced: TensorView gives a slice over it (valid until
-// Close), TensorCopy a copy. Every dtype of manypy.h is supported, bool
-// included.
+// written (see its documentation). A result *Tensor is Go's alone: over
+// the memory Python produced, without a copy, when nothing in the
+// interpreter can reach it once the call has dropped its references (an
+// identity model returns the caller's own memory), and over a copy
+// otherwise (a weight read with Attr, a tensor the model keeps), so no model
+// writes a result after its call returned unless Go passes it to another
+// call. TensorView gives a slice over it (valid until Close), TensorCopy a
+// copy. Every dtype of manypy.h is supported, bool included.
 //
 // # Deadlines and cancellation
 //
 // The context given to Object.Call (and CallMethod, CallKw, Attr,
 // ScriptModule.Call) bounds the call: its deadline becomes the call's C
 // deadline, and its cancellation a C cancel token. Running Python code is
-// stopped at its next bytecode boundary, and the call returns an *Error
-// that matches context.DeadlineExceeded or context.Canceled under
-// errors.Is (and ErrDeadlineExceeded or ErrCancelled). A context shared by
-// several calls is the Go form of the C API's shared cancel token.
+// stopped: the interpreter raises manypy.DeadlineExceeded (or
+// manypy.Cancelled), a BaseException, once, at the next line of the model's
+// code, so that the clean-up it unwinds through runs (finally blocks,
+// __exit__). The call returns an *Error that matches
+// context.DeadlineExceeded or context.Canceled under errors.Is (and
+// ErrDeadlineExceeded or ErrCancelled). A model that lets the stop end it
+// leaves its interpreter serving as before. One that has not returned
+// PoolOptions.StopGrace (100 ms) after the raise caught the stop or hangs in
+// its clean-up: the stop escalates (it is raised at every line, which ends
+// the call but cuts the clean-up short) and the interpreter is retired for
+// the rest of the process. The call's message then says so; CheckInterpreter
+// reports ErrInterpreterBroken with the reason; calls pinned to it fail with
+// ErrInterpreterBroken, and calls to AnyInterpreter go to the pool's other
+// interpreters. So a model that catches BaseException and goes on loses an
+// interpreter with every stopped call: fix the model (catch Exception), and
+// watch CheckInterpreter. A context shared by several calls is the Go form
+// of the C API's shared cancel token.
 // WithCallOptions adds per-call settings: a pinned interpreter, and the
 // model and request ids that operator callbacks and the profiler see.
 // Pool.Exec, ExecAll and Eval take no context: the C API gives them no call

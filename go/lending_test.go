@@ -124,3 +124,26 @@ func TestNoCopyLendsAWritableMapping(t *testing.T) {
 	scaleInPlace(t, model, x)
 	checkMapping(t, path, mapped, []byte{2, 4, 6, 8})
 }
+
+// A result is Go's alone: hostile.pt's keep(n) returns arange(n) and keeps
+// it, keep_and_return_a_view(n) returns a view of one it keeps, and
+// change_kept(how) then changes what it kept, in place or by giving it new
+// storage. The results' memory, seen through TensorView, never changes.
+// (The pool has one interpreter, whose list of kept tensors it is.)
+func TestResultsTheModelKeepsNeverChange(t *testing.T) {
+	pool := newPool(t, PoolOptions{})
+	model := loadModel(t, pool, "hostile.pt")
+	for _, how := range []string{"fill", "resize", "set", "out"} {
+		kept := must(model.CallMethod(bg, "keep", 4)).(*Tensor)
+		part := must(model.CallMethod(bg, "keep_and_return_a_view", 4)).(*Tensor)
+		view, partView := must(TensorView[float32](kept)), must(TensorView[float32](part))
+		if out := must(model.CallMethod(bg, "change_kept", how)); out != nil {
+			t.Fatalf("change_kept: %v", out)
+		}
+		if !slices.Equal(view, []float32{0, 1, 2, 3}) || !slices.Equal(partView, []float32{1, 2, 3}) {
+			t.Errorf("%s: the model changed its results: %v, %v", how, view, partView)
+		}
+		kept.Close()
+		part.Close()
+	}
+}

@@ -7,6 +7,8 @@ package manypy
 import "C"
 
 import (
+	"fmt"
+	"math"
 	"runtime"
 	"runtime/cgo"
 	"time"
@@ -29,8 +31,14 @@ const (
 // loaded.
 const AnyInterpreter = int(C.MANYPY_ANY_INTERPRETER)
 
+// NoStopGrace, as PoolOptions.StopGrace, gives a stopped call no time for
+// its clean-up: a stop that does not end the call at its first raise
+// escalates at once and retires the interpreter. Any negative StopGrace
+// means the same, as a negative net.Dialer.KeepAlive disables keep-alives.
+const NoStopGrace time.Duration = -1
+
 // PoolOptions configure NewPool. The zero value is 1 interpreter, DIRECT
-// mode, 1 intra-op thread, every archive trusted.
+// mode, 1 intra-op thread, every archive trusted, a stop grace of 100 ms.
 type PoolOptions struct {
 	Interpreters   int        // 1 to MaxInterpreters(); 0 means 1
 	SysPath        []string   // appended to every interpreter's sys.path
@@ -48,6 +56,14 @@ type PoolOptions struct {
 	// AllowProcessExit lets os._exit and os.abort in model code end the
 	// process; by default they raise manypy.ProcessExitRefused.
 	AllowProcessExit bool
+	// StopGrace is how long a stopped call's clean-up (the model's finally
+	// blocks and __exit__ methods) may run before the stop escalates: the
+	// stop is then raised at every line, which ends the call but cuts its
+	// clean-up short, and the interpreter is retired for the rest of the
+	// process (package documentation, "Deadlines and cancellation";
+	// Pool.CheckInterpreter). 0 means the library's default, 100 ms;
+	// NoStopGrace (or any negative value) escalates at once.
+	StopGrace time.Duration
 	// KeepGOMAXPROCS stops NewPool from raising runtime.GOMAXPROCS. By
 	// default, unless the GOMAXPROCS environment variable is set, NewPool
 	// raises it to its value before the first pool plus the interpreters
@@ -201,7 +217,28 @@ func (o *PoolOptions) fill(copts *C.manypy_pool_options) error {
 	if o.AllowProcessExit {
 		allow = 1
 	}
-	return statusError(C.manypy_pool_options_set_allow_process_exit(copts, C.int(allow)))
+	if err := statusError(C.manypy_pool_options_set_allow_process_exit(copts, C.int(allow))); err != nil {
+		return err
+	}
+	if o.StopGrace == 0 {
+		return nil // the library's default
+	}
+	return statusError(C.manypy_pool_options_set_stop_grace(copts, C.int64_t(stopGraceNanos(o.StopGrace))))
+}
+
+// stopGraceNanos is StopGrace as the C API takes it, for a StopGrace that
+// is not 0: nanoseconds, 0 (escalate at once) for any negative value.
+func stopGraceNanos(grace time.Duration) int64 {
+	return max(grace.Nanoseconds(), 0)
+}
+
+// interpreterIndex is an interpreter index (or AnyInterpreter) as the C API
+// takes it: an int outside int32 is ErrOutOfRange, not another index.
+func interpreterIndex(i int) (C.int32_t, error) {
+	if i < math.MinInt32 || i > math.MaxInt32 {
+		return 0, &Error{Code: CodeOutOfRange, Message: fmt.Sprintf("manypy: interpreter index %d is out of range", i)}
+	}
+	return C.int32_t(i), nil
 }
 
 // Close frees the pool handle. Idempotent. Packages and objects loaded from
@@ -221,23 +258,50 @@ func (p *Pool) Size() int {
 	return n
 }
 
-// Exec runs Python statements in an interpreter's global namespace, which
-// persists for the pool's lifetime. interpreter is an index in [0, Size())
-// or AnyInterpreter.
-func (p *Pool) Exec(interpreter int, source string) error {
+// CheckInterpreter returns nil if interpreter i (an index in [0, Size()))
+// can serve calls. Otherwise it returns an *Error: ErrInterpreterBroken,
+// whose message says why (the interpreter was retired after a stopped call
+// whose clean-up was cut short, see PoolOptions.StopGrace), or
+// ErrOutOfRange for a bad index; ErrClosed once the pool is closed. A
+// retired interpreter never serves again in this process: calls pinned to
+// it fail with ErrInterpreterBroken, calls to AnyInterpreter go to the
+// pool's other interpreters, and it keeps its place among the process's
+// MaxInterpreters. For health checks.
+func (p *Pool) CheckInterpreter(i int) error {
+	return p.onInterpreter(i, func(pool *C.manypy_pool, index C.int32_t) error {
+		return statusError(C.manypy_pool_check_interpreter(pool, index))
+	})
+}
+
+// onInterpreter runs call with the pool's C handle, held for the call, and
+// interpreter i (an index or AnyInterpreter) as the C API takes it.
+func (p *Pool) onInterpreter(i int, call func(pool *C.manypy_pool, index C.int32_t) error) error {
+	index, err := interpreterIndex(i)
+	if err != nil {
+		return err
+	}
 	ptr, err := p.h.acquire()
 	if err != nil {
 		return err
 	}
 	defer p.h.release()
-	csrc, err := cString(source)
-	if err != nil {
-		return err
-	}
-	defer C.free(unsafe.Pointer(csrc))
-	err = statusError(C.manypy_pool_exec((*C.manypy_pool)(ptr), C.int32_t(interpreter), csrc))
+	err = call((*C.manypy_pool)(ptr), index)
 	runtime.KeepAlive(p)
 	return err
+}
+
+// Exec runs Python statements in an interpreter's global namespace, which
+// persists for the pool's lifetime. interpreter is an index in [0, Size())
+// or AnyInterpreter.
+func (p *Pool) Exec(interpreter int, source string) error {
+	return p.onInterpreter(interpreter, func(pool *C.manypy_pool, index C.int32_t) error {
+		csrc, err := cString(source)
+		if err != nil {
+			return err
+		}
+		defer C.free(unsafe.Pointer(csrc))
+		return statusError(C.manypy_pool_exec(pool, index, csrc))
+	})
 }
 
 // ExecAll runs the same statements in every interpreter, in index order,
@@ -261,26 +325,24 @@ func (p *Pool) ExecAll(source string) error {
 // Eval evaluates one Python expression and converts its result (see the
 // package documentation for the types).
 func (p *Pool) Eval(interpreter int, expression string) (any, error) {
-	ptr, err := p.h.acquire()
-	if err != nil {
-		return nil, err
-	}
-	defer p.h.release()
-	cexpr, err := cString(expression)
-	if err != nil {
-		return nil, err
-	}
-	defer C.free(unsafe.Pointer(cexpr))
 	var out *C.manypy_value
-	err = statusError(C.manypy_pool_eval((*C.manypy_pool)(ptr), C.int32_t(interpreter), cexpr, &out))
-	runtime.KeepAlive(p)
+	err := p.onInterpreter(interpreter, func(pool *C.manypy_pool, index C.int32_t) error {
+		cexpr, err := cString(expression)
+		if err != nil {
+			return err
+		}
+		defer C.free(unsafe.Pointer(cexpr))
+		return statusError(C.manypy_pool_eval(pool, index, cexpr, &out))
+	})
 	if err != nil {
 		return nil, err
 	}
 	return takeValue(out)
 }
 
-// LoadPackage loads a torch.package archive from a file (mapped, not read).
+// LoadPackage loads a torch.package archive from a file, read once into
+// memory that every interpreter of the pool shares: changing the file
+// afterwards changes nothing the package runs.
 // The package keeps the pool's interpreters alive until it is closed.
 func (p *Pool) LoadPackage(path string) (*Package, error) {
 	ptr, err := p.h.acquire()

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -69,6 +71,35 @@ func must[T any](v T, err error) T {
 		panic(fmt.Sprintf("unexpected error: %v", err))
 	}
 	return v
+}
+
+// isolatedEnv names, in a child process's environment, the test that child
+// runs (isolated).
+const isolatedEnv = "MANYPY_GO_ISOLATED_TEST"
+
+// isolated runs the calling top-level test in a child process (the test
+// binary again, running only that test) unless this process is that child.
+// Interpreters are the process's, and some tests leave them unfit for the
+// tests after them, or need ones that earlier tests left unfit: a retired
+// interpreter never serves again, and one that ran code from an archive
+// serves no pool that does not trust that archive. It returns true in the
+// child, where the test goes on, and false in the parent, once the child
+// has passed (it fails t otherwise).
+func isolated(t *testing.T) bool {
+	t.Helper()
+	if os.Getenv(isolatedEnv) == t.Name() {
+		return true
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), isolatedEnv+"="+t.Name())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s in a child process: %v\n%s", t.Name(), err, out)
+	}
+	if !strings.Contains(string(out), "--- PASS: "+t.Name()+" (") {
+		t.Fatalf("the child process did not run %s:\n%s", t.Name(), out)
+	}
+	return false
 }
 
 func newPool(t testing.TB, opts PoolOptions) *Pool {

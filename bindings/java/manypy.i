@@ -17,7 +17,10 @@
  * handle (long), nanoseconds are int64_t (long), and
  * manypy_call_options_set_timeout/_set_deadline/_set_cancel_token,
  * manypy_cancel_token_new/_cancel/_is_cancelled/_free and
- * manypy_monotonic_ns are wrapped as they are declared.
+ * manypy_monotonic_ns are wrapped as they are declared. So are the stop's
+ * pool settings: manypy_pool_options_set_stop_grace (int64_t nanoseconds,
+ * a long) and manypy_pool_check_interpreter (a status, a long), which
+ * PoolOptions.stopGrace and Pool.checkInterpreter call.
  */
 %module ManypyNative
 

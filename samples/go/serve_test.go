@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"manypy.dev/manypy"
 )
 
 // lineWriter hands the first line the service prints to a channel.
@@ -227,5 +228,23 @@ func checkMetrics(t *testing.T, client *http.Client, base string) {
 	}
 	if ok != 33 {
 		t.Errorf("predict_requests_total{code=\"200\"} = %v, want 33", ok)
+	}
+}
+
+// What each kind of failed call answers.
+func TestStatusOf(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want int
+	}{
+		{&manypy.Error{Code: manypy.CodeDeadlineExceeded}, http.StatusGatewayTimeout},
+		{&manypy.Error{Code: manypy.CodeCancelled}, 499},
+		{&manypy.Error{Code: manypy.CodePython}, http.StatusBadRequest},
+		{&manypy.Error{Code: manypy.CodeInterpreterBroken}, http.StatusServiceUnavailable},
+		{&manypy.Error{Code: manypy.CodeInternal}, http.StatusInternalServerError},
+	} {
+		if got := statusOf(c.err); got != c.want {
+			t.Errorf("%v: HTTP %d, want %d", c.err, got, c.want)
+		}
 	}
 }

@@ -109,8 +109,10 @@ func (s *service) serve(r *http.Request) (int, any) {
 	}
 	defer req.close()
 	// The request's deadline is the call's: a model that runs past it is
-	// stopped in its interpreter, which goes on serving. A client that goes
-	// away cancels the call the same way (r.Context()).
+	// stopped in its interpreter, which goes on serving unless the model
+	// catches the stop (then the interpreter is retired and the pool serves
+	// on the others). A client that goes away cancels the call the same
+	// way (r.Context()).
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
 	defer cancel()
 	ctx = manypy.WithCallOptions(ctx, manypy.CallOptions{ModelID: s.cfg.ModelID, RequestID: requestID})
@@ -132,6 +134,10 @@ func statusOf(err error) int {
 		return http.StatusGatewayTimeout
 	case errors.Is(err, context.Canceled):
 		return 499 // the client closed the request (nginx's convention)
+	case errors.Is(err, manypy.ErrInterpreterBroken):
+		// No interpreter of the pool can serve: a model that caught its
+		// stops retired them (Pool.CheckInterpreter says why).
+		return http.StatusServiceUnavailable
 	case errors.Is(err, manypy.ErrPython), errors.Is(err, manypy.ErrInvalidArgument),
 		errors.Is(err, manypy.ErrNoSuchName), errors.Is(err, manypy.ErrBadTensor):
 		return http.StatusBadRequest

@@ -417,6 +417,42 @@ unsafe extern "C" {
         >,
     ) -> *mut manypy_status;
 }
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct manypy_archive_trust {
+    _unused: [u8; 0],
+}
+unsafe extern "C" {
+    pub fn manypy_archive_trust_new() -> *mut manypy_archive_trust;
+}
+unsafe extern "C" {
+    pub fn manypy_archive_trust_free(trust: *mut manypy_archive_trust);
+}
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_archive_trust_add_sha256(
+        trust: *mut manypy_archive_trust,
+        hex_digest: *const ::std::os::raw::c_char,
+    ) -> *mut manypy_status;
+}
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_archive_trust_set_verifier(
+        trust: *mut manypy_archive_trust,
+        verifier: manypy_archive_verifier_fn,
+        user_data: *mut ::std::os::raw::c_void,
+        free_user_data: ::std::option::Option<
+            unsafe extern "C" fn(arg1: *mut ::std::os::raw::c_void),
+        >,
+    ) -> *mut manypy_status;
+}
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_pool_options_set_archive_trust(
+        options: *mut manypy_pool_options,
+        trust: *const manypy_archive_trust,
+    ) -> *mut manypy_status;
+}
 unsafe extern "C" {
     #[must_use]
     pub fn manypy_pool_options_set_allow_process_exit(
@@ -429,6 +465,13 @@ unsafe extern "C" {
     pub fn manypy_pool_options_set_thread_mode(
         options: *mut manypy_pool_options,
         mode: manypy_thread_mode,
+    ) -> *mut manypy_status;
+}
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_pool_options_set_stop_grace(
+        options: *mut manypy_pool_options,
+        grace_ns: i64,
     ) -> *mut manypy_status;
 }
 unsafe extern "C" {
@@ -451,6 +494,13 @@ unsafe extern "C" {
 }
 unsafe extern "C" {
     pub fn manypy_pool_size(pool: *const manypy_pool) -> usize;
+}
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_pool_check_interpreter(
+        pool: *const manypy_pool,
+        interpreter: i32,
+    ) -> *mut manypy_status;
 }
 unsafe extern "C" {
     #[must_use]
@@ -647,6 +697,23 @@ unsafe extern "C" {
     pub fn manypy_script_load_bytes(
         data: *const ::std::os::raw::c_void,
         size: usize,
+        out_module: *mut *mut manypy_script_module,
+    ) -> *mut manypy_status;
+}
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_script_load_file_trusted(
+        path: *const ::std::os::raw::c_char,
+        trust: *const manypy_archive_trust,
+        out_module: *mut *mut manypy_script_module,
+    ) -> *mut manypy_status;
+}
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_script_load_bytes_trusted(
+        data: *const ::std::os::raw::c_void,
+        size: usize,
+        trust: *const manypy_archive_trust,
         out_module: *mut *mut manypy_script_module,
     ) -> *mut manypy_status;
 }

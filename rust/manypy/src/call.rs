@@ -150,9 +150,7 @@ impl CallOptionsBuilder {
                 Error::check(sys::manypy_call_options_set_interpreter(p, index))?;
             }
             if let Some(timeout) = self.timeout {
-                let ns = i64::try_from(timeout.as_nanos())
-                    .map_err(|_| Error::new(Code::OutOfRange, format!("timeout {timeout:?}")))?;
-                Error::check(sys::manypy_call_options_set_timeout(p, ns))?;
+                Error::check(sys::manypy_call_options_set_timeout(p, nanos(timeout, "timeout")?))?;
             }
             if let Some(token) = &self.token {
                 // The options take their own reference to the token.
@@ -165,6 +163,12 @@ impl CallOptionsBuilder {
         }
         Ok(options)
     }
+}
+
+/// A duration as the C API's signed 64-bit nanoseconds: `OutOfRange` past
+/// about 292 years, which C could not hold.
+pub(crate) fn nanos(duration: Duration, what: &str) -> Result<i64> {
+    i64::try_from(duration.as_nanos()).map_err(|_| Error::new(Code::OutOfRange, format!("{what} {duration:?}")))
 }
 
 /// Positional arguments converted to a C tuple once, for calls that repeat

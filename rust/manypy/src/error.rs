@@ -29,7 +29,9 @@ pub enum Code {
     ResourceExhausted,
     /// The dynamic loader or the Python runtime could not be started.
     Loader,
-    /// The interpreter failed to start earlier and is unusable.
+    /// The interpreter cannot serve: it failed to start, or it was retired
+    /// after a stopped call whose clean-up was cut short
+    /// ([`Pool::check_interpreter`](crate::Pool::check_interpreter) says why).
     InterpreterBroken,
     /// A bug in manypy.
     Internal,

@@ -2,10 +2,11 @@
 use std::path::Path;
 use std::ptr::NonNull;
 use std::sync::Arc;
+use std::time::Duration;
 
 use manypy_sys as sys;
 
-use crate::call::value_result;
+use crate::call::{nanos, value_result};
 use crate::error::{Code, Error, Result};
 use crate::package::Package;
 use crate::trampoline::guard;
@@ -37,6 +38,7 @@ pub struct PoolBuilder {
     trusted_sha256: Vec<String>,
     verifier: Option<ArchiveVerifier>,
     allow_process_exit: bool,
+    stop_grace: Option<Duration>,
 }
 
 impl PoolBuilder {
@@ -89,6 +91,19 @@ impl PoolBuilder {
         self
     }
 
+    /// How long a stopped call's clean-up (its `finally` blocks and
+    /// `__exit__` methods) may run before the stop escalates, cutting the
+    /// clean-up short and retiring the interpreter for the rest of the
+    /// process (docs/rust.md, "Deadlines and cancellation"). Default 100 ms;
+    /// `Duration::ZERO` escalates at once, so every stop that does not end
+    /// the call at its first raise retires its interpreter. `build` fails
+    /// with [`Code::OutOfRange`] past `i64::MAX` nanoseconds (about 292
+    /// years).
+    pub fn stop_grace(mut self, grace: Duration) -> Self {
+        self.stop_grace = Some(grace);
+        self
+    }
+
     /// Creates the pool. Interpreters start on first use (about a second
     /// each: each imports torch).
     pub fn build(self) -> Result<Pool> {
@@ -132,6 +147,9 @@ impl PoolBuilder {
                 ))?;
             }
             Error::check(sys::manypy_pool_options_set_allow_process_exit(o, self.allow_process_exit as i32))?;
+            if let Some(grace) = self.stop_grace {
+                Error::check(sys::manypy_pool_options_set_stop_grace(o, nanos(grace, "stop grace")?))?;
+            }
             let mut pool = std::ptr::null_mut();
             Error::check(sys::manypy_pool_create(o, &mut pool))?;
             let pool = NonNull::new(pool).ok_or_else(|| Error::new(Code::Internal, "no pool returned"))?;
@@ -201,6 +219,21 @@ impl Pool {
         unsafe { sys::manypy_pool_size(self.ptr()) }
     }
 
+    /// `Ok(())` if interpreter `interpreter` (`0..size()`) can serve calls.
+    /// Otherwise `Err`: [`Code::InterpreterBroken`] for an interpreter
+    /// retired after a stopped call whose clean-up was cut short, with the
+    /// reason in the message (it never serves again in this process; calls
+    /// that may go anywhere go to the pool's other interpreters, calls
+    /// pinned to it fail with the same code), or [`Code::OutOfRange`] for a
+    /// bad index. For health checks: a pool whose interpreters are all
+    /// retired serves nothing. A retired interpreter keeps its place among
+    /// the process's interpreters ([`crate::max_interpreters`]) for good;
+    /// later pools get only interpreters that can serve.
+    pub fn check_interpreter(&self, interpreter: usize) -> Result<()> {
+        let i = index(Some(interpreter))?;
+        unsafe { Error::check(sys::manypy_pool_check_interpreter(self.ptr(), i)) }
+    }
+
     /// Runs Python statements in an interpreter's global namespace
     /// (`None`: any interpreter).
     pub fn exec(&self, interpreter: Option<usize>, source: &str) -> Result<()> {
@@ -222,7 +255,9 @@ impl Pool {
         value_result(|out| unsafe { sys::manypy_pool_eval(self.ptr(), i, expression.as_ptr(), out) })
     }
 
-    /// Loads a torch.package archive from a file (mapped, not read).
+    /// Loads a torch.package archive from a file, read once into memory that
+    /// every interpreter of the pool shares: changing the file afterwards
+    /// changes nothing the package runs.
     pub fn load_package(&self, path: impl AsRef<Path>) -> Result<Package> {
         let path = crate::path_c_string(path.as_ref())?;
         let mut out = std::ptr::null_mut();

@@ -237,11 +237,13 @@ impl Drop for Inner {
 /// exclusively and may write (no shared borrow, `Arc`, or read-only map), and
 /// shared data comes in through [`from_slice`](Tensor::from_slice), a copy.
 ///
-/// What the binding cannot see: a result is a view of the interpreter's
-/// own tensor, and the C API does not copy a result that the model also
-/// keeps. A model that keeps a tensor it returned and changes it in place in
-/// a later call changes what a view of that result shows; reading results
-/// relies on models not doing that.
+/// A result is Rust's alone. The C library hands a result's memory over
+/// without a copy only when nothing in the interpreter can reach it once the
+/// call has dropped its references (an identity model returns the caller's
+/// own memory, which stays lent to that result), and copies it otherwise (a
+/// weight read through [`getattr`](crate::Object::getattr), a tensor the
+/// model keeps). So no model writes a result after its call returned, unless
+/// Rust lends the result to a later call, as above.
 #[derive(Clone)]
 pub struct Tensor(Arc<Inner>);
 

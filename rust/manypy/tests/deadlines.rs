@@ -1,43 +1,69 @@
 //! Timeouts and cancel tokens stop Python code that runs or waits, in both
-//! thread modes; the interpreter then serves calls as before.
+//! thread modes. A model that lets the stop end it leaves its interpreter
+//! serving as before; one that catches the stop and goes on (stuck.pt's
+//! `spin_catching`) is cut short after the pool's stop grace, and its
+//! interpreter is retired for the rest of the process.
+//!
+//! Each thread mode has one pool of 2 interpreters, and its stops run in one
+//! test, in order: the retirement comes last, because interpreter 1 never
+//! serves again. Cargo runs the two modes at once: 4 interpreters, within
+//! the 7 a torch 2.x process has.
 mod common;
 
 use std::thread;
 use std::time::{Duration, Instant};
 
 use common::archive;
-use manypy::{CallOptions, CancelToken, Code, Object, Pool, Tensor, ThreadMode, Value};
+use manypy::{CallOptions, CancelToken, Code, Error, Object, Pool, Tensor, ThreadMode, Value};
 
-fn stuck(mode: ThreadMode) -> (Pool, Object) {
-    let pool = Pool::builder().thread_mode(mode).build().unwrap();
+/// stuck.pt in a pool of 2 interpreters, each with its replica made (so
+/// that no timeout below includes making one).
+fn stuck(mode: ThreadMode, stop_grace: Option<Duration>) -> (Pool, Object) {
+    let mut builder = Pool::builder().interpreters(2).thread_mode(mode);
+    if let Some(grace) = stop_grace {
+        builder = builder.stop_grace(grace);
+    }
+    let pool = builder.build().unwrap();
     let object = pool.load_package(archive("stuck.pt")).unwrap().load_pickle("model", "model.pkl").unwrap();
+    serves(&object, Some(0));
+    serves(&object, Some(1));
     (pool, object)
 }
 
-fn still_serves(object: &Object) {
+fn pinned(interpreter: usize) -> CallOptions {
+    CallOptions::builder().interpreter(interpreter).build().unwrap()
+}
+
+/// stuck's forward(x) gives x * 2 on `interpreter` (`None`: any).
+fn serves(object: &Object, interpreter: Option<usize>) {
     let x = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap();
-    let out = object.call(&[Value::from(x)]).unwrap();
+    let options = interpreter.map(pinned);
+    let out = object.call_with(None, &[Value::from(x)], &(), options.as_ref()).unwrap();
     assert_eq!(common::tensor_of(&out).as_slice::<f32>().unwrap(), &[2.0, 4.0]);
 }
 
-fn deadlines(mode: ThreadMode) {
-    let (_pool, object) = stuck(mode);
-    let options = CallOptions::builder().timeout(Duration::from_millis(200)).build().unwrap();
-    for method in ["spin", "spin_catching"] {
-        let start = Instant::now();
-        let e = object.call_with(Some(method), &(), &(), Some(&options)).unwrap_err();
-        assert_eq!(e.code(), Code::DeadlineExceeded, "{method}: {e}");
-        assert!(start.elapsed() >= Duration::from_millis(200));
-        assert!(e.traceback().unwrap_or("").contains(method), "{method}: the traceback shows where it stopped");
-        still_serves(&object);
-    }
-    // A property that loops, bounded the same way.
-    let e = object.getattr("spinning_property", Some(&options)).unwrap_err();
-    assert_eq!(e.code(), Code::DeadlineExceeded);
+fn expect_stop(e: &Error, code: Code, python_type: &str, method: &str) {
+    assert_eq!(e.code(), code, "{method}: {e}");
+    assert_eq!(e.python_type(), Some(python_type), "{method}: {e}");
+    assert!(e.traceback().unwrap_or("").contains(method), "{method}: the traceback shows where it stopped");
 }
 
-fn cancellation(mode: ThreadMode) {
-    let (_pool, object) = stuck(mode);
+/// Stops that the model lets end it: the interpreter serves on.
+fn deadlines(object: &Object) {
+    let timeout = Duration::from_millis(200);
+    let options = CallOptions::builder().interpreter(0).timeout(timeout).build().unwrap();
+    let start = Instant::now();
+    let e = object.call_with(Some("spin"), &(), &(), Some(&options)).unwrap_err();
+    assert!(start.elapsed() >= timeout);
+    expect_stop(&e, Code::DeadlineExceeded, "manypy.DeadlineExceeded", "spin");
+    assert!(!e.message().contains("retired"), "{e}");
+    // A property that loops, bounded the same way.
+    let e = object.getattr("spinning_property", Some(&options)).unwrap_err();
+    expect_stop(&e, Code::DeadlineExceeded, "manypy.DeadlineExceeded", "spinning_property");
+    serves(object, Some(0));
+}
+
+fn cancellation(object: &Object) {
     let token = CancelToken::new().unwrap();
     let options = CallOptions::builder().cancel_token(&token).build().unwrap();
     thread::scope(|s| {
@@ -47,33 +73,68 @@ fn cancellation(mode: ThreadMode) {
         let other = token.clone();
         s.spawn(move || other.cancel()).join().unwrap();
         let e = call.join().unwrap().unwrap_err();
-        assert_eq!(e.code(), Code::Cancelled);
+        expect_stop(&e, Code::Cancelled, "manypy.Cancelled", "spin");
     });
     assert!(token.is_cancelled());
     // A cancelled token fails later calls at once.
     let e = object.call_with(None, &[Value::from(Tensor::from_vec(vec![1.0f32], &[1]).unwrap())], &(), Some(&options));
     assert_eq!(e.unwrap_err().code(), Code::Cancelled);
-    still_serves(&object);
+    serves(object, Some(0));
+    serves(object, Some(1));
 }
 
-#[test]
-fn deadlines_direct() {
-    deadlines(ThreadMode::Direct);
+/// A model that catches every stop: the stop escalates after `grace`, the
+/// call ends, and interpreter 1 is retired. Last: it never serves again.
+fn catching_the_stop_retires_the_interpreter(pool: &Pool, object: &Object, grace: Duration) {
+    let timeout = Duration::from_millis(200);
+    let options = CallOptions::builder().interpreter(1).timeout(timeout).build().unwrap();
+    let start = Instant::now();
+    let e = object.call_with(Some("spin_catching"), &(), &(), Some(&options)).unwrap_err();
+    let elapsed = start.elapsed();
+    expect_stop(&e, Code::DeadlineExceeded, "manypy.DeadlineExceeded", "spin_catching");
+    assert!(elapsed >= timeout + grace, "escalated after {elapsed:?}, before the grace ({grace:?}) had passed");
+    assert!(elapsed <= timeout + grace + Duration::from_millis(500), "escalated after {elapsed:?}");
+    assert!(e.message().contains("the interpreter was retired"), "{e}");
+    let grace_text = format!("within its {} ms grace period", grace.as_millis());
+    assert!(e.message().contains(&grace_text), "{e}");
+
+    let broken = pool.check_interpreter(1).unwrap_err();
+    assert_eq!(broken.code(), Code::InterpreterBroken);
+    assert!(broken.message().contains("retired") && broken.message().contains(&grace_text), "{broken}");
+    pool.check_interpreter(0).unwrap();
+    assert_eq!(pool.check_interpreter(2).unwrap_err().code(), Code::OutOfRange);
+    assert_eq!(pool.check_interpreter(usize::MAX).unwrap_err().code(), Code::OutOfRange);
+
+    // Pinned to it: refused at once, without running; anywhere: served by
+    // interpreter 0.
+    let x = Tensor::from_vec(vec![1.0f32], &[1]).unwrap();
+    let e = object.call_with(None, &[Value::from(x)], &(), Some(&pinned(1))).unwrap_err();
+    assert_eq!(e.code(), Code::InterpreterBroken, "{e}");
+    for _ in 0..4 {
+        serves(object, None);
+    }
+    serves(object, Some(0));
 }
 
-#[test]
-fn deadlines_handoff() {
-    deadlines(ThreadMode::Handoff);
+fn stops(mode: ThreadMode, stop_grace: Option<Duration>) {
+    let (pool, object) = stuck(mode, stop_grace);
+    deadlines(&object);
+    cancellation(&object);
+    // The C library's default grace is 100 ms.
+    let grace = stop_grace.unwrap_or(Duration::from_millis(100));
+    catching_the_stop_retires_the_interpreter(&pool, &object, grace);
 }
 
+/// The default stop grace.
 #[test]
-fn cancellation_direct() {
-    cancellation(ThreadMode::Direct);
+fn stops_direct() {
+    stops(ThreadMode::Direct, None);
 }
 
+/// A grace set on the pool.
 #[test]
-fn cancellation_handoff() {
-    cancellation(ThreadMode::Handoff);
+fn stops_handoff() {
+    stops(ThreadMode::Handoff, Some(Duration::from_millis(250)));
 }
 
 #[test]
@@ -84,4 +145,8 @@ fn options_out_of_range_are_errs() {
     assert_eq!(e.code(), Code::OutOfRange);
     let e = CallOptions::builder().context("a\0", "b").build().unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
+    // Refused before a pool is made: no interpreter starts.
+    let e = Pool::builder().stop_grace(Duration::MAX).build().unwrap_err();
+    assert_eq!(e.code(), Code::OutOfRange);
+    assert!(e.message().contains("stop grace"), "{e}");
 }

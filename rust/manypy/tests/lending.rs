@@ -3,13 +3,14 @@
 //! (`x.mul_(2)`). Memory Python must not write reaches it only as a copy; an
 //! owned buffer is lent without one, and the model's writes show in it after
 //! the call; a tensor Rust reads is never written under the reader; a tensor
-//! Python holds cannot be read.
+//! Python holds cannot be read; a result is Rust's alone, even when the model
+//! keeps the tensor it returned and changes it later.
 mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
-use manypy::{Args, Code, Object, Pool, Tensor, Value};
+use manypy::{Args, CallOptions, Code, Object, Pool, Tensor, Value};
 
 /// One pool for the file: hostile.pt's model and identity.pt's.
 fn models() -> &'static (Pool, Object, Object) {
@@ -211,4 +212,22 @@ fn reads_and_calls_from_many_threads_never_overlap() {
             }
         });
     });
+}
+
+#[test]
+fn a_result_the_model_keeps_never_changes_under_its_reader() {
+    // hostile.pt's keep(n) returns arange(n) and keeps it, keep_and_return_a_view(n)
+    // returns a view of one it keeps, and change_kept(how) then changes what it
+    // kept: in place, or by giving it new storage. Its list is per interpreter.
+    let (_, hostile, _) = models();
+    let on0 = CallOptions::builder().interpreter(0).build().unwrap();
+    let call = |method: &str, arg: Value| hostile.call_with(Some(method), &[arg], &(), Some(&on0)).unwrap();
+    for how in ["fill", "resize", "set", "out"] {
+        let kept = common::tensor_of(&call("keep", Value::Int(4)));
+        let kept_view = common::tensor_of(&call("keep_and_return_a_view", Value::Int(4)));
+        let (view, part) = (kept.as_slice::<f32>().unwrap(), kept_view.as_slice::<f32>().unwrap());
+        assert_eq!(call("change_kept", Value::from(how)), Value::None);
+        assert_eq!(view, &[0.0, 1.0, 2.0, 3.0], "{how}: the model changed a result");
+        assert_eq!(part, &[1.0, 2.0, 3.0], "{how}: the model changed a result");
+    }
 }

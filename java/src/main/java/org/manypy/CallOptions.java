@@ -15,12 +15,16 @@ import org.manypy.internal.ManypyNative;
  *
  * <p>A call that outlives its timeout or deadline throws {@link
  * DeadlineExceededException}; one whose token is cancelled throws {@link
- * CancelledException}. Python code that is running is stopped at its next
- * bytecode boundary (catching the stop in Python does not keep the call
- * alive), TorchScript before its next operator, and a call still waiting for
- * its interpreter gives up. What cannot be stopped finishes first: a torch
- * operator already running, a blocking system call (time.sleep, I/O). The
- * interpreter then serves other calls as before. See docs/java.md.
+ * CancelledException}. Python code that is running is stopped by an
+ * exception raised once, at its next line of model code, so that its
+ * clean-up runs; TorchScript stops before its next operator; and a call
+ * still waiting for its interpreter gives up. What
+ * cannot be stopped finishes first: a torch operator already running, a
+ * blocking system call (time.sleep, I/O). A model that lets the stop end it
+ * leaves its interpreter serving as before. One that has not returned the
+ * pool's stop grace later ({@link PoolOptions#stopGrace(Duration)}, 100 ms)
+ * is ended by force, and its interpreter is retired ({@link
+ * Pool#checkInterpreter(int)}). See docs/java.md.
  */
 public final class CallOptions extends NativeResource {
   public CallOptions() {
@@ -116,7 +120,7 @@ public final class CallOptions extends NativeResource {
   }
 
   /** A duration in nanoseconds, clamped to the range of a long instead of overflowing. */
-  private static long saturatedNanos(Duration duration) {
+  static long saturatedNanos(Duration duration) {
     try {
       return duration.toNanos();
     } catch (ArithmeticException tooLong) {

@@ -1,6 +1,10 @@
 package org.manypy;
 
-/** The interpreter is unusable (it failed to start earlier). (MANYPY_ERR_INTERPRETER_BROKEN) */
+/**
+ * The interpreter cannot serve: it failed to start, or it was retired after a
+ * stopped call whose clean-up was cut short ({@link Pool#checkInterpreter(int)}
+ * says why). (MANYPY_ERR_INTERPRETER_BROKEN)
+ */
 public class InterpreterBrokenException extends ManypyException {
   private static final long serialVersionUID = 1L;
 

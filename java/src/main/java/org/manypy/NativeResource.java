@@ -3,6 +3,7 @@ package org.manypy;
 import java.lang.ref.Cleaner;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.LongConsumer;
+import java.util.function.LongUnaryOperator;
 
 /**
  * A Java object that owns one native manypy handle.
@@ -41,6 +42,19 @@ abstract class NativeResource implements AutoCloseable {
 
   final void release() {
     handle.release();
+  }
+
+  /**
+   * Runs `call`, a C function that returns a manypy_status*, on the handle,
+   * held for the call, and throws the status's exception if it failed.
+   */
+  final void check(LongUnaryOperator call) {
+    long held = acquire();
+    try {
+      Status.check(call.applyAsLong(held));
+    } finally {
+      release();
+    }
   }
 
   /** Whether close() was called (or the object was collected). */

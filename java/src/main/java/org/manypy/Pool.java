@@ -53,6 +53,10 @@ public final class Pool extends NativeResource {
       }
       Status.check(ManypyNative.manypy_pool_options_set_allow_process_exit(
           native_, options.allowProcessExit ? 1 : 0));
+      if (options.stopGrace != null) {
+        Status.check(ManypyNative.manypy_pool_options_set_stop_grace(
+            native_, CallOptions.saturatedNanos(options.stopGrace)));
+      }
       return createWithRetries(native_);
     } finally {
       ManypyNative.manypy_pool_options_free(native_);
@@ -86,24 +90,30 @@ public final class Pool extends NativeResource {
     return size;
   }
 
+  /**
+   * Returns if interpreter `index` (0 to {@link #size()} - 1) can serve calls.
+   * Otherwise throws {@link InterpreterBrokenException}, whose message says
+   * why: the interpreter was retired after a stopped call whose clean-up was
+   * cut short (a model that caught the stop and went on past the pool's stop
+   * grace, {@link PoolOptions#stopGrace(java.time.Duration)}). A retired
+   * interpreter never serves again in this process: calls pinned to it throw
+   * the same exception, calls to {@link #ANY_INTERPRETER} go to the pool's
+   * other interpreters, and it keeps its place among the process's {@link
+   * Manypy#maxInterpreters()}. Throws {@link OutOfRangeException} for an
+   * index outside the pool. For health checks.
+   */
+  public void checkInterpreter(int index) {
+    check(pool -> ManypyNative.manypy_pool_check_interpreter(pool, index));
+  }
+
   /** Runs Python statements in an interpreter's globals (kept for the pool's lifetime). */
   public void exec(int interpreter, String source) {
-    long pool = acquire();
-    try {
-      Status.check(ManypyNative.manypy_pool_exec(pool, interpreter, source));
-    } finally {
-      release();
-    }
+    check(pool -> ManypyNative.manypy_pool_exec(pool, interpreter, source));
   }
 
   /** Runs the same statements in every interpreter, in index order; stops at the first failure. */
   public void execAll(String source) {
-    long pool = acquire();
-    try {
-      Status.check(ManypyNative.manypy_pool_exec_all(pool, source));
-    } finally {
-      release();
-    }
+    check(pool -> ManypyNative.manypy_pool_exec_all(pool, source));
   }
 
   /** Evaluates a Python expression in an interpreter; the result as Java (see Values). */
@@ -124,8 +134,9 @@ public final class Pool extends NativeResource {
   }
 
   /**
-   * Loads a torch.package archive (mapped, not read: weights are shared with
-   * the page cache and every interpreter). Checked at once: NotFoundException,
+   * Loads a torch.package archive, read once into memory that every
+   * interpreter of the pool shares (weights are held once); changing the file
+   * afterwards changes nothing the package runs. Checked at once: NotFoundException,
    * BadArchiveException, NotAPackageException, UnsupportedVersionException.
    */
   public TorchPackage loadPackage(Path archive) {

@@ -1,12 +1,14 @@
 package org.manypy;
 
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 
 /**
  * Options for {@link Pool#create(PoolOptions)}; plain Java, checked when the
  * pool is created. Defaults: 1 interpreter, no extra sys.path entries, 1
- * intra-op thread per interpreter, {@link ThreadMode#DIRECT}. Not thread safe.
+ * intra-op thread per interpreter, {@link ThreadMode#DIRECT}, a stop grace of
+ * 100 ms. Not thread safe.
  */
 public final class PoolOptions {
   int interpreters = 1;
@@ -15,6 +17,7 @@ public final class PoolOptions {
   ThreadMode threadMode = ThreadMode.DIRECT;
   final List<String> trustedSha256 = new ArrayList<>();
   boolean allowProcessExit = false;
+  Duration stopGrace = null; // null: the library's default, 100 ms
 
   /** Number of interpreters, 1 to {@link Manypy#maxInterpreters()}. */
   public PoolOptions interpreters(int count) {
@@ -56,6 +59,28 @@ public final class PoolOptions {
    */
   public PoolOptions allowProcessExit(boolean allow) {
     this.allowProcessExit = allow;
+    return this;
+  }
+
+  /**
+   * How long a stopped call's clean-up (the model's {@code finally} blocks and
+   * {@code __exit__} methods) may run before the stop escalates. A deadline or
+   * a cancel raises manypy.DeadlineExceeded (or manypy.Cancelled) once in the
+   * model's code; if the call has not returned `grace` later, the model caught
+   * the stop or its clean-up hangs: the stop is then raised at every line,
+   * which ends the call but cuts its clean-up short, and the interpreter is
+   * retired for the rest of the process ({@link Pool#checkInterpreter(int)},
+   * docs/java.md). Default 100 ms. {@link Duration#ZERO} escalates at once,
+   * so every stop that does not end the call at its first raise retires the
+   * interpreter. A negative grace makes {@link Pool#create(PoolOptions)} throw
+   * {@link OutOfRangeException}; one too long for 64-bit nanoseconds (about
+   * 292 years) never escalates. Null throws {@link IllegalArgumentException}.
+   */
+  public PoolOptions stopGrace(Duration grace) {
+    if (grace == null) {
+      throw new IllegalArgumentException("manypy: stop grace is null (Duration.ZERO escalates at once)");
+    }
+    this.stopGrace = grace;
     return this;
   }
 }

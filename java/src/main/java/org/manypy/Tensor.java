@@ -12,9 +12,13 @@ import org.manypy.internal.ManypyNative;
  * copy into native memory, then none per call) or over a writable direct
  * {@link ByteBuffer} ({@link #fromBuffer}: zero copy; Python sees the
  * buffer's memory, and the buffer is kept alive while any interpreter holds
- * the tensor). Results of calls are Tensors over the memory Python produced
- * (zero copy): read them with {@link #buffer()} or copy them out with
- * {@code toFloatArray()} and friends.
+ * the tensor). Results of calls are Java's alone: Tensors over the memory
+ * Python produced, without a copy when nothing in the interpreter can reach
+ * it once the call has dropped its references, and over a copy otherwise (a
+ * weight read through getAttr, a tensor the model keeps), so no model writes
+ * a result after its call returned unless Java passes it to another call.
+ * Read them with {@link #buffer()} or copy them out with {@code
+ * toFloatArray()} and friends.
  *
  * <p>Who may write a lent buffer: a tensor passed to a call is a torch tensor
  * over the Tensor's memory, and torch tensors are writable. The model may

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -145,6 +146,10 @@ class ErrorsTest {
     expect(OutOfRangeException.class, ErrorCode.OUT_OF_RANGE, "", () -> pool.exec(7, "x = 1"));
     expect(OutOfRangeException.class, ErrorCode.OUT_OF_RANGE, "threads must be >= 1",
         () -> Pool.create(new PoolOptions().intraOpThreads(0)));
+    // Refused by the options, before any interpreter is leased.
+    expect(OutOfRangeException.class, ErrorCode.OUT_OF_RANGE, "grace_ns must be >= 0",
+        () -> Pool.create(new PoolOptions().stopGrace(Duration.ofMillis(-1))));
+    assertThrows(IllegalArgumentException.class, () -> new PoolOptions().stopGrace(null));
     expect(InvalidArgumentException.class, ErrorCode.INVALID_ARGUMENT, "",
         () -> Manypy.logApiUsage(""));
     expect(OutOfRangeException.class, ErrorCode.OUT_OF_RANGE, "sampling probability",

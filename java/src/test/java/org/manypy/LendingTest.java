@@ -12,6 +12,7 @@ import java.nio.channels.FileChannel;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
+import java.util.List;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -21,7 +22,8 @@ import org.junit.jupiter.api.io.TempDir;
  * Who may write a lent buffer (docs/java.md): hostile.pt's scale_in_place(x)
  * doubles its argument in place (x.mul_(2)). A read-only buffer reaches
  * Python only as a copy; a writable direct buffer is lent, and the model's
- * writes show in it.
+ * writes show in it. A result is Java's alone, even when the model keeps the
+ * tensor it returned and changes it later.
  */
 class LendingTest extends IdentityModelTest {
   static ReplicatedObject hostile; // in IdentityModelTest's pool
@@ -104,6 +106,26 @@ class LendingTest extends IdentityModelTest {
       scaleInPlace(Tensor.fromBuffer(mapped, DType.FLOAT32, 2));
       assertArrayEquals(new float[] {2, 4}, floats(mapped, 2));
       assertArrayEquals(bytes, Files.readAllBytes(file));
+    }
+  }
+
+  /**
+   * hostile.pt's keep(n) returns arange(n) and keeps it, keep_and_return_a_view(n)
+   * returns a view of one it keeps, and change_kept(how) then changes what it
+   * kept: in place, or by giving it new storage. The results' memory never
+   * changes (the pool has one interpreter, whose list of kept tensors it is).
+   */
+  @Test
+  void aResultTheModelKeepsNeverChanges() {
+    for (String how : List.of("fill", "resize", "set", "out")) {
+      try (Tensor kept = (Tensor) hostile.callMethod("keep", 4L);
+          Tensor keptView = (Tensor) hostile.callMethod("keep_and_return_a_view", 4L)) {
+        ByteBuffer memory = kept.buffer();
+        ByteBuffer part = keptView.buffer();
+        assertNull(hostile.callMethod("change_kept", how));
+        assertArrayEquals(new float[] {0, 1, 2, 3}, floats(memory, 4), how);
+        assertArrayEquals(new float[] {1, 2, 3}, floats(part, 3), how);
+      }
     }
   }
 }

@@ -15,8 +15,11 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.MethodOrderer;
+import org.junit.jupiter.api.Order;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
+import org.junit.jupiter.api.TestMethodOrder;
 import org.junit.jupiter.api.function.Executable;
 
 /**
@@ -26,9 +29,13 @@ import org.junit.jupiter.api.function.Executable;
  * stopped within its timeout plus 100 ms (the contract; the mechanism needs
  * about one GIL switch interval, 5 ms), its interpreter keeps serving, a
  * waiting call gives up, and a bound that does not expire changes nothing.
- * Mirrors tests/capi/capi_deadlines.c.
+ * A model that catches the stop and goes on is ended when the pool's stop
+ * grace has passed, and its interpreter is retired: that test runs last,
+ * because interpreter 1 never serves again. Mirrors
+ * tests/capi/capi_deadlines.c.
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
+@TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 abstract class StuckModelTest {
   /** How late a stop may come after its deadline or its cancel. */
   static final long SLACK_NANOS = TimeUnit.MILLISECONDS.toNanos(100);
@@ -40,9 +47,16 @@ abstract class StuckModelTest {
 
   abstract ThreadMode mode();
 
+  /** The pool's stop grace: null for the library's default. */
+  abstract Duration stopGrace();
+
+  /** The library's default stop grace. */
+  static final Duration DEFAULT_STOP_GRACE = Duration.ofMillis(100);
+
   @BeforeAll
   void load() {
-    pool = Pool.create(new PoolOptions().interpreters(2).threadMode(mode()));
+    PoolOptions options = new PoolOptions().interpreters(2).threadMode(mode());
+    pool = Pool.create(stopGrace() == null ? options : options.stopGrace(stopGrace()));
     pkg = pool.loadPackage(TestSupport.archive("stuck.pt"));
     stuck = pkg.loadPickle("model", "model.pkl");
     threads = Executors.newCachedThreadPool();
@@ -113,16 +127,43 @@ abstract class StuckModelTest {
     assertServes(0);
   }
 
+  /**
+   * A model that catches every stop: the stop escalates once the grace has
+   * passed, the call ends, and interpreter 1 is retired for the rest of the
+   * JVM. Last in the class: that interpreter never serves again.
+   */
   @Test
-  void catchingTheStopDoesNotKeepTheCallAlive() {
+  @Order(Integer.MAX_VALUE)
+  void catchingTheStopRetiresTheInterpreter() {
     Duration timeout = Duration.ofMillis(200);
+    Duration grace = stopGrace() == null ? DEFAULT_STOP_GRACE : stopGrace();
+    String graceText = "within its " + grace.toMillis() + " ms grace period";
     try (CallOptions options = pinned(1, timeout, null)) {
       long start = System.nanoTime();
-      expectStop(DeadlineExceededException.class, "spin_catching", true,
-          () -> stuck.call("spin_catching", null, null, options));
-      assertStoppedInTime(start, timeout, "spin_catching()");
+      DeadlineExceededException e = expectStop(DeadlineExceededException.class, "spin_catching",
+          true, () -> stuck.call("spin_catching", null, null, options));
+      assertStoppedInTime(start, timeout.plus(grace), "spin_catching() with its grace");
+      assertTrue(e.getMessage().contains("the interpreter was retired"), e.getMessage());
+      assertTrue(e.getMessage().contains(graceText), e.getMessage());
+
+      InterpreterBrokenException broken =
+          assertThrows(InterpreterBrokenException.class, () -> pool.checkInterpreter(1));
+      assertEquals(ErrorCode.INTERPRETER_BROKEN, broken.code());
+      assertTrue(broken.getMessage().contains("retired") && broken.getMessage().contains(graceText),
+          broken.getMessage());
+      pool.checkInterpreter(0);
+      assertThrows(OutOfRangeException.class, () -> pool.checkInterpreter(2));
+      assertThrows(OutOfRangeException.class, () -> pool.checkInterpreter(Pool.ANY_INTERPRETER));
+
+      // Pinned to it: refused at once, without running.
+      long refused = System.nanoTime();
+      assertThrows(InterpreterBrokenException.class,
+          () -> stuck.call(null, List.of(Tensor.of(new float[] {1})), null, options));
+      assertTrue(System.nanoTime() - refused < timeout.toNanos(), "a call pinned to it ran");
     }
-    assertServes(1);
+    // Anywhere: served by interpreter 0.
+    for (int k = 0; k < 4; ++k) assertServes(Pool.ANY_INTERPRETER);
+    assertServes(0);
   }
 
   @Test
