@@ -114,7 +114,9 @@ typedef enum manypy_code {
   MANYPY_ERR_RESOURCE_EXHAUSTED = 8,
   /* The dynamic loader or the Python runtime could not be started. */
   MANYPY_ERR_LOADER = 9,
-  /* The interpreter is unusable (it failed to start earlier). */
+  /* The interpreter is unusable: it failed to start earlier, or it was
+   * retired after a stopped call whose clean-up was cut short (see
+   * "Deadlines and cancellation"); the message says which. */
   MANYPY_ERR_INTERPRETER_BROKEN = 10,
   /* A bug in manypy: please report it with the message. */
   MANYPY_ERR_INTERNAL = 11,
