@@ -57,7 +57,8 @@ int mpi_init_tensors(void) {
   mpi_torch.from_dlpack = c ? PyObject_GetAttrString(c, "_from_dlpack") : NULL;
   mpi_torch.view = c ? tensor_base_attr(c, "view") : NULL;
   mpi_torch.detach = c ? tensor_base_attr(c, "detach") : NULL;
-  mpi_torch.dtype_of = dtype ? PyObject_GetAttrString(dtype, "__get__") : NULL;
+  /* Called through its type's tp_descr_get, as attribute lookup would. */
+  mpi_torch.dtype_of = dtype && Py_TYPE(dtype)->tp_descr_get ? Py_NewRef(dtype) : NULL;
   mpi_torch.bool_dtype = PyObject_GetAttrString(torch, "bool");
   mpi_torch.uint8_dtype = PyObject_GetAttrString(torch, "uint8");
   int rc = tensor_type && PyType_Check(tensor_type) && parameter_type &&

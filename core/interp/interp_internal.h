@@ -76,7 +76,7 @@ typedef struct mpi_torch_refs {
   PyTypeObject* parameter_type; /* torch.nn.Parameter */
   PyObject *to_dlpack, *from_dlpack; /* torch._C._to_dlpack, _from_dlpack */
   PyObject *view, *detach;      /* torch's C methods TensorBase.view, .detach */
-  PyObject* dtype_of;           /* TensorBase.dtype's getter */
+  PyObject* dtype_of;           /* TensorBase.dtype, a descriptor */
   PyObject *bool_dtype, *uint8_dtype;
   /* Whether this torch's DLPack speaks bool; torch 1.13's does not, and
    * bool tensors cross it as uint8 views instead. */

@@ -22,6 +22,7 @@
  *     more, a copy otherwise (hooks: own_exported_tensor);
  *  3. once the call is over, mpi_result_send replays the events to the host,
  *     or mpi_result_discard drops them. */
+#include <stddef.h>
 #include <string.h>
 
 #include "hooks_api.h"
@@ -35,23 +36,32 @@ typedef struct event {
   mpi_value value;   /* VALUE: the value; BEGIN: kind and count; KEY: s, len */
 } event;
 
+/* Most results are a tensor or a few values: their events fit here, and a
+ * result costs one allocation. */
+#define INLINE_EVENTS 4
+
 struct mpi_result {
-  event* events;
+  event* events; /* inline_events, or PyMem when more were needed */
   size_t count, capacity;
   /* Python objects whose memory events point into (str, bytes): immutable,
-   * and kept alive until the result is sent or discarded. */
+   * and kept alive until the result is sent or discarded. NULL until one is
+   * kept. */
   PyObject* keep;
-  /* The first failure: a code and message of ours, or a Python exception. */
+  /* The first failure: a code and message of ours (PyMem), or a Python
+   * exception. */
   int error_code;
-  char error_message[512];
+  char* error_message;
   PyObject *error_type, *error_value, *error_traceback;
+  event inline_events[INLINE_EVENTS]; /* last: not zeroed */
 };
 
 static event* add_event(mpi_result* r, int op) {
   if (r->count == r->capacity) {
-    size_t capacity = r->capacity ? 2 * r->capacity : 8;
-    event* grown = PyMem_Realloc(r->events, capacity * sizeof(event));
+    size_t capacity = 2 * r->capacity;
+    event* grown = r->events == r->inline_events ? PyMem_Malloc(capacity * sizeof(event))
+                                                 : PyMem_Realloc(r->events, capacity * sizeof(event));
     if (grown == NULL) return NULL;
+    if (r->events == r->inline_events) memcpy(grown, r->inline_events, sizeof r->inline_events);
     r->events = grown;
     r->capacity = capacity;
   }
@@ -64,7 +74,8 @@ static event* add_event(mpi_result* r, int op) {
 static int fail(mpi_result* r, int code, const char* message) {
   if (r->error_code == MPI_OK) {
     r->error_code = code;
-    snprintf(r->error_message, sizeof r->error_message, "%s", message);
+    size_t n = strlen(message) + 1;
+    if ((r->error_message = PyMem_Malloc(n)) != NULL) memcpy(r->error_message, message, n);
   }
   return -1;
 }
@@ -95,7 +106,10 @@ static int unsupported(mpi_result* r, const char* what, PyObject* obj, const cha
   return fail(r, MPI_ERR_UNSUPPORTED_TYPE, message);
 }
 
-static int keep(mpi_result* r, PyObject* obj) { return PyList_Append(r->keep, obj); }
+static int keep(mpi_result* r, PyObject* obj) {
+  if (r->keep == NULL && (r->keep = PyList_New(0)) == NULL) return -1;
+  return PyList_Append(r->keep, obj);
+}
 
 /* ---- tensors ------------------------------------------------------------- */
 
@@ -104,7 +118,8 @@ static int keep(mpi_result* r, PyObject* obj) { return PyList_Append(r->keep, ob
  * -1 with an exception set. */
 static int crosses_as_uint8(PyObject* tensor) {
   if (mpi_torch.bool_native) return 0;
-  PyObject* dtype = PyObject_CallOneArg(mpi_torch.dtype_of, tensor);
+  PyObject* dtype = Py_TYPE(mpi_torch.dtype_of)->tp_descr_get(mpi_torch.dtype_of, tensor,
+                                                              (PyObject*)Py_TYPE(tensor));
   if (dtype == NULL) return -1;
   int is_bool = dtype == mpi_torch.bool_dtype;
   Py_DECREF(dtype);
@@ -305,13 +320,13 @@ static int prepare(mpi_result* r, PyObject* obj, int depth) {
 /* ---- the result's life ------------------------------------------------------ */
 
 mpi_result* mpi_result_prepare(PyObject* obj) {
-  mpi_result* r = PyMem_Calloc(1, sizeof *r);
+  /* Small enough for Python's own allocator; the inline events need no
+   * zeroes. */
+  mpi_result* r = PyMem_Malloc(sizeof *r);
   if (r == NULL) return NULL;
-  r->keep = PyList_New(0);
-  if (r->keep == NULL) {
-    PyMem_Free(r);
-    return NULL;
-  }
+  memset(r, 0, offsetof(mpi_result, inline_events));
+  r->events = r->inline_events;
+  r->capacity = INLINE_EVENTS;
   if (prepare(r, obj, 0) != 0) {
     /* Only the error is sent: drop the tensors exported before it. */
     for (size_t k = 0; k < r->count; k++) {
@@ -348,7 +363,8 @@ static void release(mpi_result* r) {
   Py_XDECREF(r->error_type);
   Py_XDECREF(r->error_value);
   Py_XDECREF(r->error_traceback);
-  PyMem_Free(r->events);
+  PyMem_Free(r->error_message);
+  if (r->events != r->inline_events) PyMem_Free(r->events);
   PyMem_Free(r);
 }
 
@@ -365,7 +381,7 @@ int mpi_result_send(mpi_result* r, const mpi_sink* sink) {
       r->error_type = r->error_value = r->error_traceback = NULL;
       rc = mpi_report_python_error_as(sink, rc);
     } else {
-      mpi_report(sink, rc, "", r->error_message, "");
+      mpi_report(sink, rc, "", r->error_message ? r->error_message : "out of memory", "");
     }
   } else {
     for (size_t k = 0; k < r->count; k++) {
