@@ -43,6 +43,29 @@ fn check_inverts(module: &ScriptModule) {
     assert_eq!(out.to_vec::<bool>().unwrap(), vec![false, true, false]);
 }
 
+type Asked = Arc<Mutex<Vec<(String, String)>>>;
+
+/// A verifier that records what it is asked (digest, origin) and refuses.
+fn refusing_recorder() -> (Asked, impl Fn(&[u8; 32], &str) -> bool + Send + Sync + 'static) {
+    let asked = Asked::default();
+    let log = asked.clone();
+    let verifier = move |digest: &[u8; 32], origin: &str| {
+        log.lock().unwrap().push((hex(digest), origin.to_owned()));
+        false
+    };
+    (asked, verifier)
+}
+
+/// Checks that the verifier was asked about `path`, loaded from its file,
+/// then from bytes.
+fn expect_asked_about_file_then_bytes(asked: &Asked, path: &Path) {
+    let digest = sha256_hex(path);
+    assert_eq!(
+        *asked.lock().unwrap(),
+        vec![(digest.clone(), path.to_str().unwrap().to_owned()), (digest, "<bytes>".to_owned())]
+    );
+}
+
 /// Counts how often it is dropped: captured by a verifier, it tells when
 /// the binding released the verifier.
 struct DropCounter(Arc<AtomicUsize>);
@@ -86,24 +109,12 @@ fn an_allow_list_covers_torchscript_on_the_host() {
 #[test]
 fn a_verifier_is_asked_about_what_is_not_listed() {
     let (invert, looping) = (archive("invert_script.pt"), archive("loop_script.pt"));
-    let asked = Arc::new(Mutex::new(Vec::new()));
-    let log = asked.clone();
-    let trust = ArchiveTrust::builder()
-        .sha256(sha256_hex(&invert))
-        .verifier(move |digest, origin| {
-            log.lock().unwrap().push((hex(digest), origin.to_owned()));
-            false
-        })
-        .build()
-        .unwrap();
+    let (asked, verifier) = refusing_recorder();
+    let trust = ArchiveTrust::builder().sha256(sha256_hex(&invert)).verifier(verifier).build().unwrap();
     assert_eq!(ScriptModule::load_trusted(&looping, &trust).unwrap_err().code(), Code::UntrustedArchive);
     assert_eq!(ScriptModule::load_bytes_trusted(&read(&looping), &trust).unwrap_err().code(), Code::UntrustedArchive);
     check_inverts(&ScriptModule::load_trusted(&invert, &trust).unwrap()); // listed: not asked
-    let digest = sha256_hex(&looping);
-    assert_eq!(
-        *asked.lock().unwrap(),
-        vec![(digest.clone(), looping.to_str().unwrap().to_owned()), (digest, "<bytes>".to_owned())]
-    );
+    expect_asked_about_file_then_bytes(&asked, &looping);
 
     // One that accepts: by origin here.
     let by_path = ArchiveTrust::builder().verifier(|_, origin| origin.ends_with("loop_script.pt")).build().unwrap();
@@ -120,15 +131,11 @@ fn a_verifier_is_asked_about_what_is_not_listed() {
 #[test]
 fn the_same_trust_serves_pools() {
     let (identity, runs_code) = (archive("identity.pt"), archive("malformed/runs_code.pt"));
-    let asked = Arc::new(Mutex::new(Vec::new()));
-    let log = asked.clone();
+    let (asked, verifier) = refusing_recorder();
     let trust = ArchiveTrust::builder()
         .sha256(sha256_hex(&archive("invert_script.pt")))
         .sha256(sha256_hex(&identity))
-        .verifier(move |digest, origin| {
-            log.lock().unwrap().push((hex(digest), origin.to_owned()));
-            false
-        })
+        .verifier(verifier)
         .build()
         .unwrap();
     let pool = Pool::builder().trust(&trust).build().unwrap();
@@ -139,11 +146,7 @@ fn the_same_trust_serves_pools() {
     assert_eq!(e.code(), Code::UntrustedArchive);
     assert!(e.message().contains(&sha256_hex(&runs_code)), "{e}");
     assert_eq!(pool.load_package_bytes(&read(&runs_code)).unwrap_err().code(), Code::UntrustedArchive);
-    let digest = sha256_hex(&runs_code);
-    assert_eq!(
-        *asked.lock().unwrap(),
-        vec![(digest.clone(), runs_code.to_str().unwrap().to_owned()), (digest, "<bytes>".to_owned())]
-    );
+    expect_asked_about_file_then_bytes(&asked, &runs_code);
     let model = pool.load_package(&identity).unwrap().load_pickle("model", "model.pkl").unwrap();
     let x = Tensor::from_slice(&[1.0f32, 2.0], &[2]).unwrap();
     assert_eq!(Tensor::try_from(model.call(&[Value::from(&x)]).unwrap()).unwrap().to_vec::<f32>().unwrap(), vec![1.0, 2.0]);
