@@ -17,6 +17,9 @@
 //!   other call ([`check_library_version`]).
 //! * [`CallOptions`] give a call its interpreter, context ids, timeout and
 //!   [`CancelToken`].
+//! * [`ArchiveTrust`] names the archives that may run (their SHA-256 digests
+//!   and a verifier), for pools ([`PoolBuilder::trust`]) and TorchScript
+//!   loaded on the host ([`ScriptModule::load_trusted`]).
 //! * Operator callbacks ([`OpCallbacks`]), the [`Profiler`], API usage
 //!   logging ([`set_api_usage_handler`]), archive metadata
 //!   ([`archive_list_files`], [`set_export_hook`]) and custom operator
