@@ -126,10 +126,11 @@
 // Operator callbacks (AddOpCallbacks), the API usage handler, the export
 // hook and archive verifiers (ArchiveTrust.Verifier) are Go funcs called
 // from C, on threads Go may not have created: the HANDOFF threads of the
-// library and torch's own threads. cgo runs them as Go. A panic in one is recovered before it can
-// reach C and reported to SetCallbackPanicHandler (by default, printed to
-// standard error with its stack); the model's call goes on. Callbacks must
-// be quick and must not call manypy.
+// library and torch's own threads. cgo runs them as Go. A panic in one is
+// recovered before it can reach C and reported to SetCallbackPanicHandler
+// (by default, printed to standard error with its stack); the model's call
+// goes on (a verifier that panics refuses its archive). Callbacks must be
+// quick and must not call manypy.
 //
 // # Threads
 //
