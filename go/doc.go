@@ -89,6 +89,15 @@
 // name) is an *Error with CodeInvalidArgument; a call on a closed handle
 // returns ErrClosed. The package never panics on a C failure.
 //
+// # Trusted archives
+//
+// Loading a package runs its pickles, and loading TorchScript compiles its
+// code: both run with the process's rights. An ArchiveTrust (SHA-256
+// digests and a verifier) given to a pool (PoolOptions.Trust) or to
+// LoadScriptTrusted and LoadScriptBytesTrusted refuses any other archive
+// with ErrUntrustedArchive before any of it runs. It is a plain value:
+// nothing to close.
+//
 // # Lifetimes
 //
 // Pool, Package, Object, ScriptModule, Profiler and Tensor hold native
@@ -115,12 +124,13 @@
 // # Callbacks
 //
 // Operator callbacks (AddOpCallbacks), the API usage handler, the export
-// hook and the archive verifier are Go funcs called from C, on threads Go
-// may not have created: the HANDOFF threads of the library and torch's own
-// threads. cgo runs them as Go. A panic in one is recovered before it can
-// reach C and reported to SetCallbackPanicHandler (by default, printed to
-// standard error with its stack); the model's call goes on. Callbacks must
-// be quick and must not call manypy.
+// hook and archive verifiers (ArchiveTrust.Verifier) are Go funcs called
+// from C, on threads Go may not have created: the HANDOFF threads of the
+// library and torch's own threads. cgo runs them as Go. A panic in one is
+// recovered before it can reach C and reported to SetCallbackPanicHandler
+// (by default, printed to standard error with its stack); the model's call
+// goes on (a verifier that panics refuses its archive). Callbacks must be
+// quick and must not call manypy.
 //
 // # Threads
 //

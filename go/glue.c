@@ -229,9 +229,8 @@ static int verify_archive(const uint8_t* sha256, const char* origin, void* user_
   return mpgoVerifyArchive((uint8_t*)sha256, (char*)origin, (uintptr_t)user_data);
 }
 
-manypy_status* mpgo_set_archive_verifier(manypy_pool_options* options, uintptr_t handle) {
-  return manypy_pool_options_set_archive_verifier(options, verify_archive, (void*)handle,
-                                                  free_handle);
+manypy_status* mpgo_archive_trust_set_verifier(manypy_archive_trust* trust, uintptr_t handle) {
+  return manypy_archive_trust_set_verifier(trust, verify_archive, (void*)handle, free_handle);
 }
 
 const manypy_op_input* mpgo_op_event_input(const manypy_op_event* event, size_t index) {

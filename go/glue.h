@@ -74,8 +74,8 @@ manypy_status* mpgo_set_api_usage_handler(uintptr_t handle);
 /* The export hook (handle 0: remove it). */
 manypy_status* mpgo_set_export_hook(uintptr_t handle);
 
-/* The archive verifier of pool options. */
-manypy_status* mpgo_set_archive_verifier(manypy_pool_options* options, uintptr_t handle);
+/* The verifier of an archive trust (pools and host loads take trusts). */
+manypy_status* mpgo_archive_trust_set_verifier(manypy_archive_trust* trust, uintptr_t handle);
 
 /* Input `index` of an event (the header's inline function, for cgo). */
 const manypy_op_input* mpgo_op_event_input(const manypy_op_event* event, size_t index);

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"runtime/cgo"
 	"time"
 	"unsafe"
 )
@@ -44,14 +43,16 @@ type PoolOptions struct {
 	SysPath        []string   // appended to every interpreter's sys.path
 	IntraOpThreads int        // torch.set_num_threads per interpreter; 0 means 1
 	ThreadMode     ThreadMode // Direct (default) or Handoff
-	// TrustedSHA256 and ArchiveVerifier restrict which archives the pool
-	// runs (docs/security.md): with either set, an archive whose SHA-256
-	// (64 hex digits) is not listed and that the verifier does not accept
-	// fails with ErrUntrustedArchive before any of its Python runs.
-	TrustedSHA256 []string
-	// ArchiveVerifier decides about archives not on the list. It runs on
-	// the loading goroutine's thread and must not call manypy; a panic in
-	// it refuses the archive and is reported (SetCallbackPanicHandler).
+	// Trust restricts which archives the pool runs (docs/security.md):
+	// with digests or a verifier, an archive it does not trust fails
+	// LoadPackage with ErrUntrustedArchive before any of its Python runs.
+	// The same value can serve LoadScriptTrusted.
+	Trust ArchiveTrust
+	// TrustedSHA256 and ArchiveVerifier add to Trust: an archive that any
+	// of them trusts loads. TrustedSHA256 lists digests (64 hex digits);
+	// ArchiveVerifier decides about archives not listed, as
+	// ArchiveTrust.Verifier.
+	TrustedSHA256   []string
 	ArchiveVerifier func(sha256 [32]byte, origin string) bool
 	// AllowProcessExit lets os._exit and os.abort in model code end the
 	// process; by default they raise manypy.ProcessExitRefused.
@@ -200,18 +201,12 @@ func (o *PoolOptions) fill(copts *C.manypy_pool_options) error {
 	if err := statusError(C.manypy_pool_options_set_thread_mode(copts, C.manypy_thread_mode(o.ThreadMode))); err != nil {
 		return err
 	}
-	if err := addEach(o.TrustedSHA256, func(digest *C.char) *C.manypy_status {
-		return C.manypy_pool_options_add_trusted_sha256(copts, digest)
+	trust := o.Trust.or(o.TrustedSHA256, o.ArchiveVerifier)
+	if _, err := withTrust(trust, func(ctrust *C.manypy_archive_trust) (struct{}, error) {
+		// Copied by the options: a verifier is shared by the copies.
+		return struct{}{}, statusError(C.manypy_pool_options_set_archive_trust(copts, ctrust))
 	}); err != nil {
 		return err
-	}
-	if o.ArchiveVerifier != nil {
-		// Deleted by free_user_data, when the options and every pool made
-		// from them are gone (or at once if this fails).
-		h := cgo.NewHandle(o.ArchiveVerifier)
-		if err := statusError(C.mpgo_set_archive_verifier(copts, C.uintptr_t(h))); err != nil {
-			return err
-		}
 	}
 	allow := 0
 	if o.AllowProcessExit {

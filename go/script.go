@@ -27,30 +27,67 @@ func newScriptModule(m *C.manypy_script_module) *ScriptModule {
 	return s
 }
 
-// LoadScript loads a TorchScript archive (torch.jit.save).
+// LoadScript loads a TorchScript archive (torch.jit.save). It checks
+// nothing: load only archives you trust, or use LoadScriptTrusted.
 func LoadScript(path string) (*ScriptModule, error) {
 	if err := ready(); err != nil {
 		return nil, err
 	}
+	return loadScriptFile(path, nil)
+}
+
+// LoadScriptBytes loads a TorchScript archive from memory. It checks
+// nothing, as LoadScript.
+func LoadScriptBytes(data []byte) (*ScriptModule, error) {
+	if err := ready(); err != nil {
+		return nil, err
+	}
+	return loadScriptBytes(data, nil)
+}
+
+// LoadScriptTrusted loads a TorchScript archive that trust trusts: its
+// SHA-256 is listed or its Verifier accepts it (origin: the path). Any other
+// fails with ErrUntrustedArchive, whose message gives the digest, before
+// libtorch reads any of it: libtorch compiles an archive's code as it loads,
+// and its compiler trusts that code (docs/security.md).
+func LoadScriptTrusted(path string, trust ArchiveTrust) (*ScriptModule, error) {
+	if err := ready(); err != nil {
+		return nil, err
+	}
+	return withTrust(trust, func(ctrust *C.manypy_archive_trust) (*ScriptModule, error) {
+		return loadScriptFile(path, ctrust)
+	})
+}
+
+// LoadScriptBytesTrusted is LoadScriptTrusted from memory (the verifier's
+// origin is "<bytes>").
+func LoadScriptBytesTrusted(data []byte, trust ArchiveTrust) (*ScriptModule, error) {
+	if err := ready(); err != nil {
+		return nil, err
+	}
+	return withTrust(trust, func(ctrust *C.manypy_archive_trust) (*ScriptModule, error) {
+		return loadScriptBytes(data, ctrust)
+	})
+}
+
+// loadScriptFile loads path, checked by trust (nil: nothing checked).
+func loadScriptFile(path string, trust *C.manypy_archive_trust) (*ScriptModule, error) {
 	cpath, err := cString(path)
 	if err != nil {
 		return nil, err
 	}
 	defer C.free(unsafe.Pointer(cpath))
 	var m *C.manypy_script_module
-	if err := statusError(C.manypy_script_load_file(cpath, &m)); err != nil {
+	if err := statusError(C.manypy_script_load_file_trusted(cpath, trust, &m)); err != nil {
 		return nil, err
 	}
 	return newScriptModule(m), nil
 }
 
-// LoadScriptBytes loads a TorchScript archive from memory.
-func LoadScriptBytes(data []byte) (*ScriptModule, error) {
-	if err := ready(); err != nil {
-		return nil, err
-	}
+func loadScriptBytes(data []byte, trust *C.manypy_archive_trust) (*ScriptModule, error) {
 	var m *C.manypy_script_module
-	err := statusError(C.manypy_script_load_bytes(unsafe.Pointer(unsafe.SliceData(data)), C.size_t(len(data)), &m))
+	err := statusError(C.manypy_script_load_bytes_trusted(unsafe.Pointer(unsafe.SliceData(data)),
+		C.size_t(len(data)), trust, &m))
 	runtime.KeepAlive(data)
 	if err != nil {
 		return nil, err

@@ -1,8 +1,9 @@
 // Java objects as manypy callbacks: operator callbacks, the API usage
-// handler and the export hook. Each trampoline runs on whatever thread
-// manypy calls it from, inside a local frame (a library thread never returns
-// to Java, so its local references must not pile up), and clears any Java
-// exception before returning to manypy.
+// handler, the export hook and archive verifiers. Each trampoline runs on
+// whatever thread manypy calls it from, inside a local frame (a library
+// thread never returns to Java, so its local references must not pile up),
+// and clears any Java exception before returning to manypy.
+#include <atomic>
 #include <vector>
 
 #include "jni_env.h"
@@ -81,6 +82,32 @@ manypy_value* export_hook(void* hook) {
   return reinterpret_cast<manypy_value*>(static_cast<intptr_t>(files));
 }
 
+// Verifiers held: one per global reference set_verifier made, until its
+// release.
+std::atomic<int64_t> g_verifiers_held{0};
+
+int verify_archive(const uint8_t* sha256, const char* origin, void* verifier) {
+  JNIEnv* env = callback_env();
+  if (!env || env->PushLocalFrame(kLocalFrame) != JNI_OK) return 0;  // refused
+  jbyteArray digest = env->NewByteArray(32);
+  if (digest) env->SetByteArrayRegion(digest, 0, 32, reinterpret_cast<const jbyte*>(sha256));
+  jbyteArray path = utf8_or_empty(env, origin);
+  jboolean trusted = JNI_FALSE;
+  if (!env->ExceptionCheck()) {
+    trusted = env->CallStaticBooleanMethod(dispatch().type, dispatch().verify_archive,
+                                           static_cast<jobject>(verifier), digest, path);
+  }
+  if (env->ExceptionCheck()) trusted = JNI_FALSE;  // dispatch returns false after catching
+  clear_pending_exception(env);
+  env->PopLocalFrame(nullptr);
+  return trusted ? 1 : 0;
+}
+
+void release_verifier(void* ref) {
+  manypy_jni::delete_global_ref(ref);
+  g_verifiers_held.fetch_sub(1);
+}
+
 }  // namespace
 
 manypy_status* manypy_jni_add_op_callbacks(JNIEnv* jenv, jobject target, int with_enter,
@@ -111,3 +138,15 @@ manypy_status* manypy_jni_set_export_hook(JNIEnv* jenv, jobject hook) {
   jobject ref = jenv->NewGlobalRef(hook);
   return manypy_set_export_hook(export_hook, ref, manypy_jni::delete_global_ref);
 }
+
+manypy_status* manypy_jni_archive_trust_set_verifier(JNIEnv* jenv, manypy_archive_trust* trust,
+                                                     jobject verifier) {
+  if (!verifier) return manypy_archive_trust_set_verifier(trust, nullptr, nullptr, nullptr);
+  jobject ref = jenv->NewGlobalRef(verifier);
+  g_verifiers_held.fetch_add(1);
+  // manypy releases the reference once: when the last copy of the trust
+  // goes, or at once on failure.
+  return manypy_archive_trust_set_verifier(trust, verify_archive, ref, release_verifier);
+}
+
+int64_t manypy_jni_archive_verifiers_held(void) { return g_verifiers_held.load(); }

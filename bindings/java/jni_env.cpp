@@ -71,7 +71,12 @@ extern "C" JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM* vm, void*) {
       env->GetStaticMethodID(type, "opEvent", "(Ljava/lang/Object;Z[BJJIJJ[B[B[J)V");
   g_dispatch.api_usage = env->GetStaticMethodID(type, "apiUsage", "(Ljava/lang/Object;[B)V");
   g_dispatch.export_hook = env->GetStaticMethodID(type, "exportHook", "(Ljava/lang/Object;)J");
-  if (!g_dispatch.op_event || !g_dispatch.api_usage || !g_dispatch.export_hook) return JNI_ERR;
+  g_dispatch.verify_archive =
+      env->GetStaticMethodID(type, "verifyArchive", "(Ljava/lang/Object;[B[B)Z");
+  if (!g_dispatch.op_event || !g_dispatch.api_usage || !g_dispatch.export_hook ||
+      !g_dispatch.verify_archive) {
+    return JNI_ERR;
+  }
   manypy_jni::g_vm = vm;
   return JNI_VERSION_1_8;
 }

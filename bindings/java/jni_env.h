@@ -19,6 +19,7 @@ struct Dispatch {
   jmethodID op_event;    /* (Object, boolean, byte[], long, long, int, long, long, byte[], byte[], long[])V */
   jmethodID api_usage;   /* (Object, byte[])V */
   jmethodID export_hook; /* (Object)J */
+  jmethodID verify_archive; /* (Object, byte[], byte[])Z */
 };
 const Dispatch& dispatch();
 

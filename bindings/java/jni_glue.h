@@ -86,6 +86,16 @@ manypy_status* manypy_jni_remove_op_callbacks(int64_t id);
 manypy_status* manypy_jni_set_api_usage_handler(JNIEnv* jenv, jobject handler);
 /* `hook` null removes the hook. */
 manypy_status* manypy_jni_set_export_hook(JNIEnv* jenv, jobject hook);
+/* manypy_archive_trust_set_verifier with `verifier`'s trusts(byte[], String)
+ * (org.manypy.ArchiveVerifier), which gets a copy of the digest; null
+ * removes the verifier. The trust and its copies (pool options, pools)
+ * share the global reference. */
+manypy_status* manypy_jni_archive_trust_set_verifier(JNIEnv* jenv, manypy_archive_trust* trust,
+                                                     jobject verifier);
+/* How many verifiers the glue holds (global references not yet released):
+ * each set_verifier adds one, released exactly once when the last copy of
+ * its trust goes. For the tests. */
+int64_t manypy_jni_archive_verifiers_held(void);
 
 /* ---- profiler snapshots ------------------------------------------------- */
 jbyteArray manypy_jni_profile_entry_model(JNIEnv* jenv, const manypy_profile_entry* entries,

@@ -134,8 +134,14 @@ MANYPY_OUT_SCALAR(double, jdouble, jdoubleArray, double[], SetDoubleArrayRegion)
 %ignore manypy_remove_op_callbacks;
 %ignore manypy_set_api_usage_handler;
 %ignore manypy_set_export_hook;
-// Not in the Java binding: PoolOptions.trustSha256 covers trusted archives.
+// Trusted archives go through org.manypy.ArchiveTrust: a native trust made
+// at each use (manypy_archive_trust_*, manypy_pool_options_set_archive_trust,
+// manypy_script_load_*_trusted, wrapped as declared), whose verifier the
+// glue sets (manypy_jni_archive_trust_set_verifier). The pool options' own
+// allow-list and verifier functions are not used.
 %ignore manypy_pool_options_set_archive_verifier;
+%ignore manypy_archive_trust_set_verifier;
+%ignore manypy_archive_verifier_fn;
 %ignore manypy_op_input;
 %ignore manypy_op_event;
 %ignore manypy_profile_entry;

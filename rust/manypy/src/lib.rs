@@ -17,6 +17,9 @@
 //!   other call ([`check_library_version`]).
 //! * [`CallOptions`] give a call its interpreter, context ids, timeout and
 //!   [`CancelToken`].
+//! * [`ArchiveTrust`] names the archives that may run (their SHA-256 digests
+//!   and a verifier), for pools ([`PoolBuilder::trust`]) and TorchScript
+//!   loaded on the host ([`ScriptModule::load_trusted`]).
 //! * Operator callbacks ([`OpCallbacks`]), the [`Profiler`], API usage
 //!   logging ([`set_api_usage_handler`]), archive metadata
 //!   ([`archive_list_files`], [`set_export_hook`]) and custom operator
@@ -48,6 +51,7 @@ mod profiler;
 mod script;
 mod tensor;
 mod trampoline;
+mod trust;
 mod usage;
 mod value;
 mod version;
@@ -61,11 +65,12 @@ pub use error::{Code, Error, Result};
 pub use metadata::{archive_list_files, archive_read_file, clear_export_hook, set_export_hook, ExportHook};
 pub use object::Object;
 pub use package::Package;
-pub use pool::{ArchiveVerifier, Pool, PoolBuilder, ThreadMode};
+pub use pool::{Pool, PoolBuilder, ThreadMode};
 pub use profiler::{ProfileEntry, Profiler};
 pub use script::ScriptModule;
 pub use tensor::{Complex32, Complex64, DType, Element, Tensor, BF16, F16};
 pub use trampoline::callback_panics;
+pub use trust::{ArchiveTrust, ArchiveTrustBuilder, ArchiveVerifier};
 pub use usage::{clear_api_usage_handler, log_api_usage, set_api_usage_handler, ApiUsageHandler};
 pub use value::Value;
 pub use version::{check_library_version, library_version};
@@ -115,6 +120,7 @@ mod thread_safety {
         send_sync::<Package>();
         send_sync::<Object>();
         send_sync::<ScriptModule>();
+        send_sync::<ArchiveTrust>();
         send_sync::<CallOptions>();
         send_sync::<CancelToken>();
         send_sync::<Profiler>();

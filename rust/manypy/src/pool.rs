@@ -9,7 +9,7 @@ use manypy_sys as sys;
 use crate::call::{nanos, value_result};
 use crate::error::{Code, Error, Result};
 use crate::package::Package;
-use crate::trampoline::guard;
+use crate::trust::{ArchiveTrust, ArchiveTrustBuilder};
 use crate::value::{c_string, Value};
 use crate::version::check_library_version;
 
@@ -24,10 +24,6 @@ pub enum ThreadMode {
     Handoff,
 }
 
-/// Decides about an archive not on the allow-list: gets its SHA-256 and its
-/// origin (the path, or `"<bytes>"`), returns whether to trust it.
-pub type ArchiveVerifier = Box<dyn Fn(&[u8; 32], &str) -> bool + Send + Sync + 'static>;
-
 /// Options of a [`Pool`]; see [`Pool::builder`].
 #[derive(Default)]
 pub struct PoolBuilder {
@@ -35,8 +31,7 @@ pub struct PoolBuilder {
     sys_paths: Vec<String>,
     intra_op_threads: Option<i32>,
     thread_mode: ThreadMode,
-    trusted_sha256: Vec<String>,
-    verifier: Option<ArchiveVerifier>,
+    trust: ArchiveTrustBuilder,
     allow_process_exit: bool,
     stop_grace: Option<Duration>,
 }
@@ -69,18 +64,31 @@ impl PoolBuilder {
     /// Trusts archives with this SHA-256 (64 hex digits). A pool given an
     /// allow-list or a verifier runs only archives they accept
     /// ([`Code::UntrustedArchive`] otherwise, before any of the archive runs).
+    /// Adds to the pool's trust, as [`ArchiveTrustBuilder::sha256`].
     pub fn trust_sha256(mut self, hex_digest: impl Into<String>) -> Self {
-        self.trusted_sha256.push(hex_digest.into());
+        self.trust = self.trust.sha256(hex_digest);
         self
     }
 
-    /// Decides about archives not on the allow-list. Runs on the loading
-    /// thread; a panic in it refuses the archive.
+    /// Decides about archives not on the allow-list, as
+    /// [`ArchiveTrustBuilder::verifier`]: runs on the loading thread; a panic
+    /// in it refuses the archive. Replaces the trust's verifier.
     pub fn archive_verifier(
         mut self,
         verifier: impl Fn(&[u8; 32], &str) -> bool + Send + Sync + 'static,
     ) -> Self {
-        self.verifier = Some(Box::new(verifier));
+        self.trust = self.trust.verifier(verifier);
+        self
+    }
+
+    /// The pool's allow-list and verifier: those of `trust`, replacing what
+    /// [`trust_sha256`](Self::trust_sha256) and
+    /// [`archive_verifier`](Self::archive_verifier) gave before (as
+    /// `manypy_pool_options_set_archive_trust` replaces them); later calls
+    /// of those add to it. The same trust can serve every pool and every
+    /// TorchScript load of a service (docs/security.md).
+    pub fn trust(mut self, trust: &ArchiveTrust) -> Self {
+        self.trust = trust.to_builder();
         self
     }
 
@@ -133,19 +141,9 @@ impl PoolBuilder {
                 ThreadMode::Handoff => sys::MANYPY_THREAD_MODE_HANDOFF,
             };
             Error::check(sys::manypy_pool_options_set_thread_mode(o, mode))?;
-            for digest in &self.trusted_sha256 {
-                Error::check(sys::manypy_pool_options_add_trusted_sha256(o, c_string(digest)?.as_ptr()))?;
-            }
-            if let Some(verifier) = self.verifier {
-                let user_data = Box::into_raw(Box::new(verifier)) as *mut std::ffi::c_void;
-                // The C library frees it (free_verifier) exactly once, even on failure.
-                Error::check(sys::manypy_pool_options_set_archive_verifier(
-                    o,
-                    Some(verify),
-                    user_data,
-                    Some(free_verifier),
-                ))?;
-            }
+            // Copied by the options (the verifier is shared): the trust may go.
+            let trust = self.trust.build()?;
+            Error::check(sys::manypy_pool_options_set_archive_trust(o, trust.as_ptr()))?;
             Error::check(sys::manypy_pool_options_set_allow_process_exit(o, self.allow_process_exit as i32))?;
             if let Some(grace) = self.stop_grace {
                 Error::check(sys::manypy_pool_options_set_stop_grace(o, nanos(grace, "stop grace")?))?;
@@ -156,18 +154,6 @@ impl PoolBuilder {
             Ok(Pool(Arc::new(PoolHandle(pool))))
         }
     }
-}
-
-unsafe extern "C" fn verify(sha256: *const u8, origin: *const std::os::raw::c_char, user_data: *mut std::ffi::c_void) -> i32 {
-    let verifier = &*(user_data as *const ArchiveVerifier);
-    let digest = &*(sha256 as *const [u8; 32]);
-    let origin = crate::error::owned(origin);
-    // A panicking verifier refuses the archive.
-    guard(|| verifier(digest, &origin)).unwrap_or(false) as i32
-}
-
-unsafe extern "C" fn free_verifier(user_data: *mut std::ffi::c_void) {
-    let _ = guard(|| drop(Box::from_raw(user_data as *mut ArchiveVerifier)));
 }
 
 pub(crate) struct PoolHandle(NonNull<sys::manypy_pool>);

@@ -6,6 +6,7 @@ use manypy_sys as sys;
 
 use crate::call::{call_value, Arguments, CallOptions, KeywordArguments};
 use crate::error::{Code, Error, Result};
+use crate::trust::ArchiveTrust;
 use crate::value::Value;
 use crate::version::check_library_version;
 
@@ -24,20 +25,47 @@ impl Drop for ScriptModule {
 }
 
 impl ScriptModule {
-    /// Loads a TorchScript archive from a file.
+    /// Loads a TorchScript archive from a file. Checks nothing: load only
+    /// archives you trust, or give a trust ([`load_trusted`](Self::load_trusted)).
     pub fn load(path: impl AsRef<Path>) -> Result<ScriptModule> {
+        Self::load_file_with(path.as_ref(), std::ptr::null())
+    }
+
+    /// Loads a TorchScript archive from bytes. Checks nothing, as [`load`](Self::load).
+    pub fn load_bytes(bytes: &[u8]) -> Result<ScriptModule> {
+        Self::load_bytes_with(bytes, std::ptr::null())
+    }
+
+    /// Loads a TorchScript archive from a file if `trust` trusts it: its
+    /// SHA-256 is on the allow-list or the verifier accepts it (origin: the
+    /// path). Otherwise [`Code::UntrustedArchive`], whose message gives the
+    /// digest, before libtorch reads any of it: libtorch compiles an
+    /// archive's code as it loads, and its compiler trusts that code
+    /// (docs/security.md).
+    pub fn load_trusted(path: impl AsRef<Path>, trust: &ArchiveTrust) -> Result<ScriptModule> {
+        Self::load_file_with(path.as_ref(), trust.as_ptr())
+    }
+
+    /// The same from bytes (the verifier's origin is `"<bytes>"`).
+    pub fn load_bytes_trusted(bytes: &[u8], trust: &ArchiveTrust) -> Result<ScriptModule> {
+        Self::load_bytes_with(bytes, trust.as_ptr())
+    }
+
+    // A NULL trust checks nothing: manypy_script_load_file with it.
+    fn load_file_with(path: &Path, trust: *const sys::manypy_archive_trust) -> Result<ScriptModule> {
         check_library_version()?;
-        let path = crate::path_c_string(path.as_ref())?;
+        let path = crate::path_c_string(path)?;
         let mut out = std::ptr::null_mut();
-        unsafe { Error::check(sys::manypy_script_load_file(path.as_ptr(), &mut out))? };
+        unsafe { Error::check(sys::manypy_script_load_file_trusted(path.as_ptr(), trust, &mut out))? };
         Self::wrap(out)
     }
 
-    /// Loads a TorchScript archive from bytes.
-    pub fn load_bytes(bytes: &[u8]) -> Result<ScriptModule> {
+    fn load_bytes_with(bytes: &[u8], trust: *const sys::manypy_archive_trust) -> Result<ScriptModule> {
         check_library_version()?;
         let mut out = std::ptr::null_mut();
-        unsafe { Error::check(sys::manypy_script_load_bytes(bytes.as_ptr().cast(), bytes.len(), &mut out))? };
+        unsafe {
+            Error::check(sys::manypy_script_load_bytes_trusted(bytes.as_ptr().cast(), bytes.len(), trust, &mut out))?
+        };
         Self::wrap(out)
     }
 

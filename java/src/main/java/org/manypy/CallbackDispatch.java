@@ -35,6 +35,16 @@ final class CallbackDispatch {
     }
   }
 
+  /** Whether the verifier trusts the archive; an exception refuses it. */
+  static boolean verifyArchive(Object verifier, byte[] sha256, byte[] origin) {
+    try {
+      return ((ArchiveVerifier) verifier).trusts(sha256, Utf8.decode(origin));
+    } catch (Throwable error) {
+      Manypy.reportCallbackError(error);
+      return false;
+    }
+  }
+
   /** A new native dict of the hook's files (ownership passes to manypy), or 0. */
   static long exportHook(Object hook) {
     try {

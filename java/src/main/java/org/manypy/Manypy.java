@@ -106,7 +106,8 @@ public final class Manypy {
 
   /**
    * Where exceptions thrown by callbacks (operator callbacks, the API usage
-   * handler, the export hook) go; they never reach the native caller. The
+   * handler, the export hook, archive verifiers) go; they never reach the
+   * native caller (a verifier that throws refuses the archive). The
    * default prints them to System.err. The handler must not throw.
    */
   public static void setCallbackErrorHandler(Consumer<Throwable> handler) {

@@ -48,9 +48,9 @@ public final class Pool extends NativeResource {
       }
       Status.check(ManypyNative.manypy_pool_options_set_intra_op_threads(native_, options.intraOpThreads));
       Status.check(ManypyNative.manypy_pool_options_set_thread_mode(native_, options.threadMode.value));
-      for (String digest : options.trustedSha256) {
-        Status.check(ManypyNative.manypy_pool_options_add_trusted_sha256(native_, digest));
-      }
+      // The options keep a copy (a verifier is shared by the copies).
+      Status.check(options.trust.withNative(
+          trust -> ManypyNative.manypy_pool_options_set_archive_trust(native_, trust)));
       Status.check(ManypyNative.manypy_pool_options_set_allow_process_exit(
           native_, options.allowProcessExit ? 1 : 0));
       if (options.stopGrace != null) {

@@ -15,7 +15,7 @@ public final class PoolOptions {
   final List<String> sysPath = new ArrayList<>();
   int intraOpThreads = 1;
   ThreadMode threadMode = ThreadMode.DIRECT;
-  final List<String> trustedSha256 = new ArrayList<>();
+  ArchiveTrust trust = ArchiveTrust.NONE;
   boolean allowProcessExit = false;
   Duration stopGrace = null; // null: the library's default, 100 ms
 
@@ -46,10 +46,23 @@ public final class PoolOptions {
    * Trusts archives with this SHA-256 digest (64 hex digits, as {@code sha256sum} prints it).
    * Once any digest is given, packages of other archives fail with
    * {@link UntrustedArchiveException} before any of their code runs (loading a package runs
-   * its pickles, which are code: docs/security.md).
+   * its pickles, which are code: docs/security.md). Adds to the pool's {@link #trust}; a
+   * digest that is not 64 hex digits makes {@link Pool#create(PoolOptions)} throw
+   * {@link InvalidArgumentException}.
    */
   public PoolOptions trustSha256(String hexDigest) {
-    trustedSha256.add(hexDigest);
+    trust = trust.withSha256(hexDigest);
+    return this;
+  }
+
+  /**
+   * The archives the pool may run: its allow-list and verifier become `trust`'s, replacing
+   * what {@link #trustSha256} gave before (later calls of it add to them). The same trust can
+   * serve {@link ScriptModule#load(java.nio.file.Path, ArchiveTrust)}. Null throws
+   * IllegalArgumentException: {@link ArchiveTrust#NONE} checks nothing.
+   */
+  public PoolOptions trust(ArchiveTrust trust) {
+    this.trust = ArchiveTrust.require(trust);
     return this;
   }
 

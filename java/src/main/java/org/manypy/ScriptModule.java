@@ -15,19 +15,45 @@ public final class ScriptModule extends NativeResource {
     super(handle, ManypyNative::manypy_script_free, "ScriptModule");
   }
 
-  /** Loads a TorchScript archive (torch.jit.save). */
+  /**
+   * Loads a TorchScript archive (torch.jit.save). Checks nothing: load only archives you
+   * trust, or give a trust ({@link #load(Path, ArchiveTrust)}).
+   */
   public static ScriptModule load(Path archive) {
-    NativeLibrary.ensureLoaded();
-    long[] out = new long[1];
-    Status.check(ManypyNative.manypy_script_load_file(archive.toString(), out));
-    return new ScriptModule(out[0]);
+    return load(archive, ArchiveTrust.NONE);
   }
 
-  /** Loads a TorchScript archive from memory. */
+  /** Loads a TorchScript archive from memory. Checks nothing, as {@link #load(Path)}. */
   public static ScriptModule load(byte[] archive) {
-    NativeLibrary.ensureLoaded();
+    return load(archive, ArchiveTrust.NONE);
+  }
+
+  /**
+   * Loads a TorchScript archive that `trust` trusts: its SHA-256 is listed or its verifier
+   * accepts it (origin: the path). Any other throws {@link UntrustedArchiveException}, whose
+   * message gives the digest, before libtorch reads any of it: libtorch compiles an archive's
+   * code as it loads, and its compiler trusts that code (docs/security.md). Null throws
+   * IllegalArgumentException ({@link ArchiveTrust#NONE} checks nothing).
+   */
+  public static ScriptModule load(Path archive, ArchiveTrust trust) {
+    String path = archive.toString();
+    return ArchiveTrust.require(trust).withNative(t -> loaded(
+        out -> ManypyNative.manypy_script_load_file_trusted(path, t, out)));
+  }
+
+  /** The same from memory (the verifier's origin is {@code "<bytes>"}). */
+  public static ScriptModule load(byte[] archive, ArchiveTrust trust) {
+    return ArchiveTrust.require(trust).withNative(t -> loaded(
+        out -> ManypyNative.manypy_script_load_bytes_trusted(archive, t, out)));
+  }
+
+  private interface Load {
+    long into(long[] out);
+  }
+
+  private static ScriptModule loaded(Load load) {
     long[] out = new long[1];
-    Status.check(ManypyNative.manypy_script_load_bytes(archive, out));
+    Status.check(load.into(out));
     return new ScriptModule(out[0]);
   }
 
