@@ -1,14 +1,13 @@
 // API usage logging through the C API.
-#include "api_usage.h"
-
 #include "handles.h"
+#include "runtime.h"
 
 extern "C" {
 
 manypy_status* manypy_set_api_usage_handler(manypy_api_usage_fn handler, void* user_data,
                                             void (*free_user_data)(void*)) {
   return manypy::capi::fence(__func__, [&](const char*) -> manypy_status* {
-    manypy::api_usage::set_handler(handler, user_data, free_user_data);
+    manypy::Runtime::get().api_usage().set_handler(handler, user_data, free_user_data);
     return nullptr;
   });
 }
@@ -18,7 +17,7 @@ manypy_status* manypy_log_api_usage(const char* key) {
     MANYPY_NOT_NULL(key);
     MANYPY_UTF8(key);
     if (*key == '\0') return manypy::capi::invalid_argument(api_function, "key must not be empty");
-    manypy::api_usage::log(key);
+    manypy::Runtime::get().api_usage().log(key);
     return nullptr;
   });
 }

@@ -2,8 +2,8 @@
 // and the process-wide export hook.
 #include "archive.h"
 
-#include "export_hook.h"
 #include "handles.h"
+#include "runtime.h"
 
 extern "C" {
 
@@ -33,7 +33,7 @@ manypy_status* manypy_set_export_hook(manypy_export_hook_fn hook, void* user_dat
                                       void (*free_user_data)(void*)) {
   return manypy::capi::fence(__func__, [&](const char*) -> manypy_status* {
     if (hook == nullptr) {
-      manypy::export_hook::set(nullptr);
+      manypy::Runtime::get().export_hook().set(nullptr);
       if (free_user_data) free_user_data(user_data);
       return nullptr;
     }
@@ -41,7 +41,7 @@ manypy_status* manypy_set_export_hook(manypy_export_hook_fn hook, void* user_dat
     std::shared_ptr<void> owned(user_data, [free_user_data](void* p) {
       if (free_user_data) free_user_data(p);
     });
-    manypy::export_hook::set([hook, owned]() {
+    manypy::Runtime::get().export_hook().set([hook, owned]() {
       manypy_value* files = hook(owned.get());
       if (files == nullptr) return manypy::Value::none();
       manypy::Value result = std::move(manypy::capi::value_of(files));

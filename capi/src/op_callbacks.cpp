@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "handles.h"
-#include "operator_callbacks.h"
+#include "runtime.h"
 
 namespace {
 
@@ -67,10 +67,10 @@ manypy_status* manypy_add_op_callbacks(manypy_op_callback_fn enter, manypy_op_ca
     if (needs_inputs != 0 && needs_inputs != 1) {
       return manypy::capi::invalid_argument(api_function, "needs_inputs must be 0 or 1");
     }
-    manypy::operator_callbacks::Options options;
+    manypy::OperatorCallbacks::Options options;
     options.sampling_probability = sampling_probability;
     options.needs_inputs = needs_inputs != 0;
-    *out_id = manypy::operator_callbacks::add(
+    *out_id = manypy::Runtime::get().operator_callbacks().add(
         [callbacks](int phase, const mph_op_event& e) { deliver(*callbacks, phase, e); },
         options);
     return nullptr;
@@ -79,7 +79,7 @@ manypy_status* manypy_add_op_callbacks(manypy_op_callback_fn enter, manypy_op_ca
 
 manypy_status* manypy_remove_op_callbacks(uint64_t id) {
   return manypy::capi::fence(__func__, [&](const char*) -> manypy_status* {
-    manypy::operator_callbacks::remove(id);
+    manypy::Runtime::get().operator_callbacks().remove(id);
     return nullptr;
   });
 }

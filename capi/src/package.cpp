@@ -1,7 +1,7 @@
 // manypy_package: torch.package archives.
 #include "archive.h"
-#include "export_hook.h"
 #include "handles.h"
+#include "runtime.h"
 
 namespace {
 
@@ -73,7 +73,7 @@ manypy_status* manypy_package_save_file(const manypy_package* package, const cha
     manypy::ExtraFiles files =
         manypy::extra_files_from(extra_files ? &manypy::capi::value_of(extra_files) : nullptr);
     // The export hook stamps this archive too; the caller's files win.
-    manypy::export_hook::collect(
+    manypy::Runtime::get().export_hook().collect(
         [](void* ctx, const char* name, const void* data, size_t size) {
           auto& list = *static_cast<manypy::ExtraFiles*>(ctx);
           for (const auto& file : list) {

@@ -2,7 +2,7 @@
 #include <cstring>
 
 #include "handles.h"
-#include "interpreter_set.h"
+#include "runtime.h"
 
 extern "C" {
 
@@ -93,7 +93,7 @@ manypy_status* manypy_pool_options_set_stop_grace(manypy_pool_options* options,
 
 size_t manypy_max_interpreters(void) {
   try {
-    return manypy::InterpreterSet::instance().capacity();
+    return manypy::Runtime::get().interpreters().capacity();
   } catch (...) {
     return 0;
   }

@@ -4,6 +4,7 @@
 
 #include "handles.h"
 #include "profiler.h"
+#include "runtime.h"
 
 struct manypy_profiler {
   std::unique_ptr<manypy::Profiler> profiler;
@@ -27,7 +28,8 @@ manypy_status* manypy_profiler_start(double sampling_probability,
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(out_profiler);
     auto handle = std::make_unique<manypy_profiler>();
-    handle->profiler = std::make_unique<manypy::Profiler>(sampling_probability);
+    handle->profiler = std::make_unique<manypy::Profiler>(
+        manypy::Runtime::get().operator_callbacks(), sampling_probability);
     *out_profiler = handle.release();
     return nullptr;
   });

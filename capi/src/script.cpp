@@ -1,6 +1,6 @@
 // manypy_script_module: TorchScript with libtorch in the host.
 #include "handles.h"
-#include "operator_libraries.h"
+#include "runtime.h"
 
 namespace {
 
@@ -96,7 +96,7 @@ extern "C" {
 manypy_status* manypy_load_operator_library(const char* path) {
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_PATH(path);
-    manypy::operator_libraries::load(path);
+    manypy::Runtime::get().operator_libraries().load(path);
     return nullptr;
   });
 }

@@ -3,7 +3,7 @@
  * cross as DLPack, never copied. */
 #include <string.h>
 
-#include "interp_internal.h"
+#include "convert.h"
 
 mpi_torch_refs mpi_torch;
 

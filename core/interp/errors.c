@@ -1,7 +1,7 @@
 /* Python exceptions and other failures, as sink errors. */
 #include <string.h>
 
-#include "interp_internal.h"
+#include "errors.h"
 
 void mpi_report(const mpi_sink* sink, int code, const char* type, const char* message,
                 const char* traceback) {

@@ -2,7 +2,8 @@
  * the host's files to every torch.package written in this interpreter
  * (runtime.py: add_export_files_to_packages). torch.jit.save gets them from
  * libmanypy_hooks.so instead. */
-#include "interp_internal.h"
+#include "errors.h"
+#include "exports.h"
 
 static void add_to_list(void* ctx, const char* name, const void* data, size_t size) {
   PyObject* item = Py_BuildValue("(sy#)", name, (const char*)data, (Py_ssize_t)size);

@@ -15,72 +15,18 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "convert.h"
+#include "exports.h"
 #include "hooks_api.h"
-#include "interp_internal.h"
+#include "results.h"
+#include "stop.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
 extern const char manypy_runtime_py[]; /* runtime.py, generated at build */
 
-PyObject* mpi_runtime;               /* module _manypy_runtime */
-const mpi_host_api* mpi_host;
-const manypy_hooks_api* mpi_hooks;
-/* Bumped by every lease_begin. torch keeps its intra-op thread count per
- * thread (OpenMP's nthreads ICV, applied once per thread), so each thread
- * re-applies the lease's count when it sees a new generation. */
-static int g_threads_generation;
-static _Thread_local int t_threads_generation = -1;
 static PyObject* g_globals;          /* the current lease's globals dict */
 static PyThreadState* g_main_thread; /* the thread that ran start() */
-static volatile sig_atomic_t g_forked_child; /* see "forked children" */
-
-/* ---- GIL entry ---------------------------------------------------------- */
-
-/* Acquire this interpreter's GIL on the calling thread. The first entry of a
- * thread creates its thread state through PyGILState_Ensure, so that
- * PyGILState_GetThisThreadState (which pybind11 and torch rely on) knows it;
- * the state is kept, with its gilstate counter at 1, until thread_exit. */
-void mpi_enter(void) {
-  PyThreadState* ts = PyGILState_GetThisThreadState();
-  if (ts != NULL) {
-    PyEval_RestoreThread(ts);
-  } else {
-    (void)PyGILState_Ensure();
-  }
-  if (t_threads_generation != g_threads_generation && mpi_runtime != NULL) {
-    PyObject* r = PyObject_CallMethod(mpi_runtime, "apply_intra_op_threads", NULL);
-    if (r == NULL) PyErr_Clear(); /* torch not imported: nothing to apply */
-    Py_XDECREF(r);
-    t_threads_generation = g_threads_generation;
-  }
-}
-
-void mpi_leave(void) {
-  /* A child that model code forked returns here only when its Python code
-   * returned without an error (an error went through mpi_report): it must
-   * not go on into the host's code. */
-  if (g_forked_child) mpi_exit_forked_child(0);
-  (void)PyEval_SaveThread();
-}
-
-/* ---- forked children ---------------------------------------------------- */
-
-/* g_forked_child is set in a child that model code forked (os.fork,
- * multiprocessing, a DataLoader's workers) by this namespace's libc, which
- * runs the handlers registered through it whenever Python forks. */
-
-static void on_fork_child(void) { g_forked_child = 1; }
-
-int mpi_in_forked_child(void) { return g_forked_child; }
-
-/* The child is a copy of the whole host, with one thread. Returning from a
- * call would run the host program a second time from that point, and the
- * host's code would run in a process whose other threads vanished mid-way
- * (their locks, the host libc's malloc included, may be held for good).
- * So the child ends here, as a Python program ends: 0, or 1 after an
- * error. */
-void mpi_exit_forked_child(int code) { _exit(code); }
-
 
 /* ---- start -------------------------------------------------------------- */
 
@@ -197,7 +143,7 @@ static int start(const mpi_start_options* options, const mpi_sink* sink) {
   if (rc == MPI_OK) rc = leave_signals_to_host(options, sink);
   if (rc == MPI_OK) rc = run_runtime_step("guard_signal_handlers", sink);
   if (rc == MPI_OK) rc = run_runtime_step("leave_main_thread_to_host", sink);
-  if (rc == MPI_OK && pthread_atfork(NULL, NULL, on_fork_child) != 0) {
+  if (rc == MPI_OK && pthread_atfork(NULL, NULL, mpi_note_forked_child) != 0) {
     mpi_report(sink, MPI_ERR_RESOURCE_EXHAUSTED, "", "pthread_atfork failed", "");
     rc = MPI_ERR_RESOURCE_EXHAUSTED;
   }
@@ -231,8 +177,7 @@ static int lease_begin(const mpi_lease_options* options, const mpi_sink* sink) {
     rc = mpi_report_python_error(sink);
   } else {
     Py_XSETREF(g_globals, globals);
-    g_threads_generation++;
-    t_threads_generation = g_threads_generation; /* lease_begin applied it here */
+    mpi_new_threads_generation(); /* applied on this thread just above */
   }
   mpi_leave();
   return rc;

@@ -3,8 +3,10 @@
  * a call on an object, is here in C. */
 #include <string.h>
 
+#include "convert.h"
 #include "hooks_api.h"
-#include "interp_internal.h"
+#include "results.h"
+#include "stop.h"
 
 void mpi_capsule_destructor(PyObject* capsule); /* convert.c */
 

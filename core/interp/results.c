@@ -25,8 +25,10 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "convert.h"
+#include "errors.h"
 #include "hooks_api.h"
-#include "interp_internal.h"
+#include "results.h"
 
 enum { EVENT_VALUE, EVENT_BEGIN, EVENT_KEY, EVENT_END };
 

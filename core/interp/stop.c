@@ -25,7 +25,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "interp_internal.h"
+#include "stop.h"
 
 static PyObject* g_deadline_exceeded; /* runtime.DeadlineExceeded */
 static PyObject* g_cancelled;         /* runtime.Cancelled */

@@ -2,8 +2,6 @@
 
 #include <time.h>
 
-#include "watchdog.h"
-
 namespace manypy {
 
 int64_t monotonic_ns() {
@@ -85,7 +83,7 @@ int CallStop::check(int64_t now_ns) {
 
 void CallStop::on_cancel() noexcept {
   set_stop(MPI_ERR_CANCELLED);
-  if (Watchdog* w = watch.watchdog.load(std::memory_order_acquire)) w->poke();
+  if (StopObserver* w = watch.watchdog.load(std::memory_order_acquire)) w->poke();
 }
 
 Error CallStop::error(const std::string& when) const {

@@ -61,7 +61,17 @@ struct CallLimits {
   bool bounded() const { return timeout_ns != 0 || deadline_ns != 0 || token != nullptr; }
 };
 
-class Watchdog;
+// Told when a watched call's stop is set from outside (a token cancelled),
+// so that it looks at once instead of at its next deadline: the interpreter's
+// watchdog (watchdog.h), which implements it. An interface, so that the stop
+// does not depend on the watchdog that depends on it.
+class StopObserver {
+ public:
+  virtual void poke() noexcept = 0;
+
+ protected:
+  ~StopObserver() = default;
+};
 
 // One bounded call's stop state, on the caller's stack for the call's
 // duration. The first stop (its deadline passing, its token being
@@ -108,7 +118,7 @@ class CallStop final : public CancelListener {
 
   // The watchdog's bookkeeping (watchdog.cpp), guarded by its mutex.
   struct Watch {
-    std::atomic<Watchdog*> watchdog{nullptr};  // poked on a cancel; lives forever
+    std::atomic<StopObserver*> watchdog{nullptr};  // poked on a cancel; lives forever
     CallStop* prev = nullptr;
     CallStop* next = nullptr;
     void (*wake_waiter)(void*) = nullptr;  // a hand-over waiter to wake on a stop

@@ -2,59 +2,42 @@
 
 #include <torch/csrc/jit/serialization/export.h>
 
-#include <mutex>
-
-namespace manypy::export_hook {
+namespace manypy {
 
 namespace {
-
-struct Registry {
-  std::mutex mu;
-  Hook hook;
-};
-
-Registry& registry() {
-  static Registry* r = new Registry();  // never destroyed: see api_usage.cpp
-  return *r;
-}
 
 void add_to_map(void* ctx, const char* name, const void* data, size_t size) {
   (*static_cast<torch::jit::ExtraFilesMap*>(ctx))[name] =
       std::string(static_cast<const char*>(data), size);
 }
 
-// TorchScript saved by the host's own libtorch gets the files too.
-const bool g_host_hook_installed = [] {
-  torch::jit::SetExportModuleExtraFilesHook([](const torch::jit::Module&) {
+}  // namespace
+
+ExportHook::ExportHook() {
+  torch::jit::SetExportModuleExtraFilesHook([this](const torch::jit::Module&) {
     torch::jit::ExtraFilesMap files;
     collect(add_to_map, &files);
     return files;
   });
-  return true;
-}();
+}
 
-}  // namespace
-
-void set(Hook hook) {
-  Registry& r = registry();
+void ExportHook::set(Hook hook) {
   Hook old;
   {
-    std::lock_guard<std::mutex> lock(r.mu);
-    old = std::move(r.hook);
-    r.hook = std::move(hook);
+    std::lock_guard<std::mutex> lock(mu_);
+    old = std::move(hook_);
+    hook_ = std::move(hook);
   }
   // `old` (and the user data it owns) is released here, outside the lock.
 }
 
-void collect(void (*add)(void* ctx, const char* name, const void* data, size_t size),
-             void* ctx) noexcept {
+void ExportHook::collect(AddFn add, void* ctx) noexcept {
   try {
-    Registry& r = registry();
     Value files;
     {
-      std::lock_guard<std::mutex> lock(r.mu);
-      if (!r.hook) return;
-      files = r.hook();
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!hook_) return;
+      files = hook_();
     }
     if (files.kind != ValueKind::kDict) return;
     for (size_t k = 0; k < files.items.size(); ++k) {
@@ -68,4 +51,4 @@ void collect(void (*add)(void* ctx, const char* name, const void* data, size_t s
   }
 }
 
-}  // namespace manypy::export_hook
+}  // namespace manypy

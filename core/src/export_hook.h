@@ -1,25 +1,40 @@
 // The process-wide export hook: files added to every archive written in the
 // process, by the C API (TorchScript saved on the host) and by Python in any
 // interpreter (torch.jit.save, torch.package's PackageExporter); the seed's
-// SetExportModuleExtraFilesHook producer_info.json example.
+// SetExportModuleExtraFilesHook producer_info.json example. One per
+// process, the Runtime's (runtime.h).
 #pragma once
 
 #include <cstddef>
 #include <functional>
+#include <mutex>
 
 #include "value.h"
 
-namespace manypy::export_hook {
+namespace manypy {
 
-// Returns a dict of name -> bytes or string; anything else adds nothing.
-using Hook = std::function<Value()>;
+class ExportHook {
+ public:
+  // Returns a dict of name -> bytes or string; anything else adds nothing.
+  using Hook = std::function<Value()>;
+  using AddFn = void (*)(void* ctx, const char* name, const void* data, size_t size);
 
-// Replaces the hook (an empty function removes it). Thread safe.
-void set(Hook hook);
+  // TorchScript saved by the host's own libtorch gets the files too, from
+  // now on.
+  ExportHook();
+  ExportHook(const ExportHook&) = delete;
+  ExportHook& operator=(const ExportHook&) = delete;
 
-// Calls the hook and add(ctx, name, data, size) for each file it returns.
-// Thread safe; never throws (a failing hook adds nothing).
-void collect(void (*add)(void* ctx, const char* name, const void* data, size_t size),
-             void* ctx) noexcept;
+  // Replaces the hook (an empty function removes it). Thread safe.
+  void set(Hook hook);
 
-}  // namespace manypy::export_hook
+  // Calls the hook and add(ctx, name, data, size) for each file it returns.
+  // Thread safe; never throws (a failing hook adds nothing).
+  void collect(AddFn add, void* ctx) noexcept;
+
+ private:
+  std::mutex mu_;
+  Hook hook_;
+};
+
+}  // namespace manypy

@@ -1,27 +1,14 @@
 #include "interpreter.h"
 
-#include "operator_callbacks.h"
-#include "operator_libraries.h"
 #include "runtime_paths.h"
 #include "spin.h"
 #include "stack_headroom.h"
 
 namespace manypy {
 
-namespace {
-
-void process_lock(int acquire) {
-  static std::mutex mu;
-  if (acquire) {
-    mu.lock();
-  } else {
-    mu.unlock();
-  }
-}
-
-}  // namespace
-
-Interpreter::Interpreter(unsigned slot, unsigned band) : slot_(slot), band_(band) {}
+Interpreter::Interpreter(unsigned slot, const isolation::KeyBands& keys, unsigned band,
+                         const HostServices& host)
+    : slot_(slot), keys_(keys), band_(band), host_(host) {}
 
 void Interpreter::begin_start() {
   home_ = std::thread([this] { home_main(); });
@@ -31,24 +18,18 @@ void Interpreter::begin_start() {
 void Interpreter::home_main() {
   std::optional<Error> error;
   try {
-    ns_ = std::make_unique<isolation::Namespace>(interp_library_path(), band_);
+    ns_ = std::make_unique<isolation::Namespace>(interp_library_path(), keys_, band_);
     ns_->prepare_thread();
     std::string home = python_home();
     std::string hooks = hooks_library_path();
-    mpi_start_options options{home.c_str(), /*import_torch=*/1, &process_lock,
-                              interpreter_host_api(), hooks.c_str()};
+    mpi_start_options options{home.c_str(), /*import_torch=*/1, host_.lock_process_state,
+                              host_.api, hooks.c_str()};
     Outcome outcome;
     mpi_sink sink = outcome.sink();
     if (ns_->api().start(&options, &sink) != MPI_OK && !outcome.error) {
       outcome.error.emplace(Code::kInternal, "interpreter start failed without a message");
     }
     error = std::move(outcome.error);
-    if (!error) {
-      // Operator libraries loaded before this interpreter existed.
-      healthy_ = true;  // load_library runs through run(), which checks it
-      operator_libraries::join(*this);
-      operator_callbacks::join(*this);
-    }
   } catch (const Error& e) {
     error = e;
   } catch (const std::exception& e) {

@@ -33,10 +33,21 @@ struct LeaseSettings {
   bool allow_process_exit = false;
 };
 
+// What the host gives every interpreter as it starts (mpi_start_options): the
+// table of its services, and the lock shared by every interpreter of the
+// process around work on process-wide state. Both live as long as the
+// process.
+struct HostServices {
+  const mpi_host_api* api;
+  void (*lock_process_state)(int acquire);
+};
+
 class Interpreter {
  public:
-  // `slot` is the interpreter's index in the process, which picks its key band.
-  Interpreter(unsigned slot, unsigned band);
+  // `slot` is the interpreter's index in the process; its namespace's keys
+  // are fenced into `band` of `keys` (which outlives it).
+  Interpreter(unsigned slot, const isolation::KeyBands& keys, unsigned band,
+              const HostServices& host);
   Interpreter(const Interpreter&) = delete;
   Interpreter& operator=(const Interpreter&) = delete;
 
@@ -117,7 +128,9 @@ class Interpreter {
   void interrupt(CallStop& stop);
 
   const unsigned slot_;
+  const isolation::KeyBands& keys_;
   const unsigned band_;
+  const HostServices host_;
   std::unique_ptr<isolation::Namespace> ns_;
 
   mutable std::mutex mu_;
@@ -134,9 +147,5 @@ class Interpreter {
   std::thread home_;
   Watchdog watchdog_{[this](CallStop& stop) { interrupt(stop); }};
 };
-
-// The host services every interpreter may call (package records); set by
-// the package layer before any package is opened.
-const mpi_host_api* interpreter_host_api();
 
 }  // namespace manypy

@@ -3,7 +3,6 @@
 #include <fstream>
 #include <iterator>
 
-#include "isolation/key_bands.h"
 
 namespace manypy {
 
@@ -20,14 +19,27 @@ bool static_tls_raised() {
 
 }  // namespace
 
-InterpreterSet& InterpreterSet::instance() {
-  // Never destroyed: the interpreters outlive every static destructor.
-  static InterpreterSet* set = new InterpreterSet();
-  return *set;
+InterpreterSet::InterpreterSet(const HostServices& host, OperatorLibraries& libraries,
+                               OperatorCallbacks& callbacks)
+    : host_(host), libraries_(libraries), callbacks_(callbacks) {}
+
+const isolation::KeyBands& InterpreterSet::key_bands() const {
+  std::call_once(key_bands_made_, [this] { key_bands_ = std::make_unique<isolation::KeyBands>(); });
+  return *key_bands_;
 }
 
-size_t InterpreterSet::capacity() const {
-  return isolation::KeyBands::instance().usable_bands();
+size_t InterpreterSet::capacity() const { return key_bands().usable_bands(); }
+
+void InterpreterSet::join(Interpreter& interp) {
+  try {
+    // Libraries first: a callback may be about their operators.
+    libraries_.join(interp);
+    callbacks_.join(interp);
+  } catch (const Error& e) {
+    interp.retire("it could not take part in the process's operator libraries or callbacks: " +
+                  e.message());
+    throw;
+  }
 }
 
 std::vector<Interpreter*> InterpreterSet::lease(size_t count, const LeaseSettings& settings,
@@ -85,6 +97,7 @@ std::vector<Interpreter*> InterpreterSet::lease(size_t count, const LeaseSetting
   for (Interpreter* interp : started) {
     try {
       interp->wait_started();
+      join(*interp);
       chosen.push_back(interp);
     } catch (const Error& e) {
       if (!failure) failure = e.prefixed("interpreter " + std::to_string(interp->slot()) + ": ");
@@ -136,8 +149,8 @@ std::vector<Interpreter*> InterpreterSet::start(size_t missing) {
         std::lock_guard<std::mutex> lock(mu_);
         if (static_tls_failure_) break;
         unsigned slot = static_cast<unsigned>(all_.size());
-        all_.push_back(std::make_unique<Interpreter>(
-            slot, isolation::KeyBands::instance().band_of_slot(slot)));
+        all_.push_back(std::make_unique<Interpreter>(slot, key_bands(),
+                                                     key_bands().band_of_slot(slot), host_));
         idle_.push_back(false);
         size_.store(all_.size(), std::memory_order_release);
         --reserved_;

@@ -1,4 +1,6 @@
-// The process-wide set of interpreters that pools lease from.
+// The interpreters that pools lease from: started on demand, each joined to
+// the process's operator libraries and callbacks, and kept for the life of
+// the process. One per process, the Runtime's (runtime.h).
 #pragma once
 
 #include <atomic>
@@ -9,12 +11,20 @@
 #include <vector>
 
 #include "interpreter.h"
+#include "isolation/key_bands.h"
+#include "operator_callbacks.h"
+#include "operator_libraries.h"
 
 namespace manypy {
 
 class InterpreterSet {
  public:
-  static InterpreterSet& instance();
+  // Interpreters get `host`, and join `libraries` and `callbacks` once
+  // started. The last two outlive the set.
+  InterpreterSet(const HostServices& host, OperatorLibraries& libraries,
+                 OperatorCallbacks& callbacks);
+  InterpreterSet(const InterpreterSet&) = delete;
+  InterpreterSet& operator=(const InterpreterSet&) = delete;
 
   // The most interpreters the process can hold (key bands, namespaces).
   size_t capacity() const;
@@ -34,10 +44,22 @@ class InterpreterSet {
   void give_back(const std::vector<Interpreter*>& interpreters) noexcept;
 
  private:
-  InterpreterSet() = default;
+  // The pthread-key plan, made at the first need: making it claims most of
+  // the host libc's keys, which a process that never leases an interpreter
+  // (TorchScript on the host alone) keeps for itself.
+  const isolation::KeyBands& key_bands() const;
+  // Makes a started interpreter take part in the operator libraries and
+  // callbacks registered before it started; retires it if it cannot.
+  void join(Interpreter& interp);
   // Starts `missing` new interpreters for a lease (their slots already
   // reserved) without holding mu_; returns those begun.
   std::vector<Interpreter*> start(size_t missing);
+
+  const HostServices host_;
+  OperatorLibraries& libraries_;
+  OperatorCallbacks& callbacks_;
+  mutable std::once_flag key_bands_made_;
+  mutable std::unique_ptr<isolation::KeyBands> key_bands_;
 
   std::mutex mu_;  // guards the members below; never held across a start
   std::vector<std::unique_ptr<Interpreter>> all_;

@@ -3,36 +3,17 @@
 #include <dlfcn.h>
 #include <sys/stat.h>
 
-#include <mutex>
-#include <vector>
-
 #include "error.h"
 #include "interpreter.h"
 
-namespace manypy::operator_libraries {
+namespace manypy {
 
-namespace {
-
-struct Registry {
-  std::mutex mu;  // held across loads, so no interpreter misses a library
-  std::vector<std::string> paths;
-  std::vector<Interpreter*> members;
-};
-
-Registry& registry() {
-  static Registry* r = new Registry();  // never destroyed, as interpreters
-  return *r;
-}
-
-}  // namespace
-
-void load(const std::string& path) {
+void OperatorLibraries::load(const std::string& path) {
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) {
     throw Error(Code::kNotFound, "cannot load operator library " + path + ": no such file");
   }
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
+  std::lock_guard<std::mutex> lock(mu_);
   // The host's libtorch: the library's constructors register its operators.
   // Never closed, as torch.ops.load_library never closes one.
   if (dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL) == nullptr) {
@@ -40,8 +21,8 @@ void load(const std::string& path) {
     throw Error(Code::kLoader, "cannot load operator library " + path + ": " +
                                    (why ? why : "unknown error"));
   }
-  r.paths.push_back(path);
-  for (Interpreter* interp : r.members) {
+  paths_.push_back(path);
+  for (Interpreter* interp : members_) {
     if (!interp->serving()) continue;  // retired: runs no model again
     try {
       interp->load_library(path);
@@ -51,11 +32,10 @@ void load(const std::string& path) {
   }
 }
 
-void join(Interpreter& interp) {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  r.members.push_back(&interp);
-  for (const std::string& path : r.paths) interp.load_library(path);
+void OperatorLibraries::join(Interpreter& interp) {
+  std::lock_guard<std::mutex> lock(mu_);
+  members_.push_back(&interp);
+  for (const std::string& path : paths_) interp.load_library(path);
 }
 
-}  // namespace manypy::operator_libraries
+}  // namespace manypy

@@ -37,8 +37,4 @@ class Package {
   OncePerInterpreter opened_;
 };
 
-// mpi_host_api.package_record (see interp_api.h).
-int package_record_for_interpreter(uint64_t package_id, const char* record, uint64_t nbytes,
-                                   DLManagedTensor** out, char* error, size_t error_size);
-
 }  // namespace manypy

@@ -1,7 +1,6 @@
 #include "pool.h"
 
-#include "api_usage.h"
-#include "interpreter_set.h"
+#include "runtime.h"
 
 namespace manypy {
 
@@ -19,9 +18,9 @@ Pool::Pool(const PoolOptions& options)
     throw Error(Code::kInvalidArgument, "intra-op threads must be >= 1, not " +
                                             std::to_string(options.lease.intra_op_threads));
   }
-  api_usage::log("manypy.pool.create");
+  Runtime::get().api_usage().log("manypy.pool.create");
   for (Interpreter* interp :
-       InterpreterSet::instance().lease(options.interpreters, options.lease, trust_)) {
+       Runtime::get().interpreters().lease(options.interpreters, options.lease, trust_)) {
     slots_.push_back(std::make_unique<Slot>());
     slots_.back()->interp = interp;
   }
@@ -32,7 +31,7 @@ Pool::~Pool() {
     std::unique_lock<std::mutex> lock(idle_mu_);
     idle_cv_.wait(lock, [this] { return in_flight_.load() == 0; });
   }
-  InterpreterSet::instance().give_back(interpreters());
+  Runtime::get().interpreters().give_back(interpreters());
 }
 
 void Pool::check_index(int interpreter) const {

@@ -6,8 +6,6 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "operator_callbacks.h"
-
 namespace manypy {
 
 namespace {
@@ -41,10 +39,11 @@ std::string seconds(int64_t ns) {
 
 }  // namespace
 
-Profiler::Profiler(double sampling_probability) {
-  operator_callbacks::Options options;
+Profiler::Profiler(OperatorCallbacks& callbacks, double sampling_probability)
+    : callbacks_(callbacks) {
+  OperatorCallbacks::Options options;
   options.sampling_probability = sampling_probability;
-  registration_ = operator_callbacks::add(
+  registration_ = callbacks_.add(
       [this](int phase, const mph_op_event& event) {
         if (phase == 1) record(event);
       },
@@ -53,7 +52,7 @@ Profiler::Profiler(double sampling_probability) {
 
 Profiler::~Profiler() {
   try {
-    operator_callbacks::remove(registration_);
+    callbacks_.remove(registration_);
   } catch (...) {
     // The registration is ours and live; nothing to do if it were not.
   }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "hooks_api.h"
+#include "operator_callbacks.h"
 
 namespace manypy {
 
@@ -24,8 +25,9 @@ class Profiler {
     int64_t total_ns = 0, p50_ns = 0, p99_ns = 0;
   };
 
-  // Registers exit callbacks sampled with `sampling_probability`.
-  explicit Profiler(double sampling_probability);
+  // Registers exit callbacks in `callbacks` (which outlives it), sampled
+  // with `sampling_probability`.
+  Profiler(OperatorCallbacks& callbacks, double sampling_probability);
   // Unregisters; no event arrives afterwards.
   ~Profiler();
   Profiler(const Profiler&) = delete;
@@ -65,6 +67,7 @@ class Profiler {
   };
   void record(const mph_op_event& event);
 
+  OperatorCallbacks& callbacks_;
   uint64_t registration_ = 0;
   mutable std::mutex mu_;
   std::map<Key, Stats, KeyLess> stats_;

@@ -3,7 +3,7 @@
 #include <atomic>
 #include <optional>
 
-#include "api_usage.h"
+#include "runtime.h"
 
 namespace manypy {
 
@@ -29,7 +29,7 @@ ReplicatedObject::ReplicatedObject(std::shared_ptr<Package> package, std::string
   }
   package_->pool().with_interpreter(Pool::kAnyInterpreter,
                                     [&](Interpreter& interp) { ensure_loaded(interp, nullptr); });
-  api_usage::log("manypy.object.load");
+  Runtime::get().api_usage().log("manypy.object.load");
 }
 
 ReplicatedObject::~ReplicatedObject() {

@@ -7,12 +7,12 @@
 #include <cctype>
 #include <optional>
 
-#include "api_usage.h"
 #include "archive.h"
 #include "archive_trust.h"
 #include "error.h"
 #include "ivalue_convert.h"
 #include "op_callbacks.h"
+#include "runtime.h"
 #include "script_stop.h"
 
 namespace manypy {
@@ -84,7 +84,7 @@ std::unique_ptr<ScriptModule> ScriptModule::load(const Archive& archive,
     throw load_error(archive.origin(), e.what());
   }
   impl->module.eval();
-  api_usage::log("manypy.script.load");
+  Runtime::get().api_usage().log("manypy.script.load");
   return std::unique_ptr<ScriptModule>(new ScriptModule(std::move(impl)));
 }
 

@@ -12,7 +12,7 @@
 
 namespace manypy {
 
-class Watchdog {
+class Watchdog final : public StopObserver {
  public:
   // `interrupt` runs on the watchdog's thread for a call whose stop is set
   // while it is in the interpreter (CallStop::in_interpreter).
@@ -29,7 +29,7 @@ class Watchdog {
   // nullptr clears it, after which no wake of it runs.
   void set_waiter(CallStop& stop, void (*wake)(void*), void* waiter) noexcept;
   // Look again now: a token was cancelled.
-  void poke() noexcept;
+  void poke() noexcept override;
 
  private:
   void run();

@@ -9,8 +9,8 @@
 #include <fstream>
 #include <thread>
 
-#include "interpreter_set.h"
 #include "isolation/key_bands.h"
+#include "runtime.h"
 #include "test_support.h"
 
 namespace manypy {
@@ -64,7 +64,7 @@ TEST(Lease, TwoHundredPoolsInOneProcess) {
 }
 
 TEST(Lease, PoolSizeIsChecked) {
-  size_t limit = InterpreterSet::instance().capacity();
+  size_t limit = Runtime::get().interpreters().capacity();
   // One per pthread-key band: 15 on torch 1.13, fewer on torch 2.x.
   EXPECT_EQ(limit, isolation::KeyBands::kBands);
   Error zero = error_of([] { Pool pool(options(0)); });
@@ -114,7 +114,7 @@ TEST(Lease, IntraOpThreadsMustBePositive) {
 // in one-at-a-time starts alike (ctest runs this binary both ways).
 TEST(Lease, AStartDoesNotStallOtherPools) {
   using Clock = std::chrono::steady_clock;
-  InterpreterSet& set = InterpreterSet::instance();
+  InterpreterSet& set = Runtime::get().interpreters();
   auto first = std::make_unique<Pool>(options(1));
   const size_t before = set.size();
   std::atomic<bool> created{false};

@@ -24,13 +24,6 @@ char anchor_dummy;
 
 }  // namespace
 
-KeyBands& KeyBands::instance() {
-  // Never destroyed: namespaces, and the keys they were fenced into, live as
-  // long as the process.
-  static KeyBands* bands = new KeyBands();
-  return *bands;
-}
-
 KeyBands::KeyBands() {
   static_assert(KeyBands::kHostKeys % KeyBands::kBlock == 0);
   bands_.resize(kBands);

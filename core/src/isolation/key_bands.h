@@ -45,9 +45,12 @@ class KeyBands {
   static constexpr unsigned kBands = MANYPY_KEY_BANDS;
   static_assert(kBands >= 1 && kBands <= kMaxBands);
 
-  // The process-wide plan. The first call claims the namespace region in the
-  // host libc; it must happen before any namespace is created.
-  static KeyBands& instance();
+  // The plan: claims the namespace region in the host libc, so it must be
+  // made before any namespace is, and only once per process (the
+  // InterpreterSet's, made when it first needs it).
+  KeyBands();
+  KeyBands(const KeyBands&) = delete;
+  KeyBands& operator=(const KeyBands&) = delete;
 
   // Number of bands whose keys and anchors were all free when claimed.
   unsigned usable_bands() const { return static_cast<unsigned>(usable_.size()); }
@@ -68,7 +71,6 @@ class KeyBands {
   const std::vector<unsigned>& band_keys(unsigned band) const { return bands_.at(band); }
 
  private:
-  KeyBands();
   std::vector<std::vector<unsigned>> bands_;  // keys of each band
   std::vector<uint32_t> band_blocks_;          // bit b: band touches block b
   std::vector<unsigned> usable_;

@@ -50,9 +50,8 @@ thread_local ThreadRecord t_record;
 
 }  // namespace
 
-Namespace::Namespace(const std::string& interp_library, unsigned band) : band_(band) {
-  const KeyBands& keys = KeyBands::instance();
-
+Namespace::Namespace(const std::string& interp_library, const KeyBands& keys, unsigned band)
+    : keys_(keys), band_(band) {
   // RTLD_LOCAL: RTLD_GLOBAL in a secondary namespace crashes glibc 2.36
   // (hazard 2). The library's only DT_NEEDED are libpython and libc, whose
   // constructors create no pthread keys.
@@ -94,7 +93,7 @@ Namespace::Namespace(const std::string& interp_library, unsigned band) : band_(b
 void Namespace::prepare_thread() {
   ThreadRecord& record = t_record;
   if (record.prepared.test(band_)) return;
-  KeyBands::instance().anchor_thread(band_);
+  keys_.anchor_thread(band_);
   ctype_init_();
   record.prepared.set(band_);
   record.entered[band_] = this;

@@ -7,15 +7,16 @@
 #include <string>
 
 #include "interp_api.h"
+#include "isolation/key_bands.h"
 
 namespace manypy::isolation {
 
 class Namespace {
  public:
-  // Opens a new namespace, fences its pthread keys into `band` and loads the
-  // interpreter library into it. Throws manypy::Error (kStaticTls,
-  // kResourceExhausted, kLoader) on failure.
-  Namespace(const std::string& interp_library, unsigned band);
+  // Opens a new namespace, fences its pthread keys into `band` of `keys`
+  // (which must outlive it) and loads the interpreter library into it.
+  // Throws manypy::Error (kStaticTls, kResourceExhausted, kLoader).
+  Namespace(const std::string& interp_library, const KeyBands& keys, unsigned band);
   Namespace(const Namespace&) = delete;
   Namespace& operator=(const Namespace&) = delete;
   // Namespaces are never closed: CPython never unloads extension modules, so
@@ -36,6 +37,7 @@ class Namespace {
  private:
   void* handle_ = nullptr;
   void* libc_ = nullptr;
+  const KeyBands& keys_;
   unsigned band_;
   const manypy_interp_api* api_ = nullptr;
   void (*ctype_init_)() = nullptr;
