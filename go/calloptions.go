@@ -60,7 +60,7 @@ func beginCall(ctx context.Context) (callScope, error) {
 	}
 	scope.opts = C.manypy_call_options_new()
 	if scope.opts == nil {
-		return callScope{}, oom
+		return callScope{}, outOfMemory()
 	}
 	if err := scope.configure(ctx, settings, hasDeadline, deadline, done); err != nil {
 		scope.end()
@@ -111,7 +111,7 @@ func (s *callScope) configure(ctx context.Context, settings *CallOptions, hasDea
 	if done != nil {
 		s.token = C.manypy_cancel_token_new()
 		if s.token == nil {
-			return &Error{Code: CodeResourceExhausted, Message: "manypy: out of memory"}
+			return outOfMemory()
 		}
 		if err := statusError(C.manypy_call_options_set_cancel_token(s.opts, s.token)); err != nil {
 			return err
@@ -170,5 +170,5 @@ func stoppedBy(cause error) error {
 	if cause == context.DeadlineExceeded {
 		code = CodeDeadlineExceeded
 	}
-	return &Error{Code: code, Message: "manypy: " + cause.Error() + " before the call started", cause: cause}
+	return &Error{Code: code, Message: cause.Error() + " before the call started", cause: cause}
 }

@@ -167,7 +167,7 @@ func isCode(err error, code Code) bool {
 func (o *PoolOptions) toC() (*C.manypy_pool_options, error) {
 	copts := C.manypy_pool_options_new()
 	if copts == nil {
-		return nil, &Error{Code: CodeResourceExhausted, Message: "manypy: out of memory"}
+		return nil, outOfMemory()
 	}
 	err := o.fill(copts)
 	if err != nil {
@@ -183,7 +183,7 @@ func (o *PoolOptions) fill(copts *C.manypy_pool_options) error {
 		count = 1
 	}
 	if count < 0 {
-		return &Error{Code: CodeOutOfRange, Message: "manypy: interpreters must be >= 1"}
+		return &Error{Code: CodeOutOfRange, Message: "interpreters must be >= 1"}
 	}
 	if err := statusError(C.manypy_pool_options_set_interpreters(copts, C.size_t(count))); err != nil {
 		return err
@@ -231,7 +231,7 @@ func stopGraceNanos(grace time.Duration) int64 {
 // takes it: an int outside int32 is ErrOutOfRange, not another index.
 func interpreterIndex(i int) (C.int32_t, error) {
 	if i < math.MinInt32 || i > math.MaxInt32 {
-		return 0, &Error{Code: CodeOutOfRange, Message: fmt.Sprintf("manypy: interpreter index %d is out of range", i)}
+		return 0, &Error{Code: CodeOutOfRange, Message: fmt.Sprintf("interpreter index %d is out of range", i)}
 	}
 	return C.int32_t(i), nil
 }

@@ -234,7 +234,7 @@ func wrapTensor(t *C.mpgo_tensor) (*Tensor, error) {
 	if !ok {
 		C.mpgo_tensor_unref(t)
 		return nil, &Error{Code: CodeBadTensor, Message: fmt.Sprintf(
-			"manypy: a tensor of DLPack dtype {%d, %d, %d}, unknown to this Go package",
+			"a tensor of DLPack dtype {%d, %d, %d}, unknown to this Go package",
 			dl.dtype.code, dl.dtype.bits, dl.dtype.lanes)}
 	}
 	ndim := int(dl.ndim)
@@ -314,10 +314,10 @@ func TensorView[T Element](t *Tensor) ([]T, error) {
 	defer t.h.release()
 	if want := DTypeOf[T](); want != t.dtype {
 		return nil, &Error{Code: CodeWrongKind, Message: fmt.Sprintf(
-			"manypy: a %s tensor viewed as %s", t.dtype, want)}
+			"a %s tensor viewed as %s", t.dtype, want)}
 	}
 	if !t.Contiguous() {
-		return nil, &Error{Code: CodeBadTensor, Message: "manypy: a strided tensor has no slice view: use TensorCopy"}
+		return nil, &Error{Code: CodeBadTensor, Message: "a strided tensor has no slice view: use TensorCopy"}
 	}
 	n := t.NumElements()
 	if n == 0 {
@@ -335,7 +335,7 @@ func TensorCopy[T Element](t *Tensor) ([]T, error) {
 	defer t.h.release()
 	if want := DTypeOf[T](); want != t.dtype {
 		return nil, &Error{Code: CodeWrongKind, Message: fmt.Sprintf(
-			"manypy: a %s tensor copied as %s", t.dtype, want)}
+			"a %s tensor copied as %s", t.dtype, want)}
 	}
 	out := make([]T, t.NumElements())
 	if len(out) == 0 {

@@ -94,8 +94,6 @@ func (d *Dict) String() string {
 // Go value that contains itself is an error, not a stack overflow.
 const maxDepth = int(C.MANYPY_VALUE_MAX_DEPTH)
 
-var oom = &Error{Code: CodeResourceExhausted, Message: "manypy: out of memory"}
-
 // cString copies s into C memory (free with C.free). A NUL inside s cannot
 // cross as a C string: that is an error, not a silent truncation.
 func cString(s string) (*C.char, error) {
@@ -234,7 +232,7 @@ func toValue(v any, depth int) (*C.manypy_value, error) {
 		return nil, invalid("cannot pass a %T to Python (see the package documentation for the types)", v)
 	}
 	if out == nil {
-		return nil, oom
+		return nil, outOfMemory()
 	}
 	return out, nil
 }
@@ -257,7 +255,7 @@ func stringData(s string) *C.char {
 // seq is freed on failure.
 func sequenceValue(seq *C.manypy_value, items []any, depth int) (*C.manypy_value, error) {
 	if seq == nil {
-		return nil, oom
+		return nil, outOfMemory()
 	}
 	for _, item := range items {
 		var err error
@@ -286,7 +284,7 @@ func sequenceValue(seq *C.manypy_value, items []any, depth int) (*C.manypy_value
 func dictValue(keys []string, values []any, depth int) (*C.manypy_value, error) {
 	dict := C.manypy_value_new_dict()
 	if dict == nil {
-		return nil, oom
+		return nil, outOfMemory()
 	}
 	for i, key := range keys {
 		ckey, err := cString(key)
@@ -413,7 +411,7 @@ func (c *converter) fromValue(v *C.manypy_value) (any, error) {
 		return c.dict(v)
 	default:
 		return nil, &Error{Code: CodeUnsupportedType, Message: fmt.Sprintf(
-			"manypy: a value of kind %d, unknown to this Go package", int(C.manypy_value_get_kind(v)))}
+			"a value of kind %d, unknown to this Go package", int(C.manypy_value_get_kind(v)))}
 	}
 }
 
@@ -476,7 +474,7 @@ func takeStrings(v *C.manypy_value) ([]string, error) {
 	for _, item := range items {
 		s, ok := item.(string)
 		if !ok {
-			return nil, &Error{Code: CodeWrongKind, Message: fmt.Sprintf("manypy: expected a list of strings, got a %T in it", item)}
+			return nil, &Error{Code: CodeWrongKind, Message: fmt.Sprintf("expected a list of strings, got a %T in it", item)}
 		}
 		names = append(names, s)
 	}
