@@ -9,6 +9,7 @@ import "C"
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"unsafe"
@@ -146,36 +147,14 @@ func toValue(v any, depth int) (*C.manypy_value, error) {
 			b = 1
 		}
 		out = C.manypy_value_new_bool(C.int(b))
-	case int:
-		out = C.manypy_value_new_int64(C.int64_t(x))
-	case int8:
-		out = C.manypy_value_new_int64(C.int64_t(x))
-	case int16:
-		out = C.manypy_value_new_int64(C.int64_t(x))
-	case int32:
-		out = C.manypy_value_new_int64(C.int64_t(x))
-	case int64:
-		out = C.manypy_value_new_int64(C.int64_t(x))
-	case uint:
-		if uint64(x) > math.MaxInt64 {
-			return nil, invalid("uint %d does not fit in int64", x)
+	case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
+		i, err := int64Of(x)
+		if err != nil {
+			return nil, err
 		}
-		out = C.manypy_value_new_int64(C.int64_t(x))
-	case uint8:
-		out = C.manypy_value_new_int64(C.int64_t(x))
-	case uint16:
-		out = C.manypy_value_new_int64(C.int64_t(x))
-	case uint32:
-		out = C.manypy_value_new_int64(C.int64_t(x))
-	case uint64:
-		if x > math.MaxInt64 {
-			return nil, invalid("uint64 %d does not fit in int64", x)
-		}
-		out = C.manypy_value_new_int64(C.int64_t(x))
-	case float32:
-		out = C.manypy_value_new_double(C.double(x))
-	case float64:
-		out = C.manypy_value_new_double(C.double(x))
+		out = C.manypy_value_new_int64(C.int64_t(i))
+	case float32, float64:
+		out = C.manypy_value_new_double(C.double(reflect.ValueOf(x).Float()))
 	case string:
 		// The bytes are copied during the call; a Go string holds no Go
 		// pointers, so passing its data to C is allowed.
@@ -235,6 +214,20 @@ func toValue(v any, depth int) (*C.manypy_value, error) {
 		return nil, outOfMemory()
 	}
 	return out, nil
+}
+
+// int64Of is a Go integer (one of the types toValue lists) as the int64
+// Python receives: an unsigned one above MaxInt64 is an error, not a
+// negative number.
+func int64Of(x any) (int64, error) {
+	r := reflect.ValueOf(x)
+	if r.CanInt() {
+		return r.Int(), nil
+	}
+	if u := r.Uint(); u <= math.MaxInt64 {
+		return int64(u), nil
+	}
+	return 0, invalid("%T %d does not fit in int64", x, x)
 }
 
 func tooDeep() error {
