@@ -1,7 +1,6 @@
 package manypy
 
 /*
-#include <stdlib.h>
 #include "glue.h"
 */
 import "C"
@@ -9,7 +8,6 @@ import "C"
 import (
 	"context"
 	"time"
-	"unsafe"
 )
 
 // CallOptions are per-call settings that travel in a context.Context
@@ -82,17 +80,9 @@ func (s *callScope) configure(ctx context.Context, settings *CallOptions, hasDea
 			}
 		}
 		if settings.ModelID != "" || settings.RequestID != "" {
-			model, err := cString(settings.ModelID)
-			if err != nil {
-				return err
-			}
-			defer C.free(unsafe.Pointer(model))
-			request, err := cString(settings.RequestID)
-			if err != nil {
-				return err
-			}
-			defer C.free(unsafe.Pointer(request))
-			if err := statusError(C.manypy_call_options_set_context(s.opts, model, request)); err != nil {
+			if err := withCStrings(func(c cStrings) error {
+				return statusError(C.manypy_call_options_set_context(s.opts, c[0], c[1]))
+			}, settings.ModelID, settings.RequestID); err != nil {
 				return err
 			}
 		}

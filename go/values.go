@@ -104,6 +104,32 @@ func cString(s string) (*C.char, error) {
 	return C.CString(s), nil
 }
 
+// cStrings are the C strings of one C call (withCStrings): no C function
+// this package calls takes more than two.
+type cStrings [2]*C.char
+
+// withCStrings runs fn with strs (at most two) as C strings, freed when fn
+// returns. A string with a NUL fails, without running fn.
+func withCStrings(fn func(c cStrings) error, strs ...string) error {
+	var c cStrings
+	defer c.free()
+	for i, s := range strs {
+		var err error
+		if c[i], err = cString(s); err != nil {
+			return err
+		}
+	}
+	return fn(c)
+}
+
+func (c *cStrings) free() {
+	for _, s := range c {
+		if s != nil {
+			C.free(unsafe.Pointer(s))
+		}
+	}
+}
+
 func truncate(s string) string {
 	if len(s) > 40 {
 		return s[:40] + "..."
@@ -297,25 +323,18 @@ func dictValue(keys []string, values []any, depth int) (*C.manypy_value, error) 
 }
 
 // saveArchive is the body of Package.Save and ScriptModule.Save: save
-// writes the archive of h's pointer to cpath with the extra files.
-func saveArchive(h *handle, path string, extraFiles map[string]any,
+// writes the archive of h's pointer (h owned by owner) to cpath with the
+// extra files.
+func saveArchive(h *handle, owner any, path string, extraFiles map[string]any,
 	save func(ptr unsafe.Pointer, cpath *C.char, extra *C.manypy_value) *C.manypy_status) error {
-	ptr, err := h.acquire()
-	if err != nil {
-		return err
-	}
-	defer h.release()
-	cpath, err := cString(path)
-	if err != nil {
-		return err
-	}
-	defer C.free(unsafe.Pointer(cpath))
-	extra, err := extraFilesValue(extraFiles)
-	if err != nil {
-		return err
-	}
-	defer C.manypy_value_free(extra)
-	return statusError(save(ptr, cpath, extra))
+	return h.use(owner, func(ptr unsafe.Pointer, c cStrings) error {
+		extra, err := extraFilesValue(extraFiles)
+		if err != nil {
+			return err
+		}
+		defer C.manypy_value_free(extra)
+		return statusError(save(ptr, c[0], extra))
+	}, path)
 }
 
 // extraFilesValue builds the dict of extra files for the save functions
@@ -332,6 +351,17 @@ func extraFilesValue(files map[string]any) (*C.manypy_value, error) {
 		}
 	}
 	return toValue(files, 0)
+}
+
+// produced runs produce, which makes a C value in *out, and converts the
+// value with take, which frees it.
+func produced[T any](produce func(out **C.manypy_value) error, take func(*C.manypy_value) (T, error)) (T, error) {
+	var out *C.manypy_value
+	if err := produce(&out); err != nil {
+		var zero T
+		return zero, err
+	}
+	return take(out)
 }
 
 // takeValue converts a C result to Go and frees it.
