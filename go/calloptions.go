@@ -1,7 +1,6 @@
 package manypy
 
 /*
-#include <stdlib.h>
 #include "glue.h"
 */
 import "C"
@@ -9,7 +8,6 @@ import "C"
 import (
 	"context"
 	"time"
-	"unsafe"
 )
 
 // CallOptions are per-call settings that travel in a context.Context
@@ -60,7 +58,7 @@ func beginCall(ctx context.Context) (callScope, error) {
 	}
 	scope.opts = C.manypy_call_options_new()
 	if scope.opts == nil {
-		return callScope{}, oom
+		return callScope{}, outOfMemory()
 	}
 	if err := scope.configure(ctx, settings, hasDeadline, deadline, done); err != nil {
 		scope.end()
@@ -82,17 +80,9 @@ func (s *callScope) configure(ctx context.Context, settings *CallOptions, hasDea
 			}
 		}
 		if settings.ModelID != "" || settings.RequestID != "" {
-			model, err := cString(settings.ModelID)
-			if err != nil {
-				return err
-			}
-			defer C.free(unsafe.Pointer(model))
-			request, err := cString(settings.RequestID)
-			if err != nil {
-				return err
-			}
-			defer C.free(unsafe.Pointer(request))
-			if err := statusError(C.manypy_call_options_set_context(s.opts, model, request)); err != nil {
+			if err := withCStrings(func(c cStrings) error {
+				return statusError(C.manypy_call_options_set_context(s.opts, c[0], c[1]))
+			}, settings.ModelID, settings.RequestID); err != nil {
 				return err
 			}
 		}
@@ -111,7 +101,7 @@ func (s *callScope) configure(ctx context.Context, settings *CallOptions, hasDea
 	if done != nil {
 		s.token = C.manypy_cancel_token_new()
 		if s.token == nil {
-			return &Error{Code: CodeResourceExhausted, Message: "manypy: out of memory"}
+			return outOfMemory()
 		}
 		if err := statusError(C.manypy_call_options_set_cancel_token(s.opts, s.token)); err != nil {
 			return err
@@ -170,5 +160,5 @@ func stoppedBy(cause error) error {
 	if cause == context.DeadlineExceeded {
 		code = CodeDeadlineExceeded
 	}
-	return &Error{Code: code, Message: "manypy: " + cause.Error() + " before the call started", cause: cause}
+	return &Error{Code: code, Message: cause.Error() + " before the call started", cause: cause}
 }

@@ -83,11 +83,22 @@
 // # Errors
 //
 // Every failure of the library is an *Error with the Code, the one-line
-// Message, and for Python exceptions the PythonType and Traceback. Each code
-// has a sentinel (ErrPython, ErrNotFound, ...) for errors.Is. Go-side misuse
-// (an unsupported type, a shape that does not match its slice, a NUL in a
-// name) is an *Error with CodeInvalidArgument; a call on a closed handle
-// returns ErrClosed. The package never panics on a C failure.
+// Message, and for Python exceptions the PythonType and Traceback. Its
+// Error() is one line, the code's name and the message (as the Rust
+// binding's Display):
+//
+//	MANYPY_ERR_PYTHON: interpreter 0: ZeroDivisionError: division by zero
+//
+// so that one failure is one log line; %+v adds the Python type and the
+// traceback:
+//
+//	log.Printf("scoring: %+v", err)
+//
+// Each code has a sentinel (ErrPython, ErrNotFound, ...) for errors.Is, and
+// errors.As gives the fields. Go-side misuse (an unsupported type, a shape
+// that does not match its slice, a NUL in a name) is an *Error with
+// CodeInvalidArgument; a call on a closed handle returns ErrClosed. The
+// package never panics on a C failure.
 //
 // # Trusted archives
 //

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 )
 
@@ -70,6 +71,11 @@ func (c Code) String() string {
 // Error is a failed manypy call. Use errors.Is with the Err* sentinels (or
 // context.Canceled / context.DeadlineExceeded for stopped calls), or
 // errors.As to read the fields.
+//
+// Its Error() is one line, so that one failure is one log line: the code's
+// name and the message, as the Rust binding's Display, e.g.
+// "MANYPY_ERR_PYTHON: interpreter 1: ZeroDivisionError: division by zero".
+// The traceback is in Traceback, and printed by %+v (see Format).
 type Error struct {
 	Code    Code
 	Message string // one line, e.g. "interpreter 1: ZeroDivisionError: division by zero"
@@ -82,11 +88,32 @@ type Error struct {
 	cause error
 }
 
-func (e *Error) Error() string {
-	if e.Traceback != "" {
-		return e.Message + "\n" + strings.TrimRight(e.Traceback, "\n")
+// Error is "<code>: <message>", one line (without the traceback).
+func (e *Error) Error() string { return e.Code.String() + ": " + e.Message }
+
+// Format implements fmt.Formatter: %v and %s print Error(), one line, and
+// %+v adds the lines a log needs to find the failing Python code: the
+// exception's type and the traceback, when there are. %#v prints the
+// fields as Go syntax. Other verbs and flags apply to the Error() string
+// (%q quotes it).
+func (e *Error) Format(f fmt.State, verb rune) {
+	switch {
+	case verb == 'v' && f.Flag('+'):
+		var b strings.Builder
+		b.WriteString(e.Error())
+		if e.PythonType != "" {
+			b.WriteString("\nPython exception: " + e.PythonType)
+		}
+		if tb := strings.TrimRight(e.Traceback, "\n"); tb != "" {
+			b.WriteString("\n" + tb)
+		}
+		io.WriteString(f, b.String())
+	case verb == 'v' && f.Flag('#'):
+		fmt.Fprintf(f, "&manypy.Error{Code:%d, Message:%q, PythonType:%q, Traceback:%q}",
+			int(e.Code), e.Message, e.PythonType, e.Traceback)
+	default:
+		fmt.Fprintf(f, fmt.FormatString(f, verb), e.Error())
 	}
-	return e.Message
 }
 
 // Is matches the sentinel of e's code, and context.Canceled or
@@ -154,7 +181,7 @@ func statusError(s *C.manypy_status) error {
 		return nil
 	}
 	if s == C.mpgo_oom_status() {
-		return &Error{Code: CodeResourceExhausted, Message: "manypy: out of memory"}
+		return outOfMemory()
 	}
 	e := &Error{
 		Code:       Code(C.manypy_status_code(s)),
@@ -166,10 +193,16 @@ func statusError(s *C.manypy_status) error {
 	return e
 }
 
+// outOfMemory is the error of a C allocation that failed: a new *Error
+// each time, as a caller may change the one it gets (errors.As).
+func outOfMemory() error {
+	return &Error{Code: CodeResourceExhausted, Message: "out of memory"}
+}
+
 // invalid is a Go-side misuse (a value Go cannot convert, a bad shape): an
 // *Error with CodeInvalidArgument, so errors.Is(err, ErrInvalidArgument).
 func invalid(format string, args ...any) error {
-	return &Error{Code: CodeInvalidArgument, Message: "manypy: " + fmt.Sprintf(format, args...)}
+	return &Error{Code: CodeInvalidArgument, Message: fmt.Sprintf(format, args...)}
 }
 
 // cCodeName is the C library's name of a code (manypy_code_name), to check

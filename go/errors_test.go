@@ -3,8 +3,10 @@ package manypy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -49,6 +51,42 @@ func TestEveryCodeHasItsSentinel(t *testing.T) {
 	}
 }
 
+func TestErrorFormats(t *testing.T) {
+	traceback := "Traceback (most recent call last):\n  File \"<string>\", line 1, in <module>\n" +
+		"ZeroDivisionError: division by zero\n"
+	e := &Error{Code: CodePython, Message: "interpreter 1: ZeroDivisionError: division by zero",
+		PythonType: "ZeroDivisionError", Traceback: traceback}
+	line := "MANYPY_ERR_PYTHON: interpreter 1: ZeroDivisionError: division by zero"
+	detail := line + "\nPython exception: ZeroDivisionError\n" + strings.TrimSuffix(traceback, "\n")
+	wrapped := fmt.Errorf("scoring: %w", e)
+	for _, c := range []struct{ got, want string }{
+		{e.Error(), line},
+		{fmt.Sprint(e), line},
+		{fmt.Sprintf("%v", e), line},
+		{fmt.Sprintf("%s", e), line},
+		{fmt.Sprintf("%q", e), strconv.Quote(line)},
+		{fmt.Sprintf("%+v", e), detail},
+		{fmt.Sprintf("%-80s|", e), line + strings.Repeat(" ", 80-len(line)) + "|"},
+		{fmt.Sprintf("%#v", e), `&manypy.Error{Code:3, Message:"interpreter 1: ZeroDivisionError: division by zero", ` +
+			`PythonType:"ZeroDivisionError", Traceback:` + strconv.Quote(traceback) + `}`},
+		{fmt.Sprintf("%d", e), "%!d(string=" + line + ")"},
+		{wrapped.Error(), "scoring: " + line},
+		// Without a Python exception, %+v has nothing to add.
+		{fmt.Sprintf("%+v", &Error{Code: CodeNotFound, Message: "no such file"}), "MANYPY_ERR_NOT_FOUND: no such file"},
+		{invalid("a nil %s", "*Tensor").Error(), "MANYPY_ERR_INVALID_ARGUMENT: a nil *Tensor"},
+		{Code(99).String(), "MANYPY_UNKNOWN(99)"},
+		{(&Error{Code: 99, Message: "m"}).Error(), "MANYPY_UNKNOWN(99): m"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got  %q\nwant %q", c.got, c.want)
+		}
+	}
+	var as *Error
+	if !errors.Is(wrapped, ErrPython) || !errors.As(wrapped, &as) || as != e {
+		t.Error("a wrapped *Error no longer matches")
+	}
+}
+
 // expectCode checks an error's code and that its message contains a piece.
 func expectCode(t *testing.T, err error, code Code, inMessage string) *Error {
 	t.Helper()
@@ -71,9 +109,19 @@ func TestErrorsEndToEnd(t *testing.T) {
 	pool := newPool(t, PoolOptions{})
 	_, err := pool.Eval(0, "1 / 0")
 	e := expectCode(t, err, CodePython, "ZeroDivisionError")
-	if e.PythonType != "ZeroDivisionError" || !strings.Contains(e.Traceback, "Traceback") ||
-		!strings.Contains(e.Error(), "Traceback") {
-		t.Errorf("python error fields: %+v", e)
+	if e.PythonType != "ZeroDivisionError" || !strings.Contains(e.Traceback, "Traceback") {
+		t.Errorf("python error fields: %#v", e)
+	}
+	// One line, with the traceback under %+v only.
+	if e.Error() != "MANYPY_ERR_PYTHON: "+e.Message || strings.Contains(e.Error(), "\n") ||
+		!strings.Contains(fmt.Sprintf("%+v", err), "\n"+strings.TrimRight(e.Traceback, "\n")) {
+		t.Errorf("python error text: %q\n%+v", e, err)
+	}
+	// A message with a newline of its own is still one line.
+	err = pool.Exec(0, "raise ValueError('first\\nsecond')")
+	e = expectCode(t, err, CodePython, "first")
+	if strings.Contains(e.Error(), "\n") || !strings.Contains(e.Traceback, "second") {
+		t.Errorf("a two-line exception: %q\n%+v", e, err)
 	}
 	e = expectCode(t, pool.Exec(0, "def (:"), CodeSyntax, "SyntaxError")
 	if e.PythonType != "SyntaxError" {

@@ -1,5 +1,10 @@
 package manypy
 
+/*
+#include "glue.h"
+*/
+import "C"
+
 import (
 	"fmt"
 	"runtime"
@@ -50,6 +55,43 @@ func (h *handle) release() {
 	if h.holders.Add(-1) == 0 {
 		h.free(h.ptr)
 	}
+}
+
+// adopt makes owner the Go owner of the native object ptr, which free
+// frees: it returns owner's handle, and the cleanup that closes the handle
+// if owner becomes unreachable unclosed (closeOwned stops it).
+func adopt[T any](owner *T, ptr unsafe.Pointer, free func(unsafe.Pointer), kind string) (*handle, runtime.Cleanup) {
+	h := newHandle(ptr, free, kind)
+	return h, runtime.AddCleanup(owner, cleanupHandle, h)
+}
+
+// use is the prelude of every method that calls C on a handle (but the
+// calls of Object and ScriptModule: invoke): it runs fn with the pointer
+// and strs (at most two) as C strings, freed when fn returns. The handle
+// is held while fn runs, so a Close waits for it, and owner, the handle's
+// Go owner, is kept reachable, so its cleanup does not close the handle
+// under fn. A closed handle fails with ErrClosed and a string with a NUL
+// with ErrInvalidArgument, without running fn.
+func (h *handle) use(owner any, fn func(ptr unsafe.Pointer, c cStrings) error, strs ...string) error {
+	ptr, err := h.acquire()
+	if err != nil {
+		return err
+	}
+	defer h.release()
+	defer runtime.KeepAlive(owner)
+	return withCStrings(func(c cStrings) error { return fn(ptr, c) }, strs...)
+}
+
+// useValue is use for a C function that makes a value (produce sets
+// *out), which take converts to Go and frees.
+func useValue[T any](h *handle, owner any,
+	produce func(ptr unsafe.Pointer, c cStrings, out **C.manypy_value) *C.manypy_status,
+	take func(*C.manypy_value) (T, error), strs ...string) (T, error) {
+	return produced(func(out **C.manypy_value) error {
+		return h.use(owner, func(ptr unsafe.Pointer, c cStrings) error {
+			return statusError(produce(ptr, c, out))
+		}, strs...)
+	}, take)
 }
 
 // close drops the owner's hold, once; the last holder frees. It reports

@@ -1,7 +1,6 @@
 package manypy
 
 /*
-#include <stdlib.h>
 #include "glue.h"
 */
 import "C"
@@ -9,7 +8,6 @@ import "C"
 import (
 	"runtime/cgo"
 	"sync"
-	"unsafe"
 )
 
 // OpCallbacks is a registration of operator callbacks (AddOpCallbacks).
@@ -86,15 +84,9 @@ func SetAPIUsageHandler(handler func(key string)) error {
 
 // LogAPIUsage logs a key of the caller's; a key already seen is ignored.
 func LogAPIUsage(key string) error {
-	if err := ready(); err != nil {
-		return err
-	}
-	ckey, err := cString(key)
-	if err != nil {
-		return err
-	}
-	defer C.free(unsafe.Pointer(ckey))
-	return statusError(C.manypy_log_api_usage(ckey))
+	return callLibrary(func(c cStrings) error {
+		return statusError(C.manypy_log_api_usage(c[0]))
+	}, key)
 }
 
 // SetExportHook installs the process-wide export hook (nil removes it): it
@@ -120,54 +112,37 @@ func SetExportHook(hook func() map[string]any) error {
 // the host's libtorch and every interpreter, present and future. It is
 // never unloaded.
 func LoadOperatorLibrary(path string) error {
-	if err := ready(); err != nil {
-		return err
-	}
-	cpath, err := cString(path)
-	if err != nil {
-		return err
-	}
-	defer C.free(unsafe.Pointer(cpath))
-	return statusError(C.manypy_load_operator_library(cpath))
+	return callLibrary(func(c cStrings) error {
+		return statusError(C.manypy_load_operator_library(c[0]))
+	}, path)
 }
 
 // ArchiveListFiles names the records of any PyTorch archive (TorchScript or
 // torch.package), read without Python.
 func ArchiveListFiles(path string) ([]string, error) {
-	if err := ready(); err != nil {
-		return nil, err
-	}
-	cpath, err := cString(path)
-	if err != nil {
-		return nil, err
-	}
-	defer C.free(unsafe.Pointer(cpath))
-	var out *C.manypy_value
-	if err := statusError(C.manypy_archive_list_files(cpath, &out)); err != nil {
-		return nil, err
-	}
-	return takeStrings(out)
+	return produced(func(out **C.manypy_value) error {
+		return callLibrary(func(c cStrings) error {
+			return statusError(C.manypy_archive_list_files(c[0], out))
+		}, path)
+	}, takeStrings)
 }
 
 // ArchiveReadFile reads one record of an archive (extra files are
 // "extra/<name>"); ErrNoSuchName if absent.
 func ArchiveReadFile(path, name string) ([]byte, error) {
+	return produced(func(out **C.manypy_value) error {
+		return callLibrary(func(c cStrings) error {
+			return statusError(C.manypy_archive_read_file(c[0], c[1], out))
+		}, path, name)
+	}, takeBytes)
+}
+
+// callLibrary runs fn, which calls a process-wide C function (no handle),
+// with strs as C strings (withCStrings), once the library's version is
+// checked.
+func callLibrary(fn func(c cStrings) error, strs ...string) error {
 	if err := ready(); err != nil {
-		return nil, err
+		return err
 	}
-	cpath, err := cString(path)
-	if err != nil {
-		return nil, err
-	}
-	defer C.free(unsafe.Pointer(cpath))
-	cname, err := cString(name)
-	if err != nil {
-		return nil, err
-	}
-	defer C.free(unsafe.Pointer(cname))
-	var out *C.manypy_value
-	if err := statusError(C.manypy_archive_read_file(cpath, cname, &out)); err != nil {
-		return nil, err
-	}
-	return takeBytes(out)
+	return withCStrings(fn, strs...)
 }

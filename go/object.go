@@ -1,7 +1,6 @@
 package manypy
 
 /*
-#include <stdlib.h>
 #include "glue.h"
 */
 import "C"
@@ -21,10 +20,10 @@ type Object struct {
 }
 
 func newObject(obj *C.manypy_object) *Object {
-	o := &Object{h: newHandle(unsafe.Pointer(obj), func(ptr unsafe.Pointer) {
+	o := &Object{}
+	o.h, o.cleanup = adopt(o, unsafe.Pointer(obj), func(ptr unsafe.Pointer) {
 		C.manypy_object_free((*C.manypy_object)(ptr))
-	}, "object")}
-	o.cleanup = runtime.AddCleanup(o, cleanupHandle, o.h)
+	}, "object")
 	return o
 }
 
@@ -69,24 +68,15 @@ func objectCall(ptr unsafe.Pointer, method *C.char, a callArgs,
 
 // Attr reads an attribute (a property runs Python code, so ctx applies).
 func (o *Object) Attr(ctx context.Context, name string) (any, error) {
-	ptr, err := o.h.acquire()
-	if err != nil {
-		return nil, err
-	}
-	defer o.h.release()
-	cname, err := cString(name)
-	if err != nil {
-		return nil, err
-	}
-	defer C.free(unsafe.Pointer(cname))
-	scope, err := beginCall(ctx)
-	if err != nil {
-		return nil, err
-	}
 	var out *C.manypy_value
-	err = statusError(C.manypy_object_getattr((*C.manypy_object)(ptr), cname, scope.opts, &out))
-	scope.end()
-	runtime.KeepAlive(o)
+	err := o.h.use(o, func(ptr unsafe.Pointer, c cStrings) error {
+		scope, err := beginCall(ctx)
+		if err != nil {
+			return err
+		}
+		defer scope.end()
+		return statusError(C.manypy_object_getattr((*C.manypy_object)(ptr), c[0], scope.opts, &out))
+	}, name)
 	if err != nil {
 		return nil, finish(ctx, err)
 	}
@@ -95,19 +85,10 @@ func (o *Object) Attr(ctx context.Context, name string) (any, error) {
 
 // HasAttr tells whether the object has the attribute.
 func (o *Object) HasAttr(name string) (bool, error) {
-	ptr, err := o.h.acquire()
-	if err != nil {
-		return false, err
-	}
-	defer o.h.release()
-	cname, err := cString(name)
-	if err != nil {
-		return false, err
-	}
-	defer C.free(unsafe.Pointer(cname))
 	var has C.int
-	err = statusError(C.manypy_object_hasattr((*C.manypy_object)(ptr), cname, &has))
-	runtime.KeepAlive(o)
+	err := o.h.use(o, func(ptr unsafe.Pointer, c cStrings) error {
+		return statusError(C.manypy_object_hasattr((*C.manypy_object)(ptr), c[0], &has))
+	}, name)
 	return has != 0, err
 }
 
@@ -115,12 +96,8 @@ func (o *Object) HasAttr(name string) (bool, error) {
 // caller's own, through cgo), holding the handle so that a concurrent Close
 // waits. fn must not keep the pointer or free it.
 func (o *Object) WithHandle(fn func(ptr unsafe.Pointer)) error {
-	ptr, err := o.h.acquire()
-	if err != nil {
-		return err
-	}
-	defer o.h.release()
-	fn(ptr)
-	runtime.KeepAlive(o)
-	return nil
+	return o.h.use(o, func(ptr unsafe.Pointer, _ cStrings) error {
+		fn(ptr)
+		return nil
+	})
 }

@@ -1,7 +1,6 @@
 package manypy
 
 /*
-#include <stdlib.h>
 #include "glue.h"
 */
 import "C"
@@ -19,10 +18,10 @@ type Package struct {
 }
 
 func newPackage(pkg *C.manypy_package) *Package {
-	p := &Package{h: newHandle(unsafe.Pointer(pkg), func(ptr unsafe.Pointer) {
+	p := &Package{}
+	p.h, p.cleanup = adopt(p, unsafe.Pointer(pkg), func(ptr unsafe.Pointer) {
 		C.manypy_package_free((*C.manypy_package)(ptr))
-	}, "package")}
-	p.cleanup = runtime.AddCleanup(p, cleanupHandle, p.h)
+	}, "package")
 	return p
 }
 
@@ -34,25 +33,10 @@ func (p *Package) Close() { closeOwned(p.h, p.cleanup) }
 // interpreter now, so that errors surface here, and lazily in the others
 // when they serve calls.
 func (p *Package) LoadPickle(module, name string) (*Object, error) {
-	ptr, err := p.h.acquire()
-	if err != nil {
-		return nil, err
-	}
-	defer p.h.release()
-	cmodule, err := cString(module)
-	if err != nil {
-		return nil, err
-	}
-	defer C.free(unsafe.Pointer(cmodule))
-	cname, err := cString(name)
-	if err != nil {
-		return nil, err
-	}
-	defer C.free(unsafe.Pointer(cname))
 	var obj *C.manypy_object
-	err = statusError(C.manypy_package_load_pickle((*C.manypy_package)(ptr), cmodule, cname, &obj))
-	runtime.KeepAlive(p)
-	if err != nil {
+	if err := p.h.use(p, func(ptr unsafe.Pointer, c cStrings) error {
+		return statusError(C.manypy_package_load_pickle((*C.manypy_package)(ptr), c[0], c[1], &obj))
+	}, module, name); err != nil {
 		return nil, err
 	}
 	return newObject(obj), nil
@@ -60,49 +44,24 @@ func (p *Package) LoadPickle(module, name string) (*Object, error) {
 
 // ListFiles names every record of the archive, without running Python.
 func (p *Package) ListFiles() ([]string, error) {
-	ptr, err := p.h.acquire()
-	if err != nil {
-		return nil, err
-	}
-	defer p.h.release()
-	var out *C.manypy_value
-	err = statusError(C.manypy_package_list_files((*C.manypy_package)(ptr), &out))
-	runtime.KeepAlive(p)
-	if err != nil {
-		return nil, err
-	}
-	return takeStrings(out)
+	return useValue(p.h, p, func(ptr unsafe.Pointer, _ cStrings, out **C.manypy_value) *C.manypy_status {
+		return C.manypy_package_list_files((*C.manypy_package)(ptr), out)
+	}, takeStrings)
 }
 
 // ReadFile reads one record's bytes, without running Python.
 // ErrNoSuchName if there is no such record.
 func (p *Package) ReadFile(name string) ([]byte, error) {
-	ptr, err := p.h.acquire()
-	if err != nil {
-		return nil, err
-	}
-	defer p.h.release()
-	cname, err := cString(name)
-	if err != nil {
-		return nil, err
-	}
-	defer C.free(unsafe.Pointer(cname))
-	var out *C.manypy_value
-	err = statusError(C.manypy_package_read_file((*C.manypy_package)(ptr), cname, &out))
-	runtime.KeepAlive(p)
-	if err != nil {
-		return nil, err
-	}
-	return takeBytes(out)
+	return useValue(p.h, p, func(ptr unsafe.Pointer, c cStrings, out **C.manypy_value) *C.manypy_status {
+		return C.manypy_package_read_file((*C.manypy_package)(ptr), c[0], out)
+	}, takeBytes, name)
 }
 
 // Save writes a copy of the archive to path, with extraFiles (name ->
 // string or []byte; nil for none) stored as "extra/<name>", plus the export
 // hook's files. The copy loads like the original.
 func (p *Package) Save(path string, extraFiles map[string]any) error {
-	err := saveArchive(p.h, path, extraFiles, func(ptr unsafe.Pointer, cpath *C.char, extra *C.manypy_value) *C.manypy_status {
+	return saveArchive(p.h, p, path, extraFiles, func(ptr unsafe.Pointer, cpath *C.char, extra *C.manypy_value) *C.manypy_status {
 		return C.manypy_package_save_file((*C.manypy_package)(ptr), cpath, extra)
 	})
-	runtime.KeepAlive(p)
-	return err
 }

@@ -1,7 +1,6 @@
 package manypy
 
 /*
-#include <stdlib.h>
 #include "glue.h"
 */
 import "C"
@@ -151,10 +150,10 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Pool{h: newHandle(unsafe.Pointer(pool), func(ptr unsafe.Pointer) {
+	p := &Pool{}
+	p.h, p.cleanup = adopt(p, unsafe.Pointer(pool), func(ptr unsafe.Pointer) {
 		C.manypy_pool_destroy((*C.manypy_pool)(ptr))
-	}, "pool")}
-	p.cleanup = runtime.AddCleanup(p, cleanupHandle, p.h)
+	}, "pool")
 	reserveIdlePs(&opts, max(opts.Interpreters, 1))
 	return p, nil
 }
@@ -167,7 +166,7 @@ func isCode(err error, code Code) bool {
 func (o *PoolOptions) toC() (*C.manypy_pool_options, error) {
 	copts := C.manypy_pool_options_new()
 	if copts == nil {
-		return nil, &Error{Code: CodeResourceExhausted, Message: "manypy: out of memory"}
+		return nil, outOfMemory()
 	}
 	err := o.fill(copts)
 	if err != nil {
@@ -183,7 +182,7 @@ func (o *PoolOptions) fill(copts *C.manypy_pool_options) error {
 		count = 1
 	}
 	if count < 0 {
-		return &Error{Code: CodeOutOfRange, Message: "manypy: interpreters must be >= 1"}
+		return &Error{Code: CodeOutOfRange, Message: "interpreters must be >= 1"}
 	}
 	if err := statusError(C.manypy_pool_options_set_interpreters(copts, C.size_t(count))); err != nil {
 		return err
@@ -231,7 +230,7 @@ func stopGraceNanos(grace time.Duration) int64 {
 // takes it: an int outside int32 is ErrOutOfRange, not another index.
 func interpreterIndex(i int) (C.int32_t, error) {
 	if i < math.MinInt32 || i > math.MaxInt32 {
-		return 0, &Error{Code: CodeOutOfRange, Message: fmt.Sprintf("manypy: interpreter index %d is out of range", i)}
+		return 0, &Error{Code: CodeOutOfRange, Message: fmt.Sprintf("interpreter index %d is out of range", i)}
 	}
 	return C.int32_t(i), nil
 }
@@ -243,13 +242,11 @@ func (p *Pool) Close() { closeOwned(p.h, p.cleanup) }
 
 // Size is the number of interpreters in the pool (0 once closed).
 func (p *Pool) Size() int {
-	ptr, err := p.h.acquire()
-	if err != nil {
-		return 0
-	}
-	defer p.h.release()
-	n := int(C.manypy_pool_size((*C.manypy_pool)(ptr)))
-	runtime.KeepAlive(p)
+	n := 0
+	_ = p.h.use(p, func(ptr unsafe.Pointer, _ cStrings) error {
+		n = int(C.manypy_pool_size((*C.manypy_pool)(ptr)))
+		return nil
+	})
 	return n
 }
 
@@ -263,73 +260,48 @@ func (p *Pool) Size() int {
 // pool's other interpreters, and it keeps its place among the process's
 // MaxInterpreters. For health checks.
 func (p *Pool) CheckInterpreter(i int) error {
-	return p.onInterpreter(i, func(pool *C.manypy_pool, index C.int32_t) error {
+	return p.onInterpreter(i, func(pool *C.manypy_pool, index C.int32_t, _ cStrings) error {
 		return statusError(C.manypy_pool_check_interpreter(pool, index))
 	})
 }
 
-// onInterpreter runs call with the pool's C handle, held for the call, and
-// interpreter i (an index or AnyInterpreter) as the C API takes it.
-func (p *Pool) onInterpreter(i int, call func(pool *C.manypy_pool, index C.int32_t) error) error {
+// onInterpreter is handle.use for a call on interpreter i (an index or
+// AnyInterpreter), given as the C API takes it.
+func (p *Pool) onInterpreter(i int, call func(pool *C.manypy_pool, index C.int32_t, c cStrings) error,
+	strs ...string) error {
 	index, err := interpreterIndex(i)
 	if err != nil {
 		return err
 	}
-	ptr, err := p.h.acquire()
-	if err != nil {
-		return err
-	}
-	defer p.h.release()
-	err = call((*C.manypy_pool)(ptr), index)
-	runtime.KeepAlive(p)
-	return err
+	return p.h.use(p, func(ptr unsafe.Pointer, c cStrings) error {
+		return call((*C.manypy_pool)(ptr), index, c)
+	}, strs...)
 }
 
 // Exec runs Python statements in an interpreter's global namespace, which
 // persists for the pool's lifetime. interpreter is an index in [0, Size())
 // or AnyInterpreter.
 func (p *Pool) Exec(interpreter int, source string) error {
-	return p.onInterpreter(interpreter, func(pool *C.manypy_pool, index C.int32_t) error {
-		csrc, err := cString(source)
-		if err != nil {
-			return err
-		}
-		defer C.free(unsafe.Pointer(csrc))
-		return statusError(C.manypy_pool_exec(pool, index, csrc))
-	})
+	return p.onInterpreter(interpreter, func(pool *C.manypy_pool, index C.int32_t, c cStrings) error {
+		return statusError(C.manypy_pool_exec(pool, index, c[0]))
+	}, source)
 }
 
 // ExecAll runs the same statements in every interpreter, in index order,
 // and stops at the first failure.
 func (p *Pool) ExecAll(source string) error {
-	ptr, err := p.h.acquire()
-	if err != nil {
-		return err
-	}
-	defer p.h.release()
-	csrc, err := cString(source)
-	if err != nil {
-		return err
-	}
-	defer C.free(unsafe.Pointer(csrc))
-	err = statusError(C.manypy_pool_exec_all((*C.manypy_pool)(ptr), csrc))
-	runtime.KeepAlive(p)
-	return err
+	return p.h.use(p, func(ptr unsafe.Pointer, c cStrings) error {
+		return statusError(C.manypy_pool_exec_all((*C.manypy_pool)(ptr), c[0]))
+	}, source)
 }
 
 // Eval evaluates one Python expression and converts its result (see the
 // package documentation for the types).
 func (p *Pool) Eval(interpreter int, expression string) (any, error) {
 	var out *C.manypy_value
-	err := p.onInterpreter(interpreter, func(pool *C.manypy_pool, index C.int32_t) error {
-		cexpr, err := cString(expression)
-		if err != nil {
-			return err
-		}
-		defer C.free(unsafe.Pointer(cexpr))
-		return statusError(C.manypy_pool_eval(pool, index, cexpr, &out))
-	})
-	if err != nil {
+	if err := p.onInterpreter(interpreter, func(pool *C.manypy_pool, index C.int32_t, c cStrings) error {
+		return statusError(C.manypy_pool_eval(pool, index, c[0], &out))
+	}, expression); err != nil {
 		return nil, err
 	}
 	return takeValue(out)
@@ -340,39 +312,30 @@ func (p *Pool) Eval(interpreter int, expression string) (any, error) {
 // afterwards changes nothing the package runs.
 // The package keeps the pool's interpreters alive until it is closed.
 func (p *Pool) LoadPackage(path string) (*Package, error) {
-	ptr, err := p.h.acquire()
-	if err != nil {
-		return nil, err
-	}
-	defer p.h.release()
-	cpath, err := cString(path)
-	if err != nil {
-		return nil, err
-	}
-	defer C.free(unsafe.Pointer(cpath))
-	var pkg *C.manypy_package
-	err = statusError(C.manypy_package_load_file((*C.manypy_pool)(ptr), cpath, &pkg))
-	runtime.KeepAlive(p)
-	if err != nil {
-		return nil, err
-	}
-	return newPackage(pkg), nil
+	return p.loadPackage(func(pool *C.manypy_pool, c cStrings, pkg **C.manypy_package) *C.manypy_status {
+		return C.manypy_package_load_file(pool, c[0], pkg)
+	}, path)
 }
 
 // LoadPackageBytes loads a torch.package archive from memory (copied).
 func (p *Pool) LoadPackageBytes(data []byte) (*Package, error) {
-	ptr, err := p.h.acquire()
-	if err != nil {
-		return nil, err
-	}
-	defer p.h.release()
+	return p.loadPackage(func(pool *C.manypy_pool, _ cStrings, pkg **C.manypy_package) *C.manypy_status {
+		// The C API copies the bytes during the call: no pinning needed.
+		status := C.manypy_package_load_bytes(pool, unsafe.Pointer(unsafe.SliceData(data)),
+			C.size_t(len(data)), pkg)
+		runtime.KeepAlive(data)
+		return status
+	})
+}
+
+// loadPackage is the body of LoadPackage and LoadPackageBytes: load makes
+// the package.
+func (p *Pool) loadPackage(load func(pool *C.manypy_pool, c cStrings, pkg **C.manypy_package) *C.manypy_status,
+	strs ...string) (*Package, error) {
 	var pkg *C.manypy_package
-	// The C API copies the bytes during the call: no pinning needed.
-	err = statusError(C.manypy_package_load_bytes((*C.manypy_pool)(ptr),
-		unsafe.Pointer(unsafe.SliceData(data)), C.size_t(len(data)), &pkg))
-	runtime.KeepAlive(data)
-	runtime.KeepAlive(p)
-	if err != nil {
+	if err := p.h.use(p, func(ptr unsafe.Pointer, c cStrings) error {
+		return statusError(load((*C.manypy_pool)(ptr), c, &pkg))
+	}, strs...); err != nil {
 		return nil, err
 	}
 	return newPackage(pkg), nil
@@ -381,13 +344,7 @@ func (p *Pool) LoadPackageBytes(data []byte) (*Package, error) {
 // addEach passes each string, as a C string, to an options setter.
 func addEach(items []string, add func(*C.char) *C.manypy_status) error {
 	for _, item := range items {
-		citem, err := cString(item)
-		if err != nil {
-			return err
-		}
-		err = statusError(add(citem))
-		C.free(unsafe.Pointer(citem))
-		if err != nil {
+		if err := withCStrings(func(c cStrings) error { return statusError(add(c[0])) }, item); err != nil {
 			return err
 		}
 	}

@@ -37,10 +37,10 @@ func StartProfiler(p float64) (*Profiler, error) {
 	if err := statusError(C.manypy_profiler_start(C.double(p), &prof)); err != nil {
 		return nil, err
 	}
-	out := &Profiler{h: newHandle(unsafe.Pointer(prof), func(ptr unsafe.Pointer) {
+	out := &Profiler{}
+	out.h, out.cleanup = adopt(out, unsafe.Pointer(prof), func(ptr unsafe.Pointer) {
 		C.manypy_profiler_free((*C.manypy_profiler)(ptr))
-	}, "profiler")}
-	out.cleanup = runtime.AddCleanup(out, cleanupHandle, out.h)
+	}, "profiler")
 	return out, nil
 }
 
@@ -49,16 +49,11 @@ func (p *Profiler) Close() { closeOwned(p.h, p.cleanup) }
 
 // Snapshot returns the aggregates so far.
 func (p *Profiler) Snapshot() ([]ProfileEntry, error) {
-	ptr, err := p.h.acquire()
-	if err != nil {
-		return nil, err
-	}
-	defer p.h.release()
 	var entries *C.manypy_profile_entry
 	var count C.size_t
-	err = statusError(C.manypy_profiler_snapshot((*C.manypy_profiler)(ptr), &entries, &count))
-	runtime.KeepAlive(p)
-	if err != nil {
+	if err := p.h.use(p, func(ptr unsafe.Pointer, _ cStrings) error {
+		return statusError(C.manypy_profiler_snapshot((*C.manypy_profiler)(ptr), &entries, &count))
+	}); err != nil {
 		return nil, err
 	}
 	defer C.manypy_profile_entries_free(entries, count)
@@ -78,33 +73,15 @@ func (p *Profiler) Snapshot() ([]ProfileEntry, error) {
 // format (a summary, manypy_operator_duration_seconds). For a
 // client_golang registry, use package manypyprom instead.
 func (p *Profiler) Prometheus() (string, error) {
-	ptr, err := p.h.acquire()
-	if err != nil {
-		return "", err
-	}
-	defer p.h.release()
-	var out *C.manypy_value
-	err = statusError(C.manypy_profiler_prometheus((*C.manypy_profiler)(ptr), &out))
-	runtime.KeepAlive(p)
-	if err != nil {
-		return "", err
-	}
-	return takeString(out)
+	return useValue(p.h, p, func(ptr unsafe.Pointer, _ cStrings, out **C.manypy_value) *C.manypy_status {
+		return C.manypy_profiler_prometheus((*C.manypy_profiler)(ptr), out)
+	}, takeString)
 }
 
 // ChromeTrace returns the latest (up to 100,000) sampled events as Chrome
 // trace-event JSON (opens in Perfetto or chrome://tracing).
 func (p *Profiler) ChromeTrace() (string, error) {
-	ptr, err := p.h.acquire()
-	if err != nil {
-		return "", err
-	}
-	defer p.h.release()
-	var out *C.manypy_value
-	err = statusError(C.manypy_profiler_chrome_trace((*C.manypy_profiler)(ptr), &out))
-	runtime.KeepAlive(p)
-	if err != nil {
-		return "", err
-	}
-	return takeString(out)
+	return useValue(p.h, p, func(ptr unsafe.Pointer, _ cStrings, out **C.manypy_value) *C.manypy_status {
+		return C.manypy_profiler_chrome_trace((*C.manypy_profiler)(ptr), out)
+	}, takeString)
 }

@@ -1,7 +1,6 @@
 package manypy
 
 /*
-#include <stdlib.h>
 #include "glue.h"
 */
 import "C"
@@ -20,10 +19,10 @@ type ScriptModule struct {
 }
 
 func newScriptModule(m *C.manypy_script_module) *ScriptModule {
-	s := &ScriptModule{h: newHandle(unsafe.Pointer(m), func(ptr unsafe.Pointer) {
+	s := &ScriptModule{}
+	s.h, s.cleanup = adopt(s, unsafe.Pointer(m), func(ptr unsafe.Pointer) {
 		C.manypy_script_free((*C.manypy_script_module)(ptr))
-	}, "script module")}
-	s.cleanup = runtime.AddCleanup(s, cleanupHandle, s.h)
+	}, "script module")
 	return s
 }
 
@@ -72,13 +71,10 @@ func LoadScriptBytesTrusted(data []byte, trust ArchiveTrust) (*ScriptModule, err
 
 // loadScriptFile loads path, checked by trust (nil: nothing checked).
 func loadScriptFile(path string, trust *C.manypy_archive_trust) (*ScriptModule, error) {
-	cpath, err := cString(path)
-	if err != nil {
-		return nil, err
-	}
-	defer C.free(unsafe.Pointer(cpath))
 	var m *C.manypy_script_module
-	if err := statusError(C.manypy_script_load_file_trusted(cpath, trust, &m)); err != nil {
+	if err := withCStrings(func(c cStrings) error {
+		return statusError(C.manypy_script_load_file_trusted(c[0], trust, &m))
+	}, path); err != nil {
 		return nil, err
 	}
 	return newScriptModule(m), nil
@@ -131,11 +127,9 @@ func scriptCall(ptr unsafe.Pointer, method *C.char, a callArgs,
 // Save writes the module (torch.jit.save) to path with extraFiles (name ->
 // string or []byte) as "extra/<name>", plus the export hook's files.
 func (s *ScriptModule) Save(path string, extraFiles map[string]any) error {
-	err := saveArchive(s.h, path, extraFiles, func(ptr unsafe.Pointer, cpath *C.char, extra *C.manypy_value) *C.manypy_status {
+	return saveArchive(s.h, s, path, extraFiles, func(ptr unsafe.Pointer, cpath *C.char, extra *C.manypy_value) *C.manypy_status {
 		return C.manypy_script_save_file((*C.manypy_script_module)(ptr), cpath, extra)
 	})
-	runtime.KeepAlive(s)
-	return err
 }
 
 // SetScriptIntraOpThreads sets the host libtorch's intra-op threads, used by

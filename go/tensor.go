@@ -234,7 +234,7 @@ func wrapTensor(t *C.mpgo_tensor) (*Tensor, error) {
 	if !ok {
 		C.mpgo_tensor_unref(t)
 		return nil, &Error{Code: CodeBadTensor, Message: fmt.Sprintf(
-			"manypy: a tensor of DLPack dtype {%d, %d, %d}, unknown to this Go package",
+			"a tensor of DLPack dtype {%d, %d, %d}, unknown to this Go package",
 			dl.dtype.code, dl.dtype.bits, dl.dtype.lanes)}
 	}
 	ndim := int(dl.ndim)
@@ -257,10 +257,9 @@ func wrapTensor(t *C.mpgo_tensor) (*Tensor, error) {
 		}
 	}
 	tensor.shape, tensor.strides = shape, strides
-	tensor.h = newHandle(unsafe.Pointer(t), func(ptr unsafe.Pointer) {
+	tensor.h, tensor.cleanup = adopt(tensor, unsafe.Pointer(t), func(ptr unsafe.Pointer) {
 		C.mpgo_tensor_unref((*C.mpgo_tensor)(ptr))
 	}, "tensor")
-	tensor.cleanup = runtime.AddCleanup(tensor, cleanupHandle, tensor.h)
 	return tensor, nil
 }
 
@@ -308,16 +307,12 @@ func (t *Tensor) String() string { return fmt.Sprintf("Tensor(%s, %v)", t.dtype,
 // t.Close(), while using it; the garbage collector frees an unreachable
 // tensor's memory). The tensor must be contiguous and of T's dtype.
 func TensorView[T Element](t *Tensor) ([]T, error) {
-	if _, err := t.h.acquire(); err != nil {
+	if err := holdAs[T](t, "viewed"); err != nil {
 		return nil, err
 	}
 	defer t.h.release()
-	if want := DTypeOf[T](); want != t.dtype {
-		return nil, &Error{Code: CodeWrongKind, Message: fmt.Sprintf(
-			"manypy: a %s tensor viewed as %s", t.dtype, want)}
-	}
 	if !t.Contiguous() {
-		return nil, &Error{Code: CodeBadTensor, Message: "manypy: a strided tensor has no slice view: use TensorCopy"}
+		return nil, &Error{Code: CodeBadTensor, Message: "a strided tensor has no slice view: use TensorCopy"}
 	}
 	n := t.NumElements()
 	if n == 0 {
@@ -329,14 +324,10 @@ func TensorView[T Element](t *Tensor) ([]T, error) {
 // TensorCopy copies the tensor's elements into a new slice, in C order
 // (gathering a strided tensor's elements).
 func TensorCopy[T Element](t *Tensor) ([]T, error) {
-	if _, err := t.h.acquire(); err != nil {
+	if err := holdAs[T](t, "copied"); err != nil {
 		return nil, err
 	}
 	defer t.h.release()
-	if want := DTypeOf[T](); want != t.dtype {
-		return nil, &Error{Code: CodeWrongKind, Message: fmt.Sprintf(
-			"manypy: a %s tensor copied as %s", t.dtype, want)}
-	}
 	out := make([]T, t.NumElements())
 	if len(out) == 0 {
 		return out, nil
@@ -364,27 +355,31 @@ func TensorCopy[T Element](t *Tensor) ([]T, error) {
 	return out, nil
 }
 
+// holdAs holds t (until t.h.release) for reading it as a slice of T: an
+// error, and nothing held, if t is closed or T is not its element type.
+func holdAs[T Element](t *Tensor, readAs string) error {
+	if _, err := t.h.acquire(); err != nil {
+		return err
+	}
+	if want := DTypeOf[T](); want != t.dtype {
+		t.h.release()
+		return &Error{Code: CodeWrongKind, Message: fmt.Sprintf("a %s tensor %s as %s", t.dtype, readAs, want)}
+	}
+	return nil
+}
+
 // newValue is a new C value sharing the tensor's memory.
 func (t *Tensor) newValue() (*C.manypy_value, error) {
-	ptr, err := t.h.acquire()
-	if err != nil {
-		return nil, err
-	}
-	defer t.h.release()
 	var v *C.manypy_value
-	err = statusError(C.mpgo_tensor_value((*C.mpgo_tensor)(ptr), &v))
-	runtime.KeepAlive(t)
+	err := t.h.use(t, func(ptr unsafe.Pointer, _ cStrings) error {
+		return statusError(C.mpgo_tensor_value((*C.mpgo_tensor)(ptr), &v))
+	})
 	return v, err
 }
 
 // appendTo appends a value of the tensor to a C list or tuple.
 func (t *Tensor) appendTo(seq *C.manypy_value) error {
-	ptr, err := t.h.acquire()
-	if err != nil {
-		return err
-	}
-	defer t.h.release()
-	err = statusError(C.mpgo_append_tensor(seq, (*C.mpgo_tensor)(ptr)))
-	runtime.KeepAlive(t)
-	return err
+	return t.h.use(t, func(ptr unsafe.Pointer, _ cStrings) error {
+		return statusError(C.mpgo_append_tensor(seq, (*C.mpgo_tensor)(ptr)))
+	})
 }

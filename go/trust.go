@@ -58,7 +58,7 @@ func withTrust[T any](t ArchiveTrust, use func(*C.manypy_archive_trust) (T, erro
 	var zero T
 	ctrust := C.manypy_archive_trust_new()
 	if ctrust == nil {
-		return zero, &Error{Code: CodeResourceExhausted, Message: "manypy: out of memory"}
+		return zero, outOfMemory()
 	}
 	defer C.manypy_archive_trust_free(ctrust)
 	if err := addEach(t.SHA256, func(digest *C.char) *C.manypy_status {

@@ -9,6 +9,7 @@ import "C"
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"unsafe"
@@ -94,8 +95,6 @@ func (d *Dict) String() string {
 // Go value that contains itself is an error, not a stack overflow.
 const maxDepth = int(C.MANYPY_VALUE_MAX_DEPTH)
 
-var oom = &Error{Code: CodeResourceExhausted, Message: "manypy: out of memory"}
-
 // cString copies s into C memory (free with C.free). A NUL inside s cannot
 // cross as a C string: that is an error, not a silent truncation.
 func cString(s string) (*C.char, error) {
@@ -103,6 +102,32 @@ func cString(s string) (*C.char, error) {
 		return nil, invalid("string %q contains NUL", truncate(s))
 	}
 	return C.CString(s), nil
+}
+
+// cStrings are the C strings of one C call (withCStrings): no C function
+// this package calls takes more than two.
+type cStrings [2]*C.char
+
+// withCStrings runs fn with strs (at most two) as C strings, freed when fn
+// returns. A string with a NUL fails, without running fn.
+func withCStrings(fn func(c cStrings) error, strs ...string) error {
+	var c cStrings
+	defer c.free()
+	for i, s := range strs {
+		var err error
+		if c[i], err = cString(s); err != nil {
+			return err
+		}
+	}
+	return fn(c)
+}
+
+func (c *cStrings) free() {
+	for _, s := range c {
+		if s != nil {
+			C.free(unsafe.Pointer(s))
+		}
+	}
 }
 
 func truncate(s string) string {
@@ -148,36 +173,14 @@ func toValue(v any, depth int) (*C.manypy_value, error) {
 			b = 1
 		}
 		out = C.manypy_value_new_bool(C.int(b))
-	case int:
-		out = C.manypy_value_new_int64(C.int64_t(x))
-	case int8:
-		out = C.manypy_value_new_int64(C.int64_t(x))
-	case int16:
-		out = C.manypy_value_new_int64(C.int64_t(x))
-	case int32:
-		out = C.manypy_value_new_int64(C.int64_t(x))
-	case int64:
-		out = C.manypy_value_new_int64(C.int64_t(x))
-	case uint:
-		if uint64(x) > math.MaxInt64 {
-			return nil, invalid("uint %d does not fit in int64", x)
+	case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
+		i, err := int64Of(x)
+		if err != nil {
+			return nil, err
 		}
-		out = C.manypy_value_new_int64(C.int64_t(x))
-	case uint8:
-		out = C.manypy_value_new_int64(C.int64_t(x))
-	case uint16:
-		out = C.manypy_value_new_int64(C.int64_t(x))
-	case uint32:
-		out = C.manypy_value_new_int64(C.int64_t(x))
-	case uint64:
-		if x > math.MaxInt64 {
-			return nil, invalid("uint64 %d does not fit in int64", x)
-		}
-		out = C.manypy_value_new_int64(C.int64_t(x))
-	case float32:
-		out = C.manypy_value_new_double(C.double(x))
-	case float64:
-		out = C.manypy_value_new_double(C.double(x))
+		out = C.manypy_value_new_int64(C.int64_t(i))
+	case float32, float64:
+		out = C.manypy_value_new_double(C.double(reflect.ValueOf(x).Float()))
 	case string:
 		// The bytes are copied during the call; a Go string holds no Go
 		// pointers, so passing its data to C is allowed.
@@ -234,9 +237,23 @@ func toValue(v any, depth int) (*C.manypy_value, error) {
 		return nil, invalid("cannot pass a %T to Python (see the package documentation for the types)", v)
 	}
 	if out == nil {
-		return nil, oom
+		return nil, outOfMemory()
 	}
 	return out, nil
+}
+
+// int64Of is a Go integer (one of the types toValue lists) as the int64
+// Python receives: an unsigned one above MaxInt64 is an error, not a
+// negative number.
+func int64Of(x any) (int64, error) {
+	r := reflect.ValueOf(x)
+	if r.CanInt() {
+		return r.Int(), nil
+	}
+	if u := r.Uint(); u <= math.MaxInt64 {
+		return int64(u), nil
+	}
+	return 0, invalid("%T %d does not fit in int64", x, x)
 }
 
 func tooDeep() error {
@@ -257,7 +274,7 @@ func stringData(s string) *C.char {
 // seq is freed on failure.
 func sequenceValue(seq *C.manypy_value, items []any, depth int) (*C.manypy_value, error) {
 	if seq == nil {
-		return nil, oom
+		return nil, outOfMemory()
 	}
 	for _, item := range items {
 		var err error
@@ -286,7 +303,7 @@ func sequenceValue(seq *C.manypy_value, items []any, depth int) (*C.manypy_value
 func dictValue(keys []string, values []any, depth int) (*C.manypy_value, error) {
 	dict := C.manypy_value_new_dict()
 	if dict == nil {
-		return nil, oom
+		return nil, outOfMemory()
 	}
 	for i, key := range keys {
 		ckey, err := cString(key)
@@ -306,25 +323,18 @@ func dictValue(keys []string, values []any, depth int) (*C.manypy_value, error) 
 }
 
 // saveArchive is the body of Package.Save and ScriptModule.Save: save
-// writes the archive of h's pointer to cpath with the extra files.
-func saveArchive(h *handle, path string, extraFiles map[string]any,
+// writes the archive of h's pointer (h owned by owner) to cpath with the
+// extra files.
+func saveArchive(h *handle, owner any, path string, extraFiles map[string]any,
 	save func(ptr unsafe.Pointer, cpath *C.char, extra *C.manypy_value) *C.manypy_status) error {
-	ptr, err := h.acquire()
-	if err != nil {
-		return err
-	}
-	defer h.release()
-	cpath, err := cString(path)
-	if err != nil {
-		return err
-	}
-	defer C.free(unsafe.Pointer(cpath))
-	extra, err := extraFilesValue(extraFiles)
-	if err != nil {
-		return err
-	}
-	defer C.manypy_value_free(extra)
-	return statusError(save(ptr, cpath, extra))
+	return h.use(owner, func(ptr unsafe.Pointer, c cStrings) error {
+		extra, err := extraFilesValue(extraFiles)
+		if err != nil {
+			return err
+		}
+		defer C.manypy_value_free(extra)
+		return statusError(save(ptr, c[0], extra))
+	}, path)
 }
 
 // extraFilesValue builds the dict of extra files for the save functions
@@ -341,6 +351,17 @@ func extraFilesValue(files map[string]any) (*C.manypy_value, error) {
 		}
 	}
 	return toValue(files, 0)
+}
+
+// produced runs produce, which makes a C value in *out, and converts the
+// value with take, which frees it.
+func produced[T any](produce func(out **C.manypy_value) error, take func(*C.manypy_value) (T, error)) (T, error) {
+	var out *C.manypy_value
+	if err := produce(&out); err != nil {
+		var zero T
+		return zero, err
+	}
+	return take(out)
 }
 
 // takeValue converts a C result to Go and frees it.
@@ -413,7 +434,7 @@ func (c *converter) fromValue(v *C.manypy_value) (any, error) {
 		return c.dict(v)
 	default:
 		return nil, &Error{Code: CodeUnsupportedType, Message: fmt.Sprintf(
-			"manypy: a value of kind %d, unknown to this Go package", int(C.manypy_value_get_kind(v)))}
+			"a value of kind %d, unknown to this Go package", int(C.manypy_value_get_kind(v)))}
 	}
 }
 
@@ -476,7 +497,7 @@ func takeStrings(v *C.manypy_value) ([]string, error) {
 	for _, item := range items {
 		s, ok := item.(string)
 		if !ok {
-			return nil, &Error{Code: CodeWrongKind, Message: fmt.Sprintf("manypy: expected a list of strings, got a %T in it", item)}
+			return nil, &Error{Code: CodeWrongKind, Message: fmt.Sprintf("expected a list of strings, got a %T in it", item)}
 		}
 		names = append(names, s)
 	}

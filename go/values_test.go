@@ -21,6 +21,11 @@ func TestValuesRoundTripThroughPython(t *testing.T) {
 		{int64(-7), int64(-7)},
 		{42, int64(42)},
 		{int8(-8), int64(-8)},
+		{int16(math.MinInt16), int64(math.MinInt16)},
+		{int32(math.MaxInt32), int64(math.MaxInt32)},
+		{uint(7), int64(7)},
+		{uint8(math.MaxUint8), int64(math.MaxUint8)},
+		{uint16(math.MaxUint16), int64(math.MaxUint16)},
 		{uint32(math.MaxUint32), int64(math.MaxUint32)},
 		{uint64(math.MaxInt64), int64(math.MaxInt64)},
 		{int64(math.MinInt64), int64(math.MinInt64)},
@@ -69,9 +74,12 @@ func TestValuesGoSideErrors(t *testing.T) {
 	for i := 0; i < maxDepth+1; i++ {
 		deep = []any{deep}
 	}
+	type count int // a named integer type, as any other type of the caller's
 	bad := []any{
 		struct{}{},
 		uint64(math.MaxUint64),
+		uint(math.MaxUint64),
+		count(1),
 		map[int]any{1: 2},
 		cyclic,
 		deep,

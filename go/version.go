@@ -41,7 +41,7 @@ func checkVersion(number uint32) error {
 		return nil
 	}
 	return &Error{Code: CodeLoader, Message: fmt.Sprintf(
-		"manypy: the loaded libmanypy.so is version %d.%d.%d but this Go package was built "+
+		"the loaded libmanypy.so is version %d.%d.%d but this Go package was built "+
 			"against manypy.h %d.%d.x: build it against the library it runs with "+
 			"(PKG_CONFIG_PATH, LD_LIBRARY_PATH)",
 		major, minor, patch, HeaderVersionMajor, HeaderVersionMinor)}
