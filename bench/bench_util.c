@@ -32,15 +32,28 @@ void progress(const char* fmt, ...) {
   va_end(ap);
 }
 
-void die(const char* fmt, ...) {
-  va_list ap;
+/* "<program>: <message>\n" and `trailer` on stderr, then exit(status). */
+static void vdie(int status, const char* trailer, const char* fmt, va_list ap)
+    __attribute__((format(printf, 3, 0), noreturn));
+static void vdie(int status, const char* trailer, const char* fmt, va_list ap) {
   fflush(stdout);
-  va_start(ap, fmt);
   fprintf(stderr, "%s: ", bench_program);
   vfprintf(stderr, fmt, ap);
   fputc('\n', stderr);
-  va_end(ap);
-  exit(1);
+  if (trailer) fputs(trailer, stderr);
+  exit(status);
+}
+
+void die(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vdie(1, NULL, fmt, ap);
+}
+
+void die_usage(const char* usage, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vdie(2, usage, fmt, ap);
 }
 
 void die_status(const char* what, manypy_status* st) {

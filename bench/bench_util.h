@@ -1,6 +1,6 @@
-/* What the benchmarks share: clocks, progress lines, dying on a failed call,
- * the thread harness of the throughput runs, sorting helpers. Each program
- * sets bench_program to its name. */
+/* What the benchmarks share: clocks, progress lines, dying on a failed call
+ * or a wrong command line, the thread harness of the throughput runs,
+ * sorting helpers. Each program sets bench_program to its name. */
 #ifndef MANYPY_BENCH_UTIL_H
 #define MANYPY_BENCH_UTIL_H
 
@@ -23,6 +23,11 @@ void progress(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Print "<program>: <message>" and exit 1. */
 void die(const char* fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/* Print "<program>: <message>", then `usage` (when not NULL), and exit 2:
+ * the command line was wrong. */
+void die_usage(const char* usage, const char* fmt, ...)
+    __attribute__((format(printf, 2, 3), noreturn));
 
 /* Print a failed status (code, message, traceback), free it, exit 1. */
 void die_status(const char* what, manypy_status* st) __attribute__((noreturn));

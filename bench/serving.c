@@ -60,6 +60,7 @@
 #include <unistd.h>
 
 #include "bench_util.h"
+#include "cli.h"
 #include "harness.h"
 #include "outputs.h"
 #include "serving_noise.h"
@@ -192,33 +193,21 @@ static manypy_object* load_model(manypy_pool* pool, const char* dir, const char*
 /* Main                                                                     */
 /* ------------------------------------------------------------------------ */
 
-static void usage(FILE* to) {
-  fprintf(to,
-          "usage: " PROG " [--quick] [--seconds S] [--calls N] [--archives DIR]\n"
-          "  --quick         S = 0.5 in one round, 2000/200 calls (smoke test)\n"
-          "  --seconds S     measured seconds per configuration in A, 2 S in C, in 2\n"
-          "                  rounds each (default 5, or $MANYPY_BENCH_SECONDS)\n"
-          "  --calls N       calls per path in B, small tensor (default 20000; the\n"
-          "                  large tensor gets N/10)\n"
-          "  --archives DIR  sample archives (default %s)\n",
-          MANYPY_BENCH_ARCHIVES);
-}
-
-static double parse_seconds(const char* s, const char* from) {
-  char* end = NULL;
-  double v = strtod(s, &end);
-  if (!end || end == s || *end != '\0' || !(v > 0) || v > 3600) {
-    die("bad seconds value '%s' (from %s): want a number in (0, 3600]", s, from);
-  }
-  return v;
-}
+static const char kUsage[] =
+    "usage: " PROG " [--quick] [--seconds S] [--calls N] [--archives DIR]\n"
+    "  --quick         S = 0.5 in one round, 2000/200 calls (smoke test)\n"
+    "  --seconds S     measured seconds per configuration in A, 2 S in C, in 2\n"
+    "                  rounds each (default 5, or $MANYPY_BENCH_SECONDS)\n"
+    "  --calls N       calls per path in B, small tensor (default 20000; the\n"
+    "                  large tensor gets N/10)\n"
+    "  --archives DIR  sample archives (default " MANYPY_BENCH_ARCHIVES ")\n";
 
 /* ------------------------------------------------------------------------ */
 /* The run: its settings, and what the set-up makes for the sections        */
 /* ------------------------------------------------------------------------ */
 
 static double seconds = 5.0;
-static long small_calls = 20000, large_calls;
+static int small_calls = 20000, large_calls;
 static int quick, rounds;
 static double warmup;
 static const char* dir = MANYPY_BENCH_ARCHIVES;
@@ -242,35 +231,20 @@ static manypy_value *identity_args, *heavy_args, *heavy_kwargs, *resnet_args, *s
     *large_args;
 static double start_s, load_s; /* set-up times, printed after the checks */
 
-/* Options: --quick, --seconds, --calls, --archives (see the top). */
+/* Options: --quick, --seconds, --calls, --archives (see the top). --seconds
+ * and --calls win over --quick, which wins over $MANYPY_BENCH_SECONDS. */
 static void parse_options(int argc, char** argv) {
-  const char* env = getenv("MANYPY_BENCH_SECONDS");
-  if (env && *env) seconds = parse_seconds(env, "MANYPY_BENCH_SECONDS");
-  for (int i = 1; i < argc; ++i) {
-    const char* a = argv[i];
-    if (strcmp(a, "--quick") == 0) {
-      quick = 1;
-      seconds = 0.5;
-      small_calls = 2000;
-    } else if (strcmp(a, "--seconds") == 0 && i + 1 < argc) {
-      seconds = parse_seconds(argv[++i], "--seconds");
-    } else if (strncmp(a, "--seconds=", 10) == 0) {
-      seconds = parse_seconds(a + 10, "--seconds");
-    } else if (strcmp(a, "--calls") == 0 && i + 1 < argc) {
-      small_calls = atol(argv[++i]);
-      if (small_calls < 100) die("--calls wants a number >= 100");
-    } else if (strcmp(a, "--archives") == 0 && i + 1 < argc) {
-      dir = argv[++i];
-    } else if (strncmp(a, "--archives=", 11) == 0) {
-      dir = a + 11;
-    } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-      usage(stdout);
-      exit(0);
-    } else {
-      usage(stderr);
-      exit(2);
-    }
-  }
+  cli_option opts[] = {
+      CLI_OPT_FLAG("--quick", &quick),
+      CLI_OPT_NUMBER("--seconds", &seconds, 0.01, 3600),
+      CLI_OPT_INT("--calls", &small_calls, 100, 100000000),
+      CLI_OPT_STRING("--archives", &dir),
+  };
+  const size_t n = sizeof opts / sizeof opts[0];
+  cli_env_number("MANYPY_BENCH_SECONDS", 0.01, 3600, &seconds);
+  cli_parse(argc, argv, opts, n, kUsage);
+  if (quick && !cli_given(opts, n, "--seconds")) seconds = 0.5;
+  if (quick && !cli_given(opts, n, "--calls")) small_calls = 2000;
   large_calls = small_calls / 10;
   rounds = quick ? 1 : 2;
   warmup = quick ? 0.1 : 0.3;
@@ -299,7 +273,7 @@ static void load_inputs(void) {
   echo_large = start_echo_child(large_bytes);
 
   printf("manypy serving benchmark (library %s, %ld online cores; measured s per configuration: "
-         "%.2f in A, %.2f in C, in %d round%s after %.2f s warm-up each; %ld/%ld calls per path "
+         "%.2f in A, %.2f in C, in %d round%s after %.2f s warm-up each; %d/%d calls per path "
          "in B)\n",
          manypy_version_string(), sysconf(_SC_NPROCESSORS_ONLN), seconds, 2 * seconds, rounds,
          rounds > 1 ? "s" : "", warmup, small_calls, large_calls);

@@ -47,17 +47,14 @@ void runner_child(const run_config* c, int fd) {
 void runner_run(const run_config* c, int model_index, char* const* base_args, run_result* r) {
   int fds[2];
   if (pipe(fds) != 0) die("pipe: %s", strerror(errno)); /* inherited: no O_CLOEXEC */
-  char d[16], n[16], m[16], fd[16];
-  snprintf(d, sizeof d, "%d", (int)c->d);
-  snprintf(n, sizeof n, "%d", c->n);
-  snprintf(m, sizeof m, "%d", model_index);
-  snprintf(fd, sizeof fd, "%d", fds[1]);
+  char which[64];
+  snprintf(which, sizeof which, "%d,%d,%d,%d", (int)c->d, c->n, model_index, fds[1]);
   int argc = 0;
   while (base_args[argc]) ++argc;
-  char** argv = xmalloc((size_t)(argc + 6) * sizeof *argv);
+  char** argv = xmalloc((size_t)(argc + 3) * sizeof *argv);
   memcpy(argv, base_args, (size_t)argc * sizeof *argv);
   char child[] = "--child";
-  char* tail[] = {child, d, n, m, fd, NULL};
+  char* tail[] = {child, which, NULL};
   memcpy(argv + argc, tail, sizeof tail);
   fflush(stdout);
   fflush(stderr);
