@@ -89,20 +89,27 @@ int cmp_i64(const void* a, const void* b) {
   return (x > y) - (x < y);
 }
 
-void bench_threads_init(bench_threads* t, int count) {
+void* bench_threads_init(bench_threads* t, int count, size_t worker_size) {
   atomic_init(&t->ctl.warm_stop, 0);
   atomic_init(&t->ctl.stop, 0);
+  if (count < 1 || worker_size < sizeof(bench_control*)) die("bench_threads_init: bad arguments");
   if (pthread_barrier_init(&t->ctl.measure, NULL, (unsigned)count + 1) != 0) {
     die("pthread_barrier_init failed");
   }
   t->count = count;
   t->ids = xmalloc((size_t)count * sizeof *t->ids);
+  t->workers = calloc((size_t)count, worker_size);
+  if (!t->workers) die("out of memory");
+  t->worker_size = worker_size;
+  const bench_control* ctl = &t->ctl;
+  /* memcpy: the first member of a struct the harness does not know. */
+  for (int k = 0; k < count; ++k) memcpy(t->workers + (size_t)k * worker_size, &ctl, sizeof ctl);
+  return t->workers;
 }
 
-void bench_threads_start(bench_threads* t, void* workers, size_t worker_size,
-                         void* (*main)(void*)) {
+void bench_threads_start(bench_threads* t, void* (*main)(void*)) {
   for (int k = 0; k < t->count; ++k) {
-    int rc = pthread_create(&t->ids[k], NULL, main, (char*)workers + (size_t)k * worker_size);
+    int rc = pthread_create(&t->ids[k], NULL, main, t->workers + (size_t)k * t->worker_size);
     if (rc != 0) die("pthread_create: %s", strerror(rc));
   }
 }
@@ -120,6 +127,22 @@ void bench_threads_finish(bench_threads* t, double seconds) {
   pthread_barrier_destroy(&t->ctl.measure);
   free(t->ids);
   t->ids = NULL;
+  t->workers = NULL; /* the caller's to free */
+}
+
+int bench_worker_warm_up(bench_control* ctl, int ok, bench_call_fn call, void* worker) {
+  while (ok && !atomic_load(&ctl->warm_stop)) ok = call(worker, 0);
+  pthread_barrier_wait(&ctl->measure);
+  return ok;
+}
+
+long bench_worker_measure(bench_control* ctl, bench_call_fn call, void* worker) {
+  long calls = 0;
+  while (!atomic_load(&ctl->stop)) {
+    if (!call(worker, 1)) return -1;
+    ++calls;
+  }
+  return calls;
 }
 
 manypy_pool* bench_make_pool(size_t interpreters, manypy_thread_mode mode) {

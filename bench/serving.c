@@ -109,41 +109,20 @@ static manypy_value* tuple1(manypy_value* item) {
   return t;
 }
 
-/* Checks a result: a single tensor (one expected output named "out") or a
- * dict of tensors (plus "steps" when steps >= 0). Prints one line. */
-static void check_output(const char* what, const manypy_value* result, expected* outs, int nouts,
-                         int64_t steps) {
+/* Checks a result (check_model_output) and prints one line: each output's
+ * largest difference, and "steps" when steps >= 0. */
+static void check_output(const char* what, const manypy_value* result, const expected* outs,
+                         int nouts, int64_t steps) {
+  double worst[4];
+  if (nouts > 4) die("%s: more outputs than this check prints", what);
+  check_model_output(what, result, outs, nouts, steps, worst);
   char line[512];
   int len = snprintf(line, sizeof line, "%-44s ok:", what);
-  if (nouts == 1 && strcmp(outs[0].key, "out") == 0 && steps < 0) {
-    double worst = check_tensor_value(what, result, &outs[0]);
-    len += snprintf(line + len, sizeof line - (size_t)len, " out max|diff| %.2g", worst);
-  } else {
-    if (manypy_value_get_kind(result) != MANYPY_VALUE_DICT) die("%s: the output is not a dict", what);
-    for (int k = 0; k < nouts; ++k) {
-      const manypy_value* item = NULL;
-      manypy_status* st = manypy_value_dict_get(result, outs[k].key, &item);
-      if (st) {
-        manypy_status_free(st);
-        die("%s: the output has no key '%s'", what, outs[k].key);
-      }
-      double worst = check_tensor_value(what, item, &outs[k]);
-      len += snprintf(line + len, sizeof line - (size_t)len, " %s max|diff| %.2g", outs[k].key,
-                      worst);
-    }
-    if (steps >= 0) {
-      const manypy_value* item = NULL;
-      int64_t got = -1;
-      manypy_status* st = manypy_value_dict_get(result, "steps", &item);
-      if (!st) st = manypy_value_get_int64(item, &got);
-      if (st) {
-        manypy_status_free(st);
-        die("%s: the output has no int 'steps'", what);
-      }
-      if (got != steps) die("%s: wrong output 'steps': %" PRId64 ", expected %" PRId64, what, got, steps);
-      len += snprintf(line + len, sizeof line - (size_t)len, " steps %" PRId64, got);
-    }
+  for (int k = 0; k < nouts; ++k) {
+    len += snprintf(line + len, sizeof line - (size_t)len, " %s max|diff| %.2g", outs[k].key,
+                    worst[k]);
   }
+  if (steps >= 0) snprintf(line + len, sizeof line - (size_t)len, " steps %" PRId64, steps);
   printf("%s\n", line);
 }
 
