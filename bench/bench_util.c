@@ -32,15 +32,28 @@ void progress(const char* fmt, ...) {
   va_end(ap);
 }
 
-void die(const char* fmt, ...) {
-  va_list ap;
+/* "<program>: <message>\n" and `trailer` on stderr, then exit(status). */
+static void vdie(int status, const char* trailer, const char* fmt, va_list ap)
+    __attribute__((format(printf, 3, 0), noreturn));
+static void vdie(int status, const char* trailer, const char* fmt, va_list ap) {
   fflush(stdout);
-  va_start(ap, fmt);
   fprintf(stderr, "%s: ", bench_program);
   vfprintf(stderr, fmt, ap);
   fputc('\n', stderr);
-  va_end(ap);
-  exit(1);
+  if (trailer) fputs(trailer, stderr);
+  exit(status);
+}
+
+void die(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vdie(1, NULL, fmt, ap);
+}
+
+void die_usage(const char* usage, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vdie(2, usage, fmt, ap);
 }
 
 void die_status(const char* what, manypy_status* st) {
@@ -76,20 +89,27 @@ int cmp_i64(const void* a, const void* b) {
   return (x > y) - (x < y);
 }
 
-void bench_threads_init(bench_threads* t, int count) {
+void* bench_threads_init(bench_threads* t, int count, size_t worker_size) {
   atomic_init(&t->ctl.warm_stop, 0);
   atomic_init(&t->ctl.stop, 0);
+  if (count < 1 || worker_size < sizeof(bench_control*)) die("bench_threads_init: bad arguments");
   if (pthread_barrier_init(&t->ctl.measure, NULL, (unsigned)count + 1) != 0) {
     die("pthread_barrier_init failed");
   }
   t->count = count;
   t->ids = xmalloc((size_t)count * sizeof *t->ids);
+  t->workers = calloc((size_t)count, worker_size);
+  if (!t->workers) die("out of memory");
+  t->worker_size = worker_size;
+  const bench_control* ctl = &t->ctl;
+  /* memcpy: the first member of a struct the harness does not know. */
+  for (int k = 0; k < count; ++k) memcpy(t->workers + (size_t)k * worker_size, &ctl, sizeof ctl);
+  return t->workers;
 }
 
-void bench_threads_start(bench_threads* t, void* workers, size_t worker_size,
-                         void* (*main)(void*)) {
+void bench_threads_start(bench_threads* t, void* (*main)(void*)) {
   for (int k = 0; k < t->count; ++k) {
-    int rc = pthread_create(&t->ids[k], NULL, main, (char*)workers + (size_t)k * worker_size);
+    int rc = pthread_create(&t->ids[k], NULL, main, t->workers + (size_t)k * t->worker_size);
     if (rc != 0) die("pthread_create: %s", strerror(rc));
   }
 }
@@ -107,6 +127,22 @@ void bench_threads_finish(bench_threads* t, double seconds) {
   pthread_barrier_destroy(&t->ctl.measure);
   free(t->ids);
   t->ids = NULL;
+  t->workers = NULL; /* the caller's to free */
+}
+
+int bench_worker_warm_up(bench_control* ctl, int ok, bench_call_fn call, void* worker) {
+  while (ok && !atomic_load(&ctl->warm_stop)) ok = call(worker, 0);
+  pthread_barrier_wait(&ctl->measure);
+  return ok;
+}
+
+long bench_worker_measure(bench_control* ctl, bench_call_fn call, void* worker) {
+  long calls = 0;
+  while (!atomic_load(&ctl->stop)) {
+    if (!call(worker, 1)) return -1;
+    ++calls;
+  }
+  return calls;
 }
 
 manypy_pool* bench_make_pool(size_t interpreters, manypy_thread_mode mode) {

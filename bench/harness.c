@@ -119,6 +119,26 @@ int file_exists(const char* path) {
   return stat(path, &st) == 0;
 }
 
+/* read_full and write_full: one loop, the direction aside. */
+static int transfer_full(int fd, char* p, size_t n, int writing) {
+  while (n > 0) {
+    errno = 0;
+    const ssize_t done = writing ? write(fd, p, n) : read(fd, p, n);
+    if (done < 0 && errno == EINTR) continue;
+    if (done <= 0) return -1;
+    p += done;
+    n -= (size_t)done;
+  }
+  return 0;
+}
+
+int read_full(int fd, void* buf, size_t n) { return transfer_full(fd, buf, n, 0); }
+
+/* write() only reads the buffer; transfer_full takes a char* for both. */
+int write_full(int fd, const void* buf, size_t n) {
+  return transfer_full(fd, (char*)buf, n, 1);
+}
+
 void* read_archive_file(const char* dir, const char* name, size_t* size) {
   char path[4096];
   snprintf(path, sizeof path, "%s/%s", dir, name);

@@ -1,8 +1,8 @@
 /* The measuring harness the benchmarks share, beyond bench_util.h's clocks
  * and threads: latency samples and percentiles, the CPU that other processes
  * use meanwhile (the noise columns), proportional memory (Pss) of a set of
- * processes, files of the archives directory, and the ratio table of
- * targets with its meets/misses verdicts. */
+ * processes, files of the archives directory and whole transfers over
+ * pipes, and the ratio table of targets with its meets/misses verdicts. */
 #ifndef MANYPY_BENCH_HARNESS_H
 #define MANYPY_BENCH_HARNESS_H
 
@@ -77,6 +77,12 @@ long pss_kb(pid_t pid);
  * build when it is missing. */
 void* read_archive_file(const char* dir, const char* name, size_t* size);
 int file_exists(const char* path);
+
+/* All `n` bytes from or to a pipe or socket, through short transfers and
+ * EINTR: 0, or -1 at an error or end of file (errno says which, or 0 at
+ * end of file). */
+int read_full(int fd, void* buf, size_t n);
+int write_full(int fd, const void* buf, size_t n);
 
 /* ---- ratio table ---------------------------------------------------- */
 

@@ -3,6 +3,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "harness.h"
 
@@ -64,4 +65,36 @@ double check_tensor_value(const char* what, const manypy_value* v, const expecte
                                     d->ndim, d->shape);
   if (t->deleter) t->deleter(t);
   return worst;
+}
+
+void check_model_output(const char* what, const manypy_value* result, const expected* outs,
+                        int nouts, int64_t steps, double* worst) {
+  if (steps < 0 && nouts == 1 && strcmp(outs[0].key, "out") == 0) {
+    const double w = check_tensor_value(what, result, &outs[0]);
+    if (worst) worst[0] = w;
+    return;
+  }
+  if (manypy_value_get_kind(result) != MANYPY_VALUE_DICT) die("%s: the output is not a dict", what);
+  for (int k = 0; k < nouts; ++k) {
+    const manypy_value* item = NULL;
+    manypy_status* st = manypy_value_dict_get(result, outs[k].key, &item);
+    if (st) {
+      manypy_status_free(st);
+      die("%s: the output has no key '%s'", what, outs[k].key);
+    }
+    const double w = check_tensor_value(what, item, &outs[k]);
+    if (worst) worst[k] = w;
+  }
+  if (steps < 0) return;
+  const manypy_value* item = NULL;
+  int64_t got = -1;
+  manypy_status* st = manypy_value_dict_get(result, "steps", &item);
+  if (!st) st = manypy_value_get_int64(item, &got);
+  if (st) {
+    manypy_status_free(st);
+    die("%s: the output has no int 'steps'", what);
+  }
+  if (got != steps) {
+    die("%s: wrong output 'steps': %" PRId64 ", expected %" PRId64, what, got, steps);
+  }
 }

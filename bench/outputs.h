@@ -34,4 +34,12 @@ double check_floats(const char* what, const expected* e, const float* got, int32
 /* The same for a manypy tensor value (float32, CPU, C-contiguous). */
 double check_tensor_value(const char* what, const manypy_value* v, const expected* e);
 
+/* A model's whole result: one tensor when `steps` < 0 and the only expected
+ * output is "out"; otherwise a dict with a tensor under each expected key,
+ * and, when `steps` >= 0, the int "steps" equal to it (python_heavy's).
+ * worst[k], when worst is not NULL, gets output k's largest difference.
+ * Dies naming `what` on the first difference. */
+void check_model_output(const char* what, const manypy_value* result, const expected* outs,
+                        int nouts, int64_t steps, double* worst);
+
 #endif

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "bench_util.h"
+#include "cli.h"
 #include "harness.h"
 #include "scaling_start.h"
 #include "scaling_tput.h"
@@ -44,23 +45,12 @@ const char* bench_program = "manypy_bench_scaling";
 /* Main                                                                     */
 /* ------------------------------------------------------------------------ */
 
-static void usage(FILE* to) {
-  fprintf(to,
-          "usage: manypy_bench_scaling [--quick] [--seconds S] [--new N]\n"
-          "  --quick      0.5 s per throughput configuration (smoke test)\n"
-          "  --seconds S  seconds per throughput configuration (default 3, or\n"
-          "               $MANYPY_BENCH_SECONDS)\n"
-          "  --new N      interpreters started in parallel in section A (default 3)\n");
-}
-
-static double parse_seconds(const char* s, const char* from) {
-  char* end = NULL;
-  double v = strtod(s, &end);
-  if (!end || end == s || *end != '\0' || !(v > 0) || v > 3600) {
-    die("bad seconds value '%s' (from %s): want a number in (0, 3600]", s, from);
-  }
-  return v;
-}
+static const char kUsage[] =
+    "usage: manypy_bench_scaling [--quick] [--seconds S] [--new N]\n"
+    "  --quick      0.5 s per throughput configuration (smoke test)\n"
+    "  --seconds S  seconds per throughput configuration (default 3, or\n"
+    "               $MANYPY_BENCH_SECONDS)\n"
+    "  --new N      interpreters started in parallel in section A (default 3)\n";
 
 /* The run's settings. */
 static double seconds = 3.0, warmup;
@@ -78,29 +68,18 @@ static int start_one(void) {
   return 0;
 }
 
-/* Options: --quick, --seconds, --new (see the top). */
+/* Options: --quick, --seconds, --new (see the top). --seconds wins over
+ * --quick, which wins over $MANYPY_BENCH_SECONDS. */
 static void parse_options(int argc, char** argv) {
-  const char* env = getenv("MANYPY_BENCH_SECONDS");
-  if (env && *env) seconds = parse_seconds(env, "MANYPY_BENCH_SECONDS");
-  for (int i = 1; i < argc; ++i) {
-    const char* a = argv[i];
-    if (strcmp(a, "--quick") == 0) {
-      seconds = 0.5;
-    } else if (strcmp(a, "--seconds") == 0 && i + 1 < argc) {
-      seconds = parse_seconds(argv[++i], "--seconds");
-    } else if (strncmp(a, "--seconds=", 10) == 0) {
-      seconds = parse_seconds(a + 10, "--seconds");
-    } else if (strcmp(a, "--new") == 0 && i + 1 < argc) {
-      new_interps = atoi(argv[++i]);
-      if (new_interps < 1) die("--new wants a positive number");
-    } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-      usage(stdout);
-      exit(0);
-    } else {
-      usage(stderr);
-      exit(2);
-    }
-  }
+  int quick = 0;
+  cli_option opts[] = {
+      CLI_OPT_FLAG("--quick", &quick),
+      CLI_OPT_NUMBER("--seconds", &seconds, 0.01, 3600),
+      CLI_OPT_INT("--new", &new_interps, 1, 64),
+  };
+  cli_env_number("MANYPY_BENCH_SECONDS", 0.01, 3600, &seconds);
+  cli_parse(argc, argv, opts, sizeof opts / sizeof opts[0], kUsage);
+  if (quick && !cli_given(opts, sizeof opts / sizeof opts[0], "--seconds")) seconds = 0.5;
   warmup = seconds / 10.0;
   if (warmup < 0.1) warmup = 0.1;
   if (warmup > 0.5) warmup = 0.5;

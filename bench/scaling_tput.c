@@ -60,7 +60,7 @@ static const char* check_result(int wl, const manypy_value* v) {
 /* ------------------------------------------------------------------------ */
 
 typedef struct worker {
-  bench_control* ctl;
+  bench_control* ctl; /* first: bench_threads_init sets it */
   manypy_pool* pool;
   int32_t index;
   int wl;
@@ -109,19 +109,19 @@ static int worker_torch_threads(worker* w) {
   return 1;
 }
 
+/* Every call after the first: unchecked, measured or not. */
+static int unchecked_call(void* w, int measured) {
+  (void)measured;
+  return worker_call(w, 0);
+}
+
 static void* worker_main(void* arg) {
   worker* w = arg;
-  bench_control* ctl = w->ctl;
   /* Warm-up: at least one (checked) call, until the main thread says stop. */
-  int ok = worker_call(w, 1) && worker_torch_threads(w);
-  while (ok && !atomic_load(&ctl->warm_stop)) ok = worker_call(w, 0);
-  pthread_barrier_wait(&ctl->measure);
-  if (!ok) return NULL;
-  long calls = 0;
-  while (!atomic_load(&ctl->stop)) {
-    if (!worker_call(w, 0)) return NULL;
-    ++calls;
-  }
+  const int ok = worker_call(w, 1) && worker_torch_threads(w);
+  if (!bench_worker_warm_up(w->ctl, ok, unchecked_call, w)) return NULL;
+  const long calls = bench_worker_measure(w->ctl, unchecked_call, w);
+  if (calls < 0) return NULL;
   w->calls = calls;
   w->t_end = now_s();
   return NULL;
@@ -136,16 +136,13 @@ run_result run_throughput(manypy_pool* pool, int threads, int wl, double warmup,
                                  double seconds) {
   const size_t size = manypy_pool_size(pool);
   bench_threads t;
-  bench_threads_init(&t, threads);
-  worker* ws = calloc((size_t)threads, sizeof *ws);
-  if (!ws) die("out of memory");
+  worker* ws = bench_threads_init(&t, threads, sizeof *ws);
   for (int k = 0; k < threads; ++k) {
-    ws[k].ctl = &t.ctl;
     ws[k].pool = pool;
     ws[k].index = (int32_t)((size_t)k % size);
     ws[k].wl = wl;
   }
-  bench_threads_start(&t, ws, sizeof *ws, worker_main);
+  bench_threads_start(&t, worker_main);
   bench_threads_warm_up(&t, warmup);
   const cpu_sample c0 = cpu_now(NULL, 0);
   const double t0 = c0.t;

@@ -60,6 +60,7 @@
 #include <unistd.h>
 
 #include "bench_util.h"
+#include "cli.h"
 #include "harness.h"
 #include "outputs.h"
 #include "serving_noise.h"
@@ -108,41 +109,20 @@ static manypy_value* tuple1(manypy_value* item) {
   return t;
 }
 
-/* Checks a result: a single tensor (one expected output named "out") or a
- * dict of tensors (plus "steps" when steps >= 0). Prints one line. */
-static void check_output(const char* what, const manypy_value* result, expected* outs, int nouts,
-                         int64_t steps) {
+/* Checks a result (check_model_output) and prints one line: each output's
+ * largest difference, and "steps" when steps >= 0. */
+static void check_output(const char* what, const manypy_value* result, const expected* outs,
+                         int nouts, int64_t steps) {
+  double worst[4];
+  if (nouts > 4) die("%s: more outputs than this check prints", what);
+  check_model_output(what, result, outs, nouts, steps, worst);
   char line[512];
   int len = snprintf(line, sizeof line, "%-44s ok:", what);
-  if (nouts == 1 && strcmp(outs[0].key, "out") == 0 && steps < 0) {
-    double worst = check_tensor_value(what, result, &outs[0]);
-    len += snprintf(line + len, sizeof line - (size_t)len, " out max|diff| %.2g", worst);
-  } else {
-    if (manypy_value_get_kind(result) != MANYPY_VALUE_DICT) die("%s: the output is not a dict", what);
-    for (int k = 0; k < nouts; ++k) {
-      const manypy_value* item = NULL;
-      manypy_status* st = manypy_value_dict_get(result, outs[k].key, &item);
-      if (st) {
-        manypy_status_free(st);
-        die("%s: the output has no key '%s'", what, outs[k].key);
-      }
-      double worst = check_tensor_value(what, item, &outs[k]);
-      len += snprintf(line + len, sizeof line - (size_t)len, " %s max|diff| %.2g", outs[k].key,
-                      worst);
-    }
-    if (steps >= 0) {
-      const manypy_value* item = NULL;
-      int64_t got = -1;
-      manypy_status* st = manypy_value_dict_get(result, "steps", &item);
-      if (!st) st = manypy_value_get_int64(item, &got);
-      if (st) {
-        manypy_status_free(st);
-        die("%s: the output has no int 'steps'", what);
-      }
-      if (got != steps) die("%s: wrong output 'steps': %" PRId64 ", expected %" PRId64, what, got, steps);
-      len += snprintf(line + len, sizeof line - (size_t)len, " steps %" PRId64, got);
-    }
+  for (int k = 0; k < nouts; ++k) {
+    len += snprintf(line + len, sizeof line - (size_t)len, " %s max|diff| %.2g", outs[k].key,
+                    worst[k]);
   }
+  if (steps >= 0) snprintf(line + len, sizeof line - (size_t)len, " steps %" PRId64, steps);
   printf("%s\n", line);
 }
 
@@ -192,33 +172,21 @@ static manypy_object* load_model(manypy_pool* pool, const char* dir, const char*
 /* Main                                                                     */
 /* ------------------------------------------------------------------------ */
 
-static void usage(FILE* to) {
-  fprintf(to,
-          "usage: " PROG " [--quick] [--seconds S] [--calls N] [--archives DIR]\n"
-          "  --quick         S = 0.5 in one round, 2000/200 calls (smoke test)\n"
-          "  --seconds S     measured seconds per configuration in A, 2 S in C, in 2\n"
-          "                  rounds each (default 5, or $MANYPY_BENCH_SECONDS)\n"
-          "  --calls N       calls per path in B, small tensor (default 20000; the\n"
-          "                  large tensor gets N/10)\n"
-          "  --archives DIR  sample archives (default %s)\n",
-          MANYPY_BENCH_ARCHIVES);
-}
-
-static double parse_seconds(const char* s, const char* from) {
-  char* end = NULL;
-  double v = strtod(s, &end);
-  if (!end || end == s || *end != '\0' || !(v > 0) || v > 3600) {
-    die("bad seconds value '%s' (from %s): want a number in (0, 3600]", s, from);
-  }
-  return v;
-}
+static const char kUsage[] =
+    "usage: " PROG " [--quick] [--seconds S] [--calls N] [--archives DIR]\n"
+    "  --quick         S = 0.5 in one round, 2000/200 calls (smoke test)\n"
+    "  --seconds S     measured seconds per configuration in A, 2 S in C, in 2\n"
+    "                  rounds each (default 5, or $MANYPY_BENCH_SECONDS)\n"
+    "  --calls N       calls per path in B, small tensor (default 20000; the\n"
+    "                  large tensor gets N/10)\n"
+    "  --archives DIR  sample archives (default " MANYPY_BENCH_ARCHIVES ")\n";
 
 /* ------------------------------------------------------------------------ */
 /* The run: its settings, and what the set-up makes for the sections        */
 /* ------------------------------------------------------------------------ */
 
 static double seconds = 5.0;
-static long small_calls = 20000, large_calls;
+static int small_calls = 20000, large_calls;
 static int quick, rounds;
 static double warmup;
 static const char* dir = MANYPY_BENCH_ARCHIVES;
@@ -242,35 +210,20 @@ static manypy_value *identity_args, *heavy_args, *heavy_kwargs, *resnet_args, *s
     *large_args;
 static double start_s, load_s; /* set-up times, printed after the checks */
 
-/* Options: --quick, --seconds, --calls, --archives (see the top). */
+/* Options: --quick, --seconds, --calls, --archives (see the top). --seconds
+ * and --calls win over --quick, which wins over $MANYPY_BENCH_SECONDS. */
 static void parse_options(int argc, char** argv) {
-  const char* env = getenv("MANYPY_BENCH_SECONDS");
-  if (env && *env) seconds = parse_seconds(env, "MANYPY_BENCH_SECONDS");
-  for (int i = 1; i < argc; ++i) {
-    const char* a = argv[i];
-    if (strcmp(a, "--quick") == 0) {
-      quick = 1;
-      seconds = 0.5;
-      small_calls = 2000;
-    } else if (strcmp(a, "--seconds") == 0 && i + 1 < argc) {
-      seconds = parse_seconds(argv[++i], "--seconds");
-    } else if (strncmp(a, "--seconds=", 10) == 0) {
-      seconds = parse_seconds(a + 10, "--seconds");
-    } else if (strcmp(a, "--calls") == 0 && i + 1 < argc) {
-      small_calls = atol(argv[++i]);
-      if (small_calls < 100) die("--calls wants a number >= 100");
-    } else if (strcmp(a, "--archives") == 0 && i + 1 < argc) {
-      dir = argv[++i];
-    } else if (strncmp(a, "--archives=", 11) == 0) {
-      dir = a + 11;
-    } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-      usage(stdout);
-      exit(0);
-    } else {
-      usage(stderr);
-      exit(2);
-    }
-  }
+  cli_option opts[] = {
+      CLI_OPT_FLAG("--quick", &quick),
+      CLI_OPT_NUMBER("--seconds", &seconds, 0.01, 3600),
+      CLI_OPT_INT("--calls", &small_calls, 100, 100000000),
+      CLI_OPT_STRING("--archives", &dir),
+  };
+  const size_t n = sizeof opts / sizeof opts[0];
+  cli_env_number("MANYPY_BENCH_SECONDS", 0.01, 3600, &seconds);
+  cli_parse(argc, argv, opts, n, kUsage);
+  if (quick && !cli_given(opts, n, "--seconds")) seconds = 0.5;
+  if (quick && !cli_given(opts, n, "--calls")) small_calls = 2000;
   large_calls = small_calls / 10;
   rounds = quick ? 1 : 2;
   warmup = quick ? 0.1 : 0.3;
@@ -299,7 +252,7 @@ static void load_inputs(void) {
   echo_large = start_echo_child(large_bytes);
 
   printf("manypy serving benchmark (library %s, %ld online cores; measured s per configuration: "
-         "%.2f in A, %.2f in C, in %d round%s after %.2f s warm-up each; %ld/%ld calls per path "
+         "%.2f in A, %.2f in C, in %d round%s after %.2f s warm-up each; %d/%d calls per path "
          "in B)\n",
          manypy_version_string(), sysconf(_SC_NPROCESSORS_ONLN), seconds, 2 * seconds, rounds,
          rounds > 1 ? "s" : "", warmup, small_calls, large_calls);

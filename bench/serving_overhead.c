@@ -127,30 +127,6 @@ lat_result time_python(manypy_pool* pool, int ndim, const int64_t* shape, long c
 }
 
 
-static int read_full(int fd, void* buf, size_t n) {
-  char* p = buf;
-  while (n > 0) {
-    ssize_t got = read(fd, p, n);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return -1;
-    p += got;
-    n -= (size_t)got;
-  }
-  return 0;
-}
-
-static int write_full(int fd, const void* buf, size_t n) {
-  const char* p = buf;
-  while (n > 0) {
-    ssize_t put = write(fd, p, n);
-    if (put < 0 && errno == EINTR) continue;
-    if (put <= 0) return -1;
-    p += put;
-    n -= (size_t)put;
-  }
-  return 0;
-}
-
 /* The parent's ends of every worker's pipes. */
 static int g_parent_fds[4];
 static int g_parent_fd_count;

@@ -35,7 +35,7 @@ static int thread_schedstat(double* on_cpu, double* runqueue) {
 
 
 typedef struct worker {
-  bench_control* ctl;
+  bench_control* ctl; /* first: bench_threads_init sets it */
   const target* tgt;
   int torch_min, torch_max; /* torch.get_num_threads() in each interpreter */
   samples lat;
@@ -52,7 +52,9 @@ static int worker_fail(worker* w, const char* what, manypy_status* st) {
   return 0;
 }
 
-static int worker_call(worker* w, int record) {
+/* One call; its latency recorded when measured. */
+static int worker_call(void* arg, int record) {
+  worker* w = arg;
   manypy_value* r = NULL;
   const int64_t t0 = now_ns();
   manypy_status* st = target_call(w->tgt, &r);
@@ -83,20 +85,14 @@ static int worker_torch_threads(worker* w) {
 
 static void* worker_main(void* arg) {
   worker* w = arg;
-  bench_control* ctl = w->ctl;
   /* Warm-up: at least one call, until the main thread says stop. */
-  int ok = worker_torch_threads(w) && worker_call(w, 0);
-  while (ok && !atomic_load(&ctl->warm_stop)) ok = worker_call(w, 0);
-  pthread_barrier_wait(&ctl->measure);
-  if (!ok) return NULL;
+  const int ok = worker_torch_threads(w) && worker_call(w, 0);
+  if (!bench_worker_warm_up(w->ctl, ok, worker_call, w)) return NULL;
   double cpu0, rq0, cpu1, rq1;
   const double t0 = now_s();
   w->time.ok = thread_schedstat(&cpu0, &rq0);
-  long calls = 0;
-  while (!atomic_load(&ctl->stop)) {
-    if (!worker_call(w, 1)) return NULL;
-    ++calls;
-  }
+  const long calls = bench_worker_measure(w->ctl, worker_call, w);
+  if (calls < 0) return NULL;
   w->calls = calls;
   w->t_end = now_s();
   w->time.ok = thread_schedstat(&cpu1, &rq1) && w->time.ok;
@@ -152,14 +148,9 @@ double min_of(const double* v, int n) {
 void run_round(const target* tgt, int threads, double warmup, double seconds,
                tput_result* acc) {
   bench_threads t;
-  bench_threads_init(&t, threads);
-  worker* ws = calloc((size_t)threads, sizeof *ws);
-  if (!ws) die("out of memory");
-  for (int k = 0; k < threads; ++k) {
-    ws[k].ctl = &t.ctl;
-    ws[k].tgt = tgt;
-  }
-  bench_threads_start(&t, ws, sizeof *ws, worker_main);
+  worker* ws = bench_threads_init(&t, threads, sizeof *ws);
+  for (int k = 0; k < threads; ++k) ws[k].tgt = tgt;
+  bench_threads_start(&t, worker_main);
   bench_threads_warm_up(&t, warmup);
   const cpu_sample c0 = cpu_now_ours();
   const double t0 = c0.t;

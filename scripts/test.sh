@@ -30,8 +30,10 @@ source "$root/scripts/env.sh"
 #   HTTP sample and the demo run);
 # - rust_clippy, go_vet*: lints of the same sources;
 # - go_fuzz_values, go_test_cgocheck2: Go-side value fuzzing and pointer
-#   checks, the same code as in the first leg (go_test_race runs).
-torch2_exclude='^(go_install_build|sample_java|sample_rust|rust_clippy|go_vet.*|go_fuzz_values|go_test_cgocheck2)$'
+#   checks, the same code as in the first leg (go_test_race runs);
+# - bench_*_vs_c_quick: the bindings' side-by-side benchmarks' smoke runs,
+#   whose calls the binding suites and the C API suites make in this leg.
+torch2_exclude='^(go_install_build|sample_java|sample_rust|rust_clippy|go_vet.*|go_fuzz_values|go_test_cgocheck2|bench_.*_vs_c_quick)$'
 
 status=0
 run_ctest() {

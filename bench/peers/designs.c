@@ -20,7 +20,7 @@ typedef struct caller {
 } caller;
 
 typedef struct thread_worker {
-  bench_control* ctl;
+  bench_control* ctl; /* first: bench_threads_init sets it */
   const caller* c;
   samples lat;
   long calls;
@@ -28,17 +28,22 @@ typedef struct thread_worker {
   char err[2048];
 } thread_worker;
 
+/* One call; its latency recorded when measured. */
+static int worker_call(void* arg, int measured) {
+  thread_worker* w = arg;
+  const int64_t t0 = now_ns();
+  const int ok = w->c->call(w->c->ctx, w->err, sizeof w->err) == 0;
+  if (measured) samples_push(&w->lat, now_ns() - t0);
+  return ok;
+}
+
 static void* thread_main(void* arg) {
   thread_worker* w = arg;
-  int ok = w->c->call(w->c->ctx, w->err, sizeof w->err) == 0;
-  while (ok && !atomic_load(&w->ctl->warm_stop)) ok = w->c->call(w->c->ctx, w->err, sizeof w->err) == 0;
-  pthread_barrier_wait(&w->ctl->measure);
-  while (ok && !atomic_load(&w->ctl->stop)) {
-    const int64_t t0 = now_ns();
-    ok = w->c->call(w->c->ctx, w->err, sizeof w->err) == 0;
-    samples_push(&w->lat, now_ns() - t0);
-    ++w->calls;
-  }
+  const int ok = worker_call(w, 0);
+  if (!bench_worker_warm_up(w->ctl, ok, worker_call, w)) return NULL;
+  const long calls = bench_worker_measure(w->ctl, worker_call, w);
+  if (calls < 0) return NULL; /* w->err says why; the main thread dies with it */
+  w->calls = calls;
   w->t_end = now_s();
   return NULL;
 }
@@ -48,11 +53,9 @@ static void* thread_main(void* arg) {
 static void run_threads(const caller* c, int threads, const run_config* cfg, const pid_t* pids,
                         int npids, run_result* r) {
   bench_threads t;
-  bench_threads_init(&t, threads);
-  thread_worker* ws = calloc((size_t)threads, sizeof *ws);
-  if (!ws) die("out of memory");
-  for (int k = 0; k < threads; ++k) ws[k] = (thread_worker){.ctl = &t.ctl, .c = c};
-  bench_threads_start(&t, ws, sizeof *ws, thread_main);
+  thread_worker* ws = bench_threads_init(&t, threads, sizeof *ws);
+  for (int k = 0; k < threads; ++k) ws[k].c = c;
+  bench_threads_start(&t, thread_main);
   bench_threads_warm_up(&t, cfg->warmup);
   const cpu_sample c0 = cpu_now(pids, npids);
   bench_threads_finish(&t, cfg->seconds);

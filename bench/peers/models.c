@@ -1,6 +1,5 @@
 #include "models.h"
 
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,29 +61,7 @@ size_t model_output_bytes(const model_case* m) {
 }
 
 void model_check_value(const char* what, const model_case* m, const manypy_value* v) {
-  if (m->steps < 0) {
-    check_tensor_value(what, v, &m->outs[0]);
-    return;
-  }
-  if (manypy_value_get_kind(v) != MANYPY_VALUE_DICT) die("%s: the output is not a dict", what);
-  for (int k = 0; k < m->nouts; ++k) {
-    const manypy_value* item = NULL;
-    manypy_status* st = manypy_value_dict_get(v, m->outs[k].key, &item);
-    if (st) {
-      manypy_status_free(st);
-      die("%s: the output has no key '%s'", what, m->outs[k].key);
-    }
-    check_tensor_value(what, item, &m->outs[k]);
-  }
-  const manypy_value* item = NULL;
-  int64_t steps = -1;
-  manypy_status* st = manypy_value_dict_get(v, "steps", &item);
-  if (!st) st = manypy_value_get_int64(item, &steps);
-  if (st) {
-    manypy_status_free(st);
-    die("%s: the output has no int 'steps'", what);
-  }
-  if (steps != m->steps) die("%s: output 'steps' is %" PRId64 ", expected %" PRId64, what, steps, m->steps);
+  check_model_output(what, v, m->outs, m->nouts, m->steps, NULL);
 }
 
 manypy_value* model_args(const model_case* m) {

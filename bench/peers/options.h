@@ -12,11 +12,11 @@ typedef struct options {
   int ns[MAX_NS], nn; /* the values of N */
   const char* archives;
   const char* chart; /* PNG to write, or NULL */
-  /* --child D N MODEL FD: run one design and write its result to FD. */
+  /* --child D,N,MODEL,FD: run one design and write its result to FD. */
   int child, child_design, child_n, child_model, child_fd;
 } options;
 
-/* Parses argv; prints the usage and exits 2 on a bad option. */
+/* Parses argv (bench/cli.h); prints the usage and exits 2 on a bad option. */
 void options_parse(int argc, char** argv, options* o);
 
 #endif

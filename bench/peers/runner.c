@@ -12,27 +12,9 @@
 /* On the pipe: the run_result struct as it is (parent and child are the
  * same program), then its lat.n latencies; the pointer sent is ignored. */
 
+/* Writes all of p, or dies. */
 static void write_all(int fd, const void* p, size_t n) {
-  const char* c = p;
-  while (n > 0) {
-    const ssize_t w = write(fd, c, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) die("writing the result: %s", strerror(errno));
-    c += w;
-    n -= (size_t)w;
-  }
-}
-
-static int read_all(int fd, void* p, size_t n) {
-  char* c = p;
-  while (n > 0) {
-    const ssize_t got = read(fd, c, n);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return -1;
-    c += got;
-    n -= (size_t)got;
-  }
-  return 0;
+  if (write_full(fd, p, n) != 0) die("writing the result: %s", strerror(errno));
 }
 
 void runner_child(const run_config* c, int fd) {
@@ -47,17 +29,14 @@ void runner_child(const run_config* c, int fd) {
 void runner_run(const run_config* c, int model_index, char* const* base_args, run_result* r) {
   int fds[2];
   if (pipe(fds) != 0) die("pipe: %s", strerror(errno)); /* inherited: no O_CLOEXEC */
-  char d[16], n[16], m[16], fd[16];
-  snprintf(d, sizeof d, "%d", (int)c->d);
-  snprintf(n, sizeof n, "%d", c->n);
-  snprintf(m, sizeof m, "%d", model_index);
-  snprintf(fd, sizeof fd, "%d", fds[1]);
+  char which[64];
+  snprintf(which, sizeof which, "%d,%d,%d,%d", (int)c->d, c->n, model_index, fds[1]);
   int argc = 0;
   while (base_args[argc]) ++argc;
-  char** argv = xmalloc((size_t)(argc + 6) * sizeof *argv);
+  char** argv = xmalloc((size_t)(argc + 3) * sizeof *argv);
   memcpy(argv, base_args, (size_t)argc * sizeof *argv);
   char child[] = "--child";
-  char* tail[] = {child, d, n, m, fd, NULL};
+  char* tail[] = {child, which, NULL};
   memcpy(argv + argc, tail, sizeof tail);
   fflush(stdout);
   fflush(stderr);
@@ -70,12 +49,12 @@ void runner_run(const run_config* c, int model_index, char* const* base_args, ru
   }
   free(argv);
   close(fds[1]);
-  int ok = read_all(fds[0], r, sizeof *r) == 0;
+  int ok = read_full(fds[0], r, sizeof *r) == 0;
   r->lat.v = NULL;
   if (ok) {
     r->lat.v = xmalloc(r->lat.n * sizeof *r->lat.v);
     r->lat.cap = r->lat.n;
-    ok = read_all(fds[0], r->lat.v, r->lat.n * sizeof *r->lat.v) == 0;
+    ok = read_full(fds[0], r->lat.v, r->lat.n * sizeof *r->lat.v) == 0;
   }
   close(fds[0]);
   int status = 0;

@@ -7,7 +7,7 @@
 
 #include "designs.h"
 
-/* Runs c in a child process started as `argv0 <base_args...> --child D N M FD`
+/* Runs c in a child process started as `argv0 <base_args...> --child D,N,M,FD`
  * and returns its result. Dies if the child fails. */
 void runner_run(const run_config* c, int model_index, char* const* base_args, run_result* r);
 

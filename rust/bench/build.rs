@@ -1,9 +1,12 @@
-//! Compiles the C side of the benchmark (src/c_side.c, plain C against
-//! manypy.h) and gives the program a RUNPATH to libmanypy.
+//! Compiles the C side of the benchmark, the binding benchmarks' shared C
+//! side (bindings/bench/c_side.c, plain C against manypy.h, which Java's and
+//! Go's comparisons run too), and gives the program a RUNPATH to libmanypy.
 fn main() {
-    println!("cargo:rerun-if-changed=src/c_side.c");
+    let c_side = concat!(env!("CARGO_MANIFEST_DIR"), "/../../bindings/bench");
+    println!("cargo:rerun-if-changed={c_side}/c_side.c");
+    println!("cargo:rerun-if-changed={c_side}/c_side.h");
     let mut build = cc::Build::new();
-    build.file("src/c_side.c").opt_level(2).warnings(true);
+    build.file(format!("{c_side}/c_side.c")).include(c_side).opt_level(2).warnings(true);
     if let Ok(dir) = std::env::var("DEP_MANYPY_INCLUDE_DIR") {
         build.include(dir);
     } else {

@@ -1,6 +1,7 @@
 //! rust_vs_c: the same libmanypy called from Rust (the safe crate) and from
-//! C (src/c_side.c), side by side in one process, in alternating rounds, so
-//! the ratios come from one run on one machine state.
+//! C (the binding benchmarks' shared C side, bindings/bench/c_side.c, built
+//! by build.rs), side by side in one process, in alternating rounds, so the
+//! ratios come from one run on one machine state.
 //!
 //!   A. Call overhead: identity.pt (forward(x) -> x) on a [2, 3] tensor, one
 //!      thread, p50 latency per call: C; Rust with prepared Args; Rust with
@@ -23,26 +24,63 @@ use std::time::{Duration, Instant};
 
 use manypy::{sys, Args, Kwargs, Object, Pool, Tensor, Value};
 
+/// bindings/bench/c_side.h; a `c_side_request` is opaque.
+#[repr(C)]
+struct CSideRequest {
+    _opaque: [u8; 0],
+}
+
+/// c_side_window: C_SIDE_UNTIL_STOPPED, the window rust_throughput has too.
+const C_SIDE_UNTIL_STOPPED: i32 = 1;
+
 extern "C" {
-    fn bench_c_latencies(
+    fn c_side_request_prepared(
         object: *mut sys::manypy_object,
         args: *const sys::manypy_value,
-        latencies: *mut i64,
+        kwargs: *const sys::manypy_value,
+    ) -> *mut CSideRequest;
+    fn c_side_request_free(request: *mut CSideRequest);
+    fn c_side_latencies(
+        request: *const CSideRequest,
+        latencies_ns: *mut i64,
         n: usize,
         error: *mut c_char,
         error_size: usize,
     ) -> i32;
-    fn bench_c_throughput(
-        object: *mut sys::manypy_object,
-        args: *const sys::manypy_value,
-        kwargs: *const sys::manypy_value,
+    fn c_side_throughput(
+        request: *const CSideRequest,
         threads: i32,
         seconds: f64,
+        window: i32,
         out_calls: *mut u64,
         out_ns: *mut i64,
         error: *mut c_char,
         error_size: usize,
     ) -> i32;
+}
+
+/// A C-side request over prepared args and kwargs (borrowed: they and the
+/// object outlive it), freed on drop.
+struct CRequest<'a> {
+    raw: *mut CSideRequest,
+    _borrows: std::marker::PhantomData<(&'a Object, &'a Args, Option<&'a Kwargs>)>,
+}
+
+impl<'a> CRequest<'a> {
+    fn new(object: &'a Object, args: &'a Args, kwargs: Option<&'a Kwargs>) -> Result<Self, Failure> {
+        let kwargs = kwargs.map_or(std::ptr::null(), |k| k.as_raw());
+        let raw = unsafe { c_side_request_prepared(object.as_raw(), args.as_raw(), kwargs) };
+        if raw.is_null() {
+            return Err("C side: out of memory".into());
+        }
+        Ok(CRequest { raw, _borrows: std::marker::PhantomData })
+    }
+}
+
+impl Drop for CRequest<'_> {
+    fn drop(&mut self) {
+        unsafe { c_side_request_free(self.raw) }
+    }
 }
 
 type Failure = Box<dyn std::error::Error>;
@@ -58,10 +96,11 @@ fn read_f32(path: &Path) -> Result<Vec<f32>, Failure> {
 }
 
 fn c_latencies(object: &Object, args: &Args, n: usize) -> Result<Vec<i64>, Failure> {
+    let request = CRequest::new(object, args, None)?;
     let mut latencies = vec![0i64; n];
     let mut error = [0u8; 512];
     let rc = unsafe {
-        bench_c_latencies(object.as_raw(), args.as_raw(), latencies.as_mut_ptr(), n, error.as_mut_ptr().cast(), error.len())
+        c_side_latencies(request.raw, latencies.as_mut_ptr(), n, error.as_mut_ptr().cast(), error.len())
     };
     if rc != 0 {
         return Err(c_error(&error));
@@ -87,11 +126,12 @@ fn p50_us(samples: &mut [i64]) -> f64 {
 }
 
 fn c_throughput(object: &Object, args: &Args, kwargs: &Kwargs, seconds: f64) -> Result<(u64, f64), Failure> {
+    let request = CRequest::new(object, args, Some(kwargs))?;
     let (mut calls, mut ns) = (0u64, 0i64);
     let mut error = [0u8; 512];
     let rc = unsafe {
-        bench_c_throughput(object.as_raw(), args.as_raw(), kwargs.as_raw(), 2, seconds, &mut calls, &mut ns,
-                           error.as_mut_ptr().cast(), error.len())
+        c_side_throughput(request.raw, 2, seconds, C_SIDE_UNTIL_STOPPED, &mut calls, &mut ns,
+                          error.as_mut_ptr().cast(), error.len())
     };
     if rc != 0 {
         return Err(c_error(&error));

@@ -3,7 +3,7 @@ package org.manypy;
 import org.manypy.internal.Utf8;
 
 /**
- * The Java end of the native trampolines (bindings/java/jni_callbacks.cpp):
+ * The Java end of the native trampolines (java/src/main/native/jni_callbacks.cpp):
  * the glue calls these static methods by name, from any thread. Each catches
  * everything its callback throws, so no Java exception reaches native code.
  */
