@@ -17,6 +17,7 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.MethodOrderer;
 import org.junit.jupiter.api.Order;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.api.TestMethodOrder;
@@ -31,14 +32,18 @@ import org.junit.jupiter.api.function.Executable;
  * waiting call gives up, and a bound that does not expire changes nothing.
  * A model that catches the stop and goes on is ended when the pool's stop
  * grace has passed, and its interpreter is retired: that test runs last,
- * because interpreter 1 never serves again. Mirrors
- * tests/capi/capi_deadlines.c.
+ * because interpreter 1 never serves again, and each class runs in a JVM of
+ * its own (fresh-jvm), because the process never gets that interpreter back
+ * (a torch 2.x process has only 7). Mirrors tests/capi/capi_deadlines.c.
  */
+@Tag("fresh-jvm")
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 abstract class StuckModelTest {
   /** How late a stop may come after its deadline or its cancel. */
   static final long SLACK_NANOS = TimeUnit.MILLISECONDS.toNanos(100);
+  /** How late an escalated stop (after the grace) may end the call. */
+  static final long ESCALATION_SLACK_NANOS = TimeUnit.MILLISECONDS.toNanos(500);
 
   Pool pool;
   TorchPackage pkg;
@@ -108,10 +113,14 @@ abstract class StuckModelTest {
 
   /** Asserts a stop came after `timeout` and no later than 100 ms past it. */
   static void assertStoppedInTime(long startNanos, Duration timeout, String what) {
+    assertStoppedInTime(startNanos, timeout, what, SLACK_NANOS);
+  }
+
+  static void assertStoppedInTime(long startNanos, Duration timeout, String what, long slackNanos) {
     long elapsed = System.nanoTime() - startNanos;
     String ms = (elapsed / 1_000_000) + " ms";
     assertTrue(elapsed >= timeout.toNanos(), what + " stopped early, after " + ms);
-    assertTrue(elapsed <= timeout.toNanos() + SLACK_NANOS,
+    assertTrue(elapsed <= timeout.toNanos() + slackNanos,
         what + " stopped after " + ms + " (timeout " + timeout.toMillis() + " ms)");
   }
 
@@ -142,7 +151,10 @@ abstract class StuckModelTest {
       long start = System.nanoTime();
       DeadlineExceededException e = expectStop(DeadlineExceededException.class, "spin_catching",
           true, () -> stuck.call("spin_catching", null, null, options));
-      assertStoppedInTime(start, timeout.plus(grace), "spin_catching() with its grace");
+      // An escalation is a second stop, and then the retirement: the same
+      // bound as capi_deadlines.c's, which leaves room for a loaded machine.
+      assertStoppedInTime(start, timeout.plus(grace), "spin_catching() with its grace",
+          ESCALATION_SLACK_NANOS);
       assertTrue(e.getMessage().contains("the interpreter was retired"), e.getMessage());
       assertTrue(e.getMessage().contains(graceText), e.getMessage());
 
