@@ -62,6 +62,25 @@ Value& Value::append(Value item) {
   return items.push_back(std::move(item));
 }
 
+Value Value::clone() const {
+  Value copy;
+  copy.kind = kind;
+  copy.b = b;
+  copy.i = i;
+  copy.d = d;
+  copy.s = s;
+  copy.tensor = tensor;
+  copy.depth = depth;
+  for (size_t k = 0; k < items.size(); ++k) {
+    if (kind == ValueKind::kDict) {
+      copy.put(keys[k], items[k].clone());
+    } else {
+      copy.append(items[k].clone());
+    }
+  }
+  return copy;
+}
+
 Value& Value::put(std::string key, Value item) {
   depth = depth_with(item);
   long at = find_key(key);

@@ -102,6 +102,13 @@ struct Value {
   // The depth this container would have with `item` in it.
   uint32_t depth_with(const Value& item) const { return std::max(depth, item.depth + 1); }
 
+  // A copy that shares nothing mutable with this value: containers, keys,
+  // strings and bytes are copied; a tensor is shared (the same Tensor, so
+  // the same memory, kept alive by either). A value and its clones may then
+  // be used by different threads, and one may be freed while the others
+  // are in use. Recurses once per level: at most kMaxDepth.
+  Value clone() const;
+
  private:
   void index_key(size_t k);
   // Key -> position, for dicts past a few keys (a linear scan is faster

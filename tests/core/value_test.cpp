@@ -1,5 +1,5 @@
 // Values as the core holds them: freeing never recurses, dict keys are
-// indexed, borrowed items never move.
+// indexed, borrowed items never move, clones share only tensors.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -75,6 +75,35 @@ TEST(Value, BorrowedItemsNeverMove) {
   EXPECT_EQ(&list.items[0], first);
   EXPECT_EQ(first->s, "first");
   EXPECT_EQ(&dict.keys[0], key);
+}
+
+// A clone copies containers, keys and strings, keeps kinds, depth and the
+// key index, and shares tensors: the same Tensor, not a copy.
+TEST(Value, CloneCopiesAllButTensors) {
+  static float data[2] = {1, 2};
+  int64_t shape[1] = {2};
+  std::shared_ptr<Tensor> tensor = Tensor::from_buffer(
+      data, sizeof data, DLDataType{kDLFloat, 32, 1}, 1, shape, nullptr, false, nullptr, nullptr);
+  Value dict = Value::container(ValueKind::kDict);
+  dict.put(std::string("a\0b", 3), Value::of_tensor(tensor));
+  for (int k = 0; k < 40; ++k) dict.put("k" + std::to_string(k), Value::of_string("s"));
+  Value tuple = Value::container(ValueKind::kTuple);
+  tuple.append(Value::of_bytes(std::string("\0x", 2)));
+  tuple.append(std::move(dict));
+  Value copy = tuple.clone();
+  EXPECT_EQ(copy.kind, ValueKind::kTuple);
+  EXPECT_EQ(copy.depth, 2u);
+  ASSERT_EQ(copy.items.size(), 2u);
+  EXPECT_EQ(copy.items[0].s, std::string("\0x", 2));
+  const Value& d = copy.items[1];
+  EXPECT_EQ(d.kind, ValueKind::kDict);
+  EXPECT_EQ(d.find_key(std::string_view("a\0b", 3)), 0);
+  EXPECT_EQ(d.find_key("k39"), 40);
+  EXPECT_EQ(d.items[0].tensor, tensor);  // shared
+  EXPECT_NE(&d.keys[0], &tuple.items[1].keys[0]);
+  EXPECT_EQ(tensor.use_count(), 3);  // here, the original, the clone
+  copy.append(Value::none());
+  EXPECT_EQ(tuple.items.size(), 2u);
 }
 
 }  // namespace
