@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "calls.h"
 #include "convert.h"
 #include "exports.h"
 #include "hooks_api.h"
@@ -206,32 +207,36 @@ static int require_lease(const mpi_sink* sink) {
 
 /* Compiles and runs `source` in the lease's globals: statements
  * (Py_file_input, result discarded) or one expression (Py_eval_input, its
- * value delivered to the sink). */
-static int run_source(const char* source, int start, const mpi_sink* sink) {
+ * value delivered to the sink), in the caller's context, bounded by
+ * `control` (NULL: unbounded) as an object call is: compiling, running,
+ * and preparing the value or describing the error all run under its stop. */
+static int run_source(const char* source, int start, const char* model_id,
+                      const char* request_id, mpi_call_control* control, const mpi_sink* sink) {
   mpi_enter();
   int rc = require_lease(sink);
+  if (rc == MPI_OK) rc = mpi_call_begin(control, sink);
   if (rc == MPI_OK) {
+    int pushed = mpi_context_push(model_id, request_id);
     PyObject* code = Py_CompileString(source, "<manypy>", start);
     PyObject* result = code ? PyEval_EvalCode(code, g_globals, g_globals) : NULL;
+    mpi_context_pop(pushed);
+    mpi_outcome o;
+    mpi_outcome_take(&o, result, start == Py_eval_input);
     Py_XDECREF(code);
-    if (result == NULL) {
-      rc = mpi_report_python_error(sink);
-    } else if (start == Py_eval_input) {
-      rc = mpi_deliver(result, sink);
-    } else {
-      Py_DECREF(result);
-    }
+    rc = mpi_outcome_finish(&o, control, sink);
   }
   mpi_leave();
   return rc;
 }
 
-static int exec_source(const char* source, const mpi_sink* sink) {
-  return run_source(source, Py_file_input, sink);
+static int exec_source(const char* source, const char* model_id, const char* request_id,
+                       mpi_call_control* control, const mpi_sink* sink) {
+  return run_source(source, Py_file_input, model_id, request_id, control, sink);
 }
 
-static int eval_expression(const char* expression, const mpi_sink* sink) {
-  return run_source(expression, Py_eval_input, sink);
+static int eval_expression(const char* expression, const char* model_id, const char* request_id,
+                           mpi_call_control* control, const mpi_sink* sink) {
+  return run_source(expression, Py_eval_input, model_id, request_id, control, sink);
 }
 
 /* ---- operator libraries ------------------------------------------------ */

@@ -22,7 +22,7 @@
 extern "C" {
 #endif
 
-#define MANYPY_INTERP_API_VERSION 8u
+#define MANYPY_INTERP_API_VERSION 9u
 
 /* Status codes used across the boundary; they match manypy_code (the C
  * API checks that at compile time, capi/src/abi_checks.cpp). */
@@ -187,10 +187,15 @@ typedef struct manypy_interp_api {
    * the extra sys.path entries; collects garbage. */
   int (*lease_end)(const mpi_sink* sink);
 
-  /* Statements into the lease's globals. */
-  int (*exec)(const char* source, const mpi_sink* sink);
-  /* One expression; its value goes to the sink. */
-  int (*eval)(const char* expression, const mpi_sink* sink);
+  /* Statements into the lease's globals. `model_id` and `request_id`
+   * (either may be NULL; both NULL: none) are the context that operator
+   * callbacks of everything it runs report, as for object_call; `control`
+   * (NULL for none) bounds it as for object_call. */
+  int (*exec)(const char* source, const char* model_id, const char* request_id,
+              mpi_call_control* control, const mpi_sink* sink);
+  /* One expression; its value goes to the sink. The rest as for exec. */
+  int (*eval)(const char* expression, const char* model_id, const char* request_id,
+              mpi_call_control* control, const mpi_sink* sink);
 
   /* Opens package `package_id` (its archive is `size` bytes of host memory
    * at `data`, valid until package_close) in this interpreter. `control`

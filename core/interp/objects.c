@@ -3,10 +3,8 @@
  * a call on an object, is here in C. */
 #include <string.h>
 
+#include "calls.h"
 #include "convert.h"
-#include "hooks_api.h"
-#include "results.h"
-#include "stop.h"
 
 void mpi_capsule_destructor(PyObject* capsule); /* convert.c */
 
@@ -57,41 +55,6 @@ static int lookups_ready(void) {
   return -1;
 }
 
-/* What a call into model code produced, held until the call is over: what
- * reaches the host is decided only then (stop.c). */
-typedef struct outcome {
-  mpi_result* result;
-  mpi_error error;
-} outcome;
-
-/* Takes what the call returned (a new reference, or NULL with an exception
- * pending): its result prepared (if `want` it), or its error described.
- * Both run under the call's stop. */
-static void outcome_take(outcome* o, PyObject* returned, int want) {
-  memset(o, 0, sizeof *o);
-  if (returned == NULL) {
-    mpi_capture_call_error(&o->error);
-    return;
-  }
-  if (want && (o->result = mpi_result_prepare(returned)) == NULL) mpi_error_capture(&o->error);
-  Py_DECREF(returned);
-}
-
-/* Once the caller has dropped everything else the call held: makes the
- * result's tensors the host's, ends the call, and reports the stop, the
- * result or the error. */
-static int outcome_finish(outcome* o, mpi_call_control* control, const mpi_sink* sink) {
-  if (o->result != NULL) mpi_result_own_tensors(o->result);
-  int stop = mpi_call_end(control);
-  if (stop != 0) {
-    mpi_result_discard(o->result);
-    return mpi_report_stop(stop, &o->error, sink);
-  }
-  if (o->result != NULL) return mpi_result_send(o->result, sink);
-  if (o->error.captured) return mpi_error_report(&o->error, sink, -1, NULL);
-  return MPI_OK;
-}
-
 /* Runs `method(args...)` of the runtime module, bounded by `control`, and
  * reports only its failure (or the stop). */
 static int call_runtime(mpi_call_control* control, const mpi_sink* sink, const char* method,
@@ -103,11 +66,11 @@ static int call_runtime(mpi_call_control* control, const mpi_sink* sink, const c
   PyObject* fn = PyObject_GetAttrString(mpi_runtime, method);
   PyObject* args = fn ? Py_VaBuildValue(format, va) : NULL;
   va_end(va);
-  outcome o;
-  outcome_take(&o, args ? PyObject_CallObject(fn, args) : NULL, 0);
+  mpi_outcome o;
+  mpi_outcome_take(&o, args ? PyObject_CallObject(fn, args) : NULL, 0);
   Py_XDECREF(args);
   Py_XDECREF(fn);
-  return outcome_finish(&o, control, sink);
+  return mpi_outcome_finish(&o, control, sink);
 }
 
 int mpi_package_open(uint64_t package_id, const void* data, size_t size,
@@ -211,10 +174,9 @@ static PyObject* serve(PyObject* target, PyObject* args, PyObject* kwargs, const
                        const char* request_id) {
   PyObject* was_enabled = PyObject_CallNoArgs(g_is_grad_enabled);
   Py_XDECREF(PyObject_CallOneArg(g_set_grad_enabled, Py_False));
-  int with_context = mpi_hooks != NULL && (model_id != NULL || request_id != NULL);
-  if (with_context) mpi_hooks->push_context(model_id, request_id);
+  int pushed = mpi_context_push(model_id, request_id);
   PyObject* result = PyObject_Call(target, args, kwargs);
-  if (with_context) mpi_hooks->pop_context();
+  mpi_context_pop(pushed);
   if (was_enabled != NULL) {
     PyObject *exc_type, *exc_value, *exc_tb;
     PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
@@ -239,7 +201,7 @@ int mpi_object_call(uint64_t object_id, const char* method, const mpi_value* arg
     mpi_leave();
     return rc;
   }
-  /* Everything from here to outcome_finish runs under the call's stop:
+  /* Everything from here to mpi_outcome_finish runs under the call's stop:
    * finding the method, converting the arguments, the call, preparing its
    * result or describing its error, and freeing what it left. */
   PyObject *py_args = NULL, *py_kwargs = NULL, *returned = NULL;
@@ -251,13 +213,13 @@ int mpi_object_call(uint64_t object_id, const char* method, const mpi_value* arg
   } else if (convert_arguments(args, kwargs, &py_args, &py_kwargs) == 0) {
     returned = serve(target, py_args, py_kwargs, model_id, request_id);
   }
-  outcome o;
-  outcome_take(&o, returned, 1);
+  mpi_outcome o;
+  mpi_outcome_take(&o, returned, 1);
   if (method != NULL && target == NULL) attribute_error_is_no_such_name(&o.error);
   Py_XDECREF(py_kwargs);
   Py_XDECREF(py_args);
   Py_XDECREF(target);
-  rc = outcome_finish(&o, control, sink);
+  rc = mpi_outcome_finish(&o, control, sink);
   mpi_leave();
   return rc;
 }
@@ -271,10 +233,10 @@ int mpi_object_getattr(uint64_t object_id, const char* name, mpi_call_control* c
     report_not_loaded(sink);
   } else if (rc == MPI_OK) {
     /* A property runs Python code: under the stop, as a call. */
-    outcome o;
-    outcome_take(&o, call_target(obj, name), 1);
+    mpi_outcome o;
+    mpi_outcome_take(&o, call_target(obj, name), 1);
     attribute_error_is_no_such_name(&o.error);
-    rc = outcome_finish(&o, control, sink);
+    rc = mpi_outcome_finish(&o, control, sink);
   }
   Py_XDECREF(obj);
   mpi_leave();

@@ -403,11 +403,3 @@ int mpi_result_send(mpi_result* r, const mpi_sink* sink) {
   release(r);
   return rc;
 }
-
-int mpi_deliver(PyObject* result, const mpi_sink* sink) {
-  mpi_result* r = mpi_result_prepare(result);
-  Py_DECREF(result);
-  if (r == NULL) return mpi_report_python_error_as(sink, MPI_ERR_RESOURCE_EXHAUSTED);
-  mpi_result_own_tensors(r);
-  return mpi_result_send(r, sink);
-}

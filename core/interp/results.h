@@ -21,8 +21,5 @@ int mpi_result_own_tensors(mpi_result* r);
 int mpi_result_send(mpi_result* r, const mpi_sink* sink);
 /* Frees `r` unsent, releasing its tensors. Accepts NULL. */
 void mpi_result_discard(mpi_result* r);
-/* All three steps for a result nothing else holds: takes `result`'s
- * reference. */
-int mpi_deliver(PyObject* result, const mpi_sink* sink);
 
 #endif

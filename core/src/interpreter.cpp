@@ -240,16 +240,25 @@ void Interpreter::lease_end() {
       [](const manypy_interp_api& api, const mpi_sink& sink) { return api.lease_end(&sink); });
 }
 
-void Interpreter::exec(ThreadMode mode, const std::string& source) {
+void Interpreter::exec(ThreadMode mode, const std::string& source, const std::string& model_id,
+                       const std::string& request_id, CallStop* stop) {
+  const bool context = !model_id.empty() || !request_id.empty();
   run(mode, [&](const manypy_interp_api& api, const mpi_sink& sink) {
-    return api.exec(source.c_str(), &sink);
-  });
+    return api.exec(source.c_str(), context ? model_id.c_str() : nullptr,
+                    context ? request_id.c_str() : nullptr, stop ? stop->control() : nullptr,
+                    &sink);
+  }, stop);
 }
 
-Value Interpreter::eval(ThreadMode mode, const std::string& expression) {
+Value Interpreter::eval(ThreadMode mode, const std::string& expression,
+                        const std::string& model_id, const std::string& request_id,
+                        CallStop* stop) {
+  const bool context = !model_id.empty() || !request_id.empty();
   return run(mode, [&](const manypy_interp_api& api, const mpi_sink& sink) {
-    return api.eval(expression.c_str(), &sink);
-  });
+    return api.eval(expression.c_str(), context ? model_id.c_str() : nullptr,
+                    context ? request_id.c_str() : nullptr, stop ? stop->control() : nullptr,
+                    &sink);
+  }, stop);
 }
 
 void Interpreter::package_open(ThreadMode mode, uint64_t package_id, const void* data,

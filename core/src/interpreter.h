@@ -82,8 +82,13 @@ class Interpreter {
 
   // Calls into Python. `mode` says which thread runs the call. Each throws
   // Error on failure.
-  void exec(ThreadMode mode, const std::string& source);
-  Value eval(ThreadMode mode, const std::string& expression);
+  // exec and eval: `model_id` and `request_id` (both empty: none) are what
+  // operator callbacks report, and `stop` (nullptr: unbounded) stops the
+  // code early, as for object_call.
+  void exec(ThreadMode mode, const std::string& source, const std::string& model_id,
+            const std::string& request_id, CallStop* stop);
+  Value eval(ThreadMode mode, const std::string& expression, const std::string& model_id,
+             const std::string& request_id, CallStop* stop);
 
   // `stop` (nullptr: unbounded) bounds the work: a lazy replica is part of
   // the call that needs it.

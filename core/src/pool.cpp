@@ -1,5 +1,7 @@
 #include "pool.h"
 
+#include <optional>
+
 #include "runtime.h"
 
 namespace manypy {
@@ -111,17 +113,43 @@ std::vector<Interpreter*> Pool::interpreters() const {
   return all;
 }
 
-void Pool::exec(int interpreter, const std::string& source) {
-  with_interpreter(interpreter, [&](Interpreter& interp) { interp.exec(mode_, source); });
+namespace {
+
+CallOptions on(int interpreter) {
+  CallOptions options;
+  options.interpreter = interpreter;
+  return options;
 }
+
+}  // namespace
+
+void Pool::exec(int interpreter, const std::string& source) { exec(on(interpreter), source); }
 
 void Pool::exec_all(const std::string& source) {
   for (size_t i = 0; i < slots_.size(); ++i) exec(static_cast<int>(i), source);
 }
 
 Value Pool::eval(int interpreter, const std::string& expression) {
-  return with_interpreter(interpreter,
-                          [&](Interpreter& interp) { return interp.eval(mode_, expression); });
+  return eval(on(interpreter), expression);
+}
+
+void Pool::exec(const CallOptions& options, const std::string& source) {
+  // The stop starts before the wait for an interpreter, which it bounds too.
+  std::optional<CallStop> stop;
+  if (options.limits.bounded()) stop.emplace(options.limits, stop_grace_ns_);
+  CallStop* bound = stop ? &*stop : nullptr;
+  with_interpreter(options.interpreter, [&](Interpreter& interp) {
+    interp.exec(mode_, source, options.model_id, options.request_id, bound);
+  });
+}
+
+Value Pool::eval(const CallOptions& options, const std::string& expression) {
+  std::optional<CallStop> stop;
+  if (options.limits.bounded()) stop.emplace(options.limits, stop_grace_ns_);
+  CallStop* bound = stop ? &*stop : nullptr;
+  return with_interpreter(options.interpreter, [&](Interpreter& interp) {
+    return interp.eval(mode_, expression, options.model_id, options.request_id, bound);
+  });
 }
 
 }  // namespace manypy

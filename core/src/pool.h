@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "archive_trust.h"
+#include "call_options.h"
 #include "interpreter.h"
 
 namespace manypy {
@@ -38,6 +39,11 @@ class Pool {
   void exec(int interpreter, const std::string& source);
   void exec_all(const std::string& source);
   Value eval(int interpreter, const std::string& expression);
+  // The same as an object call takes its options: the interpreter, the
+  // context operator callbacks report, and the deadline or cancel token
+  // that stops the code (call_stop.h).
+  void exec(const CallOptions& options, const std::string& source);
+  Value eval(const CallOptions& options, const std::string& expression);
 
   ThreadMode mode() const { return mode_; }
   // Which archives packages of this pool may come from.
