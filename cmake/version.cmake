@@ -1,7 +1,7 @@
 # The ABI version (docs/c-api.md, "ABI and versions"): while the major is 0,
-# major.minor (0.2); from 1.0 on, the major. It names the SONAME
-# (libmanypy.so.0.2) and the version node of every export (MANYPY_0.2,
-# capi/manypy.map).
+# major.minor (0.3); from 1.0 on, the major. It names the SONAME
+# (libmanypy.so.0.3) and the newest version node of the exports
+# (MANYPY_0.3, capi/manypy.map).
 #
 # project(VERSION) and manypy.h's MANYPY_VERSION_* must agree: the header is
 # what programs compile against, CMake names the files. Checked here so a

@@ -61,13 +61,15 @@ extern "C" {
 /* Version                                                                  */
 /* ------------------------------------------------------------------------ */
 
-/* While the major is 0, the minor is the ABI: SONAME libmanypy.so.0.MINOR,
- * symbol version MANYPY_0.MINOR. A patch release never changes the ABI. From
- * 1.0 on, the major is the ABI. CMakeLists.txt's project version must match. */
+/* While the major is 0, the minor is the ABI: SONAME libmanypy.so.0.MINOR.
+ * Each function carries the symbol version of the release that added it:
+ * MANYPY_0.2 for those of 0.2, MANYPY_0.3 for those 0.3 added (marked
+ * "Since 0.3." below). A patch release never changes the ABI. From 1.0 on,
+ * the major is the ABI. CMakeLists.txt's project version must match. */
 #define MANYPY_VERSION_MAJOR 0
-#define MANYPY_VERSION_MINOR 2
+#define MANYPY_VERSION_MINOR 3
 #define MANYPY_VERSION_PATCH 0
-#define MANYPY_VERSION_STRING "0.2.0"
+#define MANYPY_VERSION_STRING "0.3.0"
 /* Encoded as major * 10000 + minor * 100 + patch. */
 #define MANYPY_VERSION_NUMBER \
   (MANYPY_VERSION_MAJOR * 10000 + MANYPY_VERSION_MINOR * 100 + MANYPY_VERSION_PATCH)
@@ -181,6 +183,20 @@ MANYPY_API const char* manypy_status_traceback(const manypy_status* status);
 /* Frees a status. Accepts NULL. */
 MANYPY_API void manypy_status_free(manypy_status* status);
 
+/* A new status with `code` and `message` (UTF-8, copied; NULL means ""),
+ * and neither Python type nor traceback, for a binding's own helpers that
+ * return statuses as the library's functions do. The caller owns it (free
+ * it with manypy_status_free), as any status.
+ *  - MANYPY_OK returns NULL: success is no status.
+ *  - A code this library does not know, or a message that is not valid
+ *    UTF-8, returns a MANYPY_ERR_INVALID_ARGUMENT status saying so instead.
+ *  - When memory is exhausted it returns a MANYPY_ERR_RESOURCE_EXHAUSTED
+ *    status ("out of memory"; possibly a static one that
+ *    manypy_status_free knows): never NULL for a failure code.
+ * Thread safety: any thread. Since 0.3. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_status_new(manypy_code code,
+                                                            const char* message);
+
 /* ------------------------------------------------------------------------ */
 /* Values: arguments and results                                            */
 /* ------------------------------------------------------------------------ */
@@ -234,6 +250,12 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_value_append(
  * manypy_value_append. Amortised O(1): keys are hashed. */
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_value_dict_set(
     manypy_value* dict, const char* key, manypy_value* item);
+/* The same with a key of `key_length` bytes, which may contain NUL (it
+ * reaches Python whole; manypy_value_dict_key reads it back with its
+ * length). UTF-8 is checked as for manypy_value_dict_set. `key` may be NULL
+ * only when `key_length` is 0 (the empty key). Since 0.3. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_value_dict_set_n(
+    manypy_value* dict, const char* key, size_t key_length, manypy_value* item);
 
 /* The value's kind. MANYPY_VALUE_NONE for a NULL value. */
 MANYPY_API manypy_value_kind manypy_value_get_kind(const manypy_value* value);
@@ -280,10 +302,27 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_value_dict_key(
  * results are. MANYPY_ERR_NO_SUCH_NAME if absent. */
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_value_dict_get(
     const manypy_value* value, const char* key, const manypy_value** out_item);
+/* The same with a key of `key_length` bytes, which may contain NUL; `key`
+ * may be NULL only when `key_length` is 0. Since 0.3. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_value_dict_get_n(
+    const manypy_value* value, const char* key, size_t key_length,
+    const manypy_value** out_item);
+
+/* A new value equal to `value` (borrowed), owned by the caller: lists,
+ * tuples, dicts and their keys, strings and bytes are copied; tensors are
+ * shared, not copied (the clone's tensors are the same memory, kept alive
+ * by either value). So a binding may prepare an argument once and put a
+ * clone of it into each call's arguments (append and dict_set take
+ * ownership of their item), and free the original whenever it likes. The
+ * value and its clones are independent values: each may be built on or
+ * freed by its own thread. Reading `value` while cloning it is safe from
+ * any number of threads, as any reading. Since 0.3. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_value_clone(const manypy_value* value,
+                                                             manypy_value** out_value);
 
 /* Frees a value and its children. Accepts NULL. Tensor memory it shares with
- * DLManagedTensors handed out by manypy_value_get_tensor stays valid until
- * those are released too. */
+ * DLManagedTensors handed out by manypy_value_get_tensor, with manypy_tensor
+ * references or with clones stays valid until those are released too. */
 MANYPY_API void manypy_value_free(manypy_value* value);
 
 /* ------------------------------------------------------------------------ */
@@ -341,6 +380,63 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_value_new_tensor_from_buffer(
  * memory, which that model may write. */
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_value_get_tensor(
     const manypy_value* value, DLManagedTensor** out_tensor);
+
+/* A tensor shared by reference: one tensor (the same one tensor values and
+ * interpreters hold inside manypy) that a binding can keep as its own
+ * tensor object, read, and pass to any number of calls without a copy or a
+ * new DLPack wrapper per call. Each reference is released once with
+ * manypy_tensor_release; the memory's deleter (or release callback) runs
+ * when the last reference is gone and no value or interpreter uses the
+ * tensor any more, on whichever thread that happens. The counting is
+ * atomic: references may be taken and released by any threads at once,
+ * and reading the tensor from any number of threads is safe. Memory rules
+ * (who may write it) are those of manypy_value_new_tensor. Since 0.3. */
+typedef struct manypy_tensor manypy_tensor;
+
+/* A tensor with one reference, owned by the caller, from a caller's DLPack
+ * tensor: ownership and checks as for manypy_value_new_tensor (the deleter
+ * runs exactly once, at once if this call fails). Since 0.3. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_tensor_new(DLManagedTensor* tensor,
+                                                            manypy_tensor** out_tensor);
+
+/* A tensor with one reference, owned by the caller, over a caller's
+ * buffer: arguments, checks, copy and release exactly as for
+ * manypy_value_new_tensor_from_buffer. Since 0.3. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_tensor_new_from_buffer(
+    void* data, size_t data_size, DLDataType dtype, int32_t ndim, const int64_t* shape,
+    const int64_t* strides, int copy, void (*release)(void* release_ctx), void* release_ctx,
+    manypy_tensor** out_tensor);
+
+/* The tensor of a tensor value (MANYPY_ERR_WRONG_KIND for other kinds),
+ * without a copy: a new reference owned by the caller, which stays valid
+ * after the value is freed. Since 0.3. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_tensor_from_value(
+    const manypy_value* value, manypy_tensor** out_tensor);
+
+/* A new reference to `tensor`, for the caller to release: returns `tensor`
+ * itself (NULL for NULL). Never fails. Since 0.3. */
+MANYPY_API manypy_tensor* manypy_tensor_retain(manypy_tensor* tensor);
+
+/* Drops one reference. Accepts NULL. The last one frees the handle; the
+ * memory goes when no value made from it and no interpreter uses it
+ * either. Since 0.3. */
+MANYPY_API void manypy_tensor_release(manypy_tensor* tensor);
+
+/* The tensor's layout and memory, owned by the tensor: valid, and
+ * unchanging, while the caller holds a reference (NULL for NULL). Its
+ * first element is at data + byte_offset; data may be NULL when the shape
+ * has no element; strides NULL means C-contiguous; a bool tensor has dtype
+ * {MANYPY_DL_BOOL, 8, 1}. A binding may keep the pointer as long as its
+ * reference. Since 0.3. */
+MANYPY_API const DLTensor* manypy_tensor_dl_tensor(const manypy_tensor* tensor);
+
+/* A new tensor value over the tensor's memory, owned by the caller (zero
+ * copy, no check of the memory: it was checked when the tensor was made).
+ * The caller's reference is not consumed: the value keeps the tensor alive
+ * by itself, so the caller may release its reference while the value is in
+ * use. Since 0.3. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_value_new_tensor_ref(
+    const manypy_tensor* tensor, manypy_value** out_value);
 
 /* ------------------------------------------------------------------------ */
 /* Pool options                                                             */
@@ -689,8 +785,28 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_object_getattr(
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_object_hasattr(
     manypy_object* object, const char* name, int* out_has);
 
-/* Deadlines and cancellation, for manypy_object_call, manypy_object_getattr
- * and manypy_script_call made with a timeout, a deadline or a cancel token:
+/* Runs Python source (statements), as manypy_pool_exec, with `options`
+ * (borrowed; NULL: as manypy_pool_exec with MANYPY_ANY_INTERPRETER): the
+ * interpreter is the options' (manypy_call_options_set_interpreter;
+ * MANYPY_ERR_OUT_OF_RANGE outside the pool), the options' deadline,
+ * timeout and cancel token bound it as they bound an object call (see
+ * "Deadlines and cancellation" below: the wait for the interpreter
+ * included, MANYPY_ERR_DEADLINE_EXCEEDED or MANYPY_ERR_CANCELLED when it
+ * is stopped), and operator callbacks of what it runs report the options'
+ * context. Thread safety as manypy_pool_exec. Since 0.3. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_exec_with_options(
+    manypy_pool* pool, const char* source, const manypy_call_options* options);
+
+/* Evaluates one expression, as manypy_pool_eval, with `options` as for
+ * manypy_pool_exec_with_options. Converting the result is part of the
+ * bounded work. On success *out_value is owned by the caller. Since 0.3. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_eval_with_options(
+    manypy_pool* pool, const char* expression, const manypy_call_options* options,
+    manypy_value** out_value);
+
+/* Deadlines and cancellation, for manypy_object_call, manypy_object_getattr,
+ * manypy_pool_exec_with_options, manypy_pool_eval_with_options and
+ * manypy_script_call made with a timeout, a deadline or a cancel token:
  *
  *  - A deadline already past or a token already cancelled fails the call
  *    before anything runs.

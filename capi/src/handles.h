@@ -2,6 +2,7 @@
 // from crossing the C ABI.
 #pragma once
 
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -51,6 +52,16 @@ struct manypy_call_options {
 // Shared ownership: call options that name a token keep it alive.
 struct manypy_cancel_token {
   std::shared_ptr<manypy::CancelToken> token;
+};
+
+// The core's shared Tensor, which tensor values and interpreters hold too
+// (so a value made from the handle shares it, and it outlives the handle
+// while they use it), and the count of the caller's references to the
+// handle itself (manypy_tensor_retain, manypy_tensor_release).
+struct manypy_tensor {
+  explicit manypy_tensor(std::shared_ptr<manypy::Tensor> t) : tensor(std::move(t)) {}
+  const std::shared_ptr<manypy::Tensor> tensor;
+  std::atomic<uint64_t> refs{1};
 };
 
 struct manypy_script_module {

@@ -158,4 +158,27 @@ manypy_status* manypy_pool_eval(manypy_pool* pool, int32_t interpreter, const ch
   });
 }
 
+manypy_status* manypy_pool_exec_with_options(manypy_pool* pool, const char* source,
+                                             const manypy_call_options* options) {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
+    MANYPY_NOT_NULL(pool);
+    MANYPY_NOT_NULL(source);
+    pool->pool->exec(manypy::capi::options_of(options), source);
+    return nullptr;
+  });
+}
+
+manypy_status* manypy_pool_eval_with_options(manypy_pool* pool, const char* expression,
+                                             const manypy_call_options* options,
+                                             manypy_value** out_value) {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
+    MANYPY_NOT_NULL(pool);
+    MANYPY_NOT_NULL(expression);
+    MANYPY_NOT_NULL(out_value);
+    *out_value =
+        manypy::capi::new_value(pool->pool->eval(manypy::capi::options_of(options), expression));
+    return nullptr;
+  });
+}
+
 }  // extern "C"

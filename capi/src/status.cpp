@@ -50,6 +50,27 @@ const char* manypy_status_traceback(const manypy_status* status) {
   return status ? status->traceback.c_str() : "";
 }
 
+manypy_status* manypy_status_new(manypy_code code, const char* message) {
+  // The fence turns an allocation that fails into the out-of-memory status
+  // (the static one, if even that cannot be allocated): never NULL, which
+  // would mean success.
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
+    int value;  // read as the int it holds, as manypy_code_name does
+    std::memcpy(&value, &code, sizeof value);
+    if (value == MANYPY_OK) return nullptr;  // success is no status
+    if (std::strcmp(manypy_code_name(code), "MANYPY_UNKNOWN") == 0) {
+      return manypy::capi::invalid_argument(
+          api_function, ("code " + std::to_string(value) + " is not one this library knows").c_str());
+    }
+    if (message == nullptr) message = "";
+    const size_t length = std::strlen(message);
+    if (!manypy::capi::valid_utf8(message, length)) {
+      return manypy::capi::invalid_argument(api_function, "message is not valid UTF-8");
+    }
+    return manypy::capi::make_status(code, std::string(message, length));
+  });
+}
+
 void manypy_status_free(manypy_status* status) {
   if (!manypy::capi::is_static(status)) delete status;
 }

@@ -1,5 +1,7 @@
 // manypy_value: building arguments and reading results.
+#include <cstdio>
 #include <cstring>
+#include <string_view>
 
 #include "handles.h"
 
@@ -25,6 +27,73 @@ manypy_status* check_depth(const char* function, const Value& container, const V
       function, ("the item would nest containers " + std::to_string(item.depth + 1) +
                  " deep; at most " + std::to_string(Value::kMaxDepth) + " are allowed")
                     .c_str());
+}
+
+// A key for a message: quoted, with control characters (NUL, which a key
+// may hold, among them) escaped.
+std::string quoted(std::string_view key) {
+  std::string out = "'";
+  for (char c : key) {
+    if (static_cast<unsigned char>(c) < 0x20) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", static_cast<unsigned char>(c));
+      out += escaped;
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+// A key of `length` bytes must not be NULL, unless `null_key_ok` (an
+// explicit length of 0).
+manypy_status* check_key_pointer(const char* function, const char* key, bool null_key_ok) {
+  if (key != nullptr || null_key_ok) return nullptr;
+  return manypy::capi::invalid_argument(function, "key must not be NULL");
+}
+
+manypy_status* check_key_utf8(const char* function, const char* key, size_t length) {
+  if (key == nullptr || manypy::capi::valid_utf8(key, length)) return nullptr;
+  return manypy::capi::invalid_argument(function, "key is not valid UTF-8");
+}
+
+// manypy_value_dict_set and _set_n.
+manypy_status* dict_set(const char* function, manypy_value* dict, const char* key, size_t length,
+                        bool null_key_ok, manypy_value* item) {
+  if (item != nullptr && item == dict) {  // freeing it would free the dict
+    return manypy::capi::invalid_argument(function, "a value cannot contain itself");
+  }
+  std::unique_ptr<Value> owned(item ? &value_of(item) : nullptr);  // ours whatever happens
+  return manypy::capi::fence(function, [&](const char* api_function) -> manypy_status* {
+    MANYPY_NOT_NULL(dict);
+    if (manypy_status* s = check_key_pointer(api_function, key, null_key_ok)) return s;
+    MANYPY_NOT_NULL(item);
+    if (manypy_status* s = expect_kind(api_function, dict, ValueKind::kDict)) return s;
+    if (manypy_status* s = check_key_utf8(api_function, key, length)) return s;
+    if (manypy_status* s = check_depth(api_function, value_of(dict), *owned)) return s;
+    value_of(dict).put(std::string(key ? key : "", length), std::move(*owned));
+    return nullptr;
+  });
+}
+
+// manypy_value_dict_get and _get_n.
+manypy_status* dict_get(const char* function, const manypy_value* value, const char* key,
+                        size_t length, bool null_key_ok, const manypy_value** out_item) {
+  return manypy::capi::fence(function, [&](const char* api_function) -> manypy_status* {
+    MANYPY_NOT_NULL(value);
+    if (manypy_status* s = check_key_pointer(api_function, key, null_key_ok)) return s;
+    MANYPY_NOT_NULL(out_item);
+    if (manypy_status* s = check_key_utf8(api_function, key, length)) return s;
+    if (manypy_status* s = expect_kind(api_function, value, ValueKind::kDict)) return s;
+    const std::string_view wanted(key ? key : "", length);
+    long at = value_of(value).find_key(wanted);
+    if (at < 0) {
+      return manypy::capi::make_status(MANYPY_ERR_NO_SUCH_NAME,
+                                       std::string(api_function) + ": no key " + quoted(wanted));
+    }
+    *out_item = handle_of(&value_of(value).items[at]);
+    return nullptr;
+  });
 }
 
 manypy_value* make(Value v) noexcept {
@@ -131,20 +200,19 @@ manypy_status* manypy_value_append(manypy_value* sequence, manypy_value* item) {
 }
 
 manypy_status* manypy_value_dict_set(manypy_value* dict, const char* key, manypy_value* item) {
-  if (item != nullptr && item == dict) {
-    return manypy::capi::invalid_argument(__func__, "a value cannot contain itself");
-  }
-  std::unique_ptr<Value> owned(item ? &value_of(item) : nullptr);
+  return dict_set(__func__, dict, key, key ? std::strlen(key) : 0, /*null_key_ok=*/false, item);
+}
+
+manypy_status* manypy_value_dict_set_n(manypy_value* dict, const char* key, size_t key_length,
+                                       manypy_value* item) {
+  return dict_set(__func__, dict, key, key_length, /*null_key_ok=*/key_length == 0, item);
+}
+
+manypy_status* manypy_value_clone(const manypy_value* value, manypy_value** out_value) {
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
-    MANYPY_NOT_NULL(dict);
-    MANYPY_NOT_NULL(key);
-    MANYPY_NOT_NULL(item);
-    if (manypy_status* s = expect_kind(api_function, dict, ValueKind::kDict)) return s;
-    if (!manypy::capi::valid_utf8(key, std::strlen(key))) {
-      return manypy::capi::invalid_argument(api_function, "the key is not valid UTF-8");
-    }
-    if (manypy_status* s = check_depth(api_function, value_of(dict), *owned)) return s;
-    value_of(dict).put(key, std::move(*owned));
+    MANYPY_NOT_NULL(value);
+    MANYPY_NOT_NULL(out_value);
+    *out_value = manypy::capi::new_value(value_of(value).clone());
     return nullptr;
   });
 }
@@ -266,20 +334,13 @@ manypy_status* manypy_value_dict_key(const manypy_value* value, size_t index,
 
 manypy_status* manypy_value_dict_get(const manypy_value* value, const char* key,
                                      const manypy_value** out_item) {
-  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
-    MANYPY_NOT_NULL(value);
-    MANYPY_NOT_NULL(key);
-    MANYPY_NOT_NULL(out_item);
-    MANYPY_UTF8(key);
-    if (manypy_status* s = expect_kind(api_function, value, ValueKind::kDict)) return s;
-    long at = value_of(value).find_key(key);
-    if (at < 0) {
-      return manypy::capi::make_status(MANYPY_ERR_NO_SUCH_NAME, std::string(api_function) +
-                                                                    ": no key '" + key + "'");
-    }
-    *out_item = handle_of(&value_of(value).items[at]);
-    return nullptr;
-  });
+  return dict_get(__func__, value, key, key ? std::strlen(key) : 0, /*null_key_ok=*/false,
+                  out_item);
+}
+
+manypy_status* manypy_value_dict_get_n(const manypy_value* value, const char* key,
+                                       size_t key_length, const manypy_value** out_item) {
+  return dict_get(__func__, value, key, key_length, /*null_key_ok=*/key_length == 0, out_item);
 }
 
 void manypy_value_free(manypy_value* value) {

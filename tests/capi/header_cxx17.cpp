@@ -4,7 +4,7 @@
 
 #include <type_traits>
 
-static_assert(MANYPY_VERSION_NUMBER == 200, "header version");
+static_assert(MANYPY_VERSION_NUMBER == 300, "header version");
 static_assert(std::is_same<decltype(&manypy_pool_create),
                            manypy_status* (*)(const manypy_pool_options*, manypy_pool**)>::value,
               "manypy_pool_create signature");
