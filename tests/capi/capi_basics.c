@@ -24,7 +24,7 @@
 static void test_version(void** state) {
   (void)state;
   assert_int_equal(manypy_version_number(), MANYPY_VERSION_NUMBER);
-  assert_int_equal(MANYPY_VERSION_NUMBER, 200);
+  assert_int_equal(MANYPY_VERSION_NUMBER, 300);
   assert_non_null(manypy_version_string());
   assert_string_equal(manypy_version_string(), MANYPY_VERSION_STRING);
   char expected[32];
@@ -71,6 +71,46 @@ static void test_code_names(void** state) {
   assert_string_equal(manypy_code_name((manypy_code)999), "MANYPY_UNKNOWN");
 }
 
+/* manypy_status_new: any known failure code with its message; OK is no
+ * status; an unknown code or a message that is not UTF-8 is refused with a
+ * status saying so (never NULL, which would read as success). */
+static void test_status_new(void** state) {
+  (void)state;
+  assert_null(manypy_status_new(MANYPY_OK, "ignored"));
+  assert_null(manypy_status_new(MANYPY_OK, NULL));
+  for (int code = MANYPY_ERR_INVALID_ARGUMENT; code <= MANYPY_ERR_UNTRUSTED_ARCHIVE; ++code) {
+    char message[64];
+    snprintf(message, sizeof message, "binding helper failed with %d \xc3\xa9", code);
+    manypy_status* s = manypy_status_new((manypy_code)code, message);
+    assert_non_null(s);
+    assert_int_equal(manypy_status_code(s), code);
+    assert_string_equal(manypy_status_message(s), message);
+    assert_string_equal(manypy_status_python_type(s), "");
+    assert_string_equal(manypy_status_traceback(s), "");
+    manypy_status_free(s);
+  }
+  /* The message is copied. */
+  char buffer[16] = "copied";
+  manypy_status* s = manypy_status_new(MANYPY_ERR_INTERNAL, buffer);
+  strcpy(buffer, "changed");
+  assert_string_equal(manypy_status_message(s), "copied");
+  manypy_status_free(s);
+  s = manypy_status_new(MANYPY_ERR_NOT_FOUND, NULL);
+  assert_int_equal(manypy_status_code(s), MANYPY_ERR_NOT_FOUND);
+  assert_string_equal(manypy_status_message(s), "");
+  manypy_status_free(s);
+
+  s = EXPECT_CODE(manypy_status_new((manypy_code)22, "x"), MANYPY_ERR_INVALID_ARGUMENT);
+  ASSERT_CONTAINS(manypy_status_message(s), "manypy_status_new");
+  ASSERT_CONTAINS(manypy_status_message(s), "code 22");
+  manypy_status_free(s);
+  s = EXPECT_CODE(manypy_status_new((manypy_code)-1, "x"), MANYPY_ERR_INVALID_ARGUMENT);
+  ASSERT_CONTAINS(manypy_status_message(s), "code -1");
+  manypy_status_free(s);
+  ASSERT_INVALID_ARG(manypy_status_new(MANYPY_ERR_PYTHON, "bad \xff" " byte"), "manypy_status_new",
+                     "message");
+}
+
 /* ---- 2. NULL handling ---------------------------------------------------- */
 
 static void test_null_status_accessors(void** state) {
@@ -90,7 +130,10 @@ static void test_null_destructors(void** state) {
   manypy_value_free(NULL);
   manypy_pool_options_free(NULL);
   manypy_pool_destroy(NULL);
+  manypy_tensor_release(NULL);
   /* And the NULL-tolerant queries. */
+  assert_null(manypy_tensor_retain(NULL));
+  assert_null(manypy_tensor_dl_tensor(NULL));
   assert_int_equal(manypy_value_get_kind(NULL), MANYPY_VALUE_NONE);
   assert_int_equal(manypy_pool_size(NULL), 0);
 }
@@ -120,6 +163,10 @@ static void test_null_pool_arguments(void** state) {
   ASSERT_INVALID_ARG(manypy_pool_exec(NULL, 0, "x = 1"), "manypy_pool_exec", "pool");
   ASSERT_INVALID_ARG(manypy_pool_exec_all(NULL, "x = 1"), "manypy_pool_exec_all", "pool");
   ASSERT_INVALID_ARG(manypy_pool_eval(NULL, 0, "1", &value), "manypy_pool_eval", "pool");
+  ASSERT_INVALID_ARG(manypy_pool_exec_with_options(NULL, "x = 1", NULL),
+                     "manypy_pool_exec_with_options", "pool");
+  ASSERT_INVALID_ARG(manypy_pool_eval_with_options(NULL, "1", NULL, &value),
+                     "manypy_pool_eval_with_options", "pool");
   assert_ptr_equal(value, SENTINEL_VALUE);
 }
 
@@ -150,6 +197,16 @@ static void test_null_arguments_with_live_pool(void** state) {
   ASSERT_INVALID_ARG(manypy_pool_eval(pool, 0, NULL, &value), "manypy_pool_eval", "expression");
   assert_ptr_equal(value, SENTINEL_VALUE);
   ASSERT_INVALID_ARG(manypy_pool_eval(pool, 0, "1 + 1", NULL), "manypy_pool_eval", "out_value");
+  manypy_call_options* options = manypy_call_options_new();
+  assert_non_null(options);
+  ASSERT_INVALID_ARG(manypy_pool_exec_with_options(pool, NULL, options),
+                     "manypy_pool_exec_with_options", "source");
+  ASSERT_INVALID_ARG(manypy_pool_eval_with_options(pool, NULL, options, &value),
+                     "manypy_pool_eval_with_options", "expression");
+  assert_ptr_equal(value, SENTINEL_VALUE);
+  ASSERT_INVALID_ARG(manypy_pool_eval_with_options(pool, "1 + 1", options, NULL),
+                     "manypy_pool_eval_with_options", "out_value");
+  manypy_call_options_free(options);
   /* The pool is unharmed. */
   assert_int_equal(EVAL_INT64(pool, 0, "1 + 1"), 2);
 }
@@ -287,6 +344,7 @@ int main(void) {
   const struct CMUnitTest no_interpreter[] = {
       cmocka_unit_test(test_version),
       cmocka_unit_test(test_code_names),
+      cmocka_unit_test(test_status_new),
       cmocka_unit_test(test_null_status_accessors),
       cmocka_unit_test(test_null_destructors),
       cmocka_unit_test(test_null_options_arguments),

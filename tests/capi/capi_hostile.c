@@ -304,6 +304,11 @@ static void test_names_that_are_not_utf8(void** state) {
   manypy_value* dict = manypy_value_new_dict();
   const manypy_value* item = NULL;
   ASSERT_INVALID_ARG(manypy_value_dict_get(dict, bad, &item), "manypy_value_dict_get", "key");
+  ASSERT_INVALID_ARG(manypy_value_dict_get_n(dict, bad, strlen(bad), &item),
+                     "manypy_value_dict_get_n", "key");
+  ASSERT_INVALID_ARG(manypy_value_dict_set_n(dict, bad, strlen(bad), manypy_value_new_none()),
+                     "manypy_value_dict_set_n", "key");
+  ASSERT_INVALID_ARG(manypy_status_new(MANYPY_ERR_PYTHON, bad), "manypy_status_new", "message");
   manypy_value_free(dict);
   manypy_script_module* module = NULL;
   ASSERT_OK(manypy_script_load_file(ARCHIVE("loop_script.pt"), &module));

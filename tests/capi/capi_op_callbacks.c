@@ -208,11 +208,55 @@ static void test_exit_events_carry_the_inputs(void** state) {
   manypy_pool_destroy(pool);
 }
 
+/* Exec and eval with call options report the options' context; without a
+ * context, events report "". */
+static atomic_long with_exec_context, without_context, other_context;
+
+static void on_context(const manypy_op_event* e, void* user_data) {
+  (void)user_data;
+  if (strcmp(e->name, "aten::add") != 0) return;
+  if (strcmp(e->model_id, "exec-model") == 0 && strcmp(e->request_id, "exec-request") == 0) {
+    atomic_fetch_add(&with_exec_context, 1);
+  } else if (e->model_id[0] == '\0' && e->request_id[0] == '\0') {
+    atomic_fetch_add(&without_context, 1);
+  } else {
+    atomic_fetch_add(&other_context, 1);
+  }
+}
+
+static void test_exec_and_eval_report_the_context(void** state) {
+  (void)state;
+  manypy_pool* pool = MAKE_POOL(1, MANYPY_THREAD_MODE_HANDOFF);
+  ASSERT_OK(manypy_pool_exec(pool, 0, "import torch\nx = torch.ones(3)"));
+  uint64_t id = 0;
+  ASSERT_OK(manypy_add_op_callbacks(on_context, NULL, NULL, NULL, 1.0, 0, &id));
+  manypy_call_options* options = manypy_call_options_new();
+  ASSERT_OK(manypy_call_options_set_context(options, "exec-model", "exec-request"));
+  ASSERT_OK(manypy_pool_exec_with_options(pool, "y = x + 1", options));
+  manypy_value* out = NULL;
+  ASSERT_OK(manypy_pool_eval_with_options(pool, "(x + 2).sum().item()", options, &out));
+  double sum = 0;
+  ASSERT_OK(manypy_value_get_double(out, &sum));
+  assert_true(sum == 9.0);
+  manypy_value_free(out);
+  assert_int_equal(atomic_load(&with_exec_context), 2);
+  /* The context ends with the call. */
+  ASSERT_OK(manypy_pool_exec_with_options(pool, "y = x + 1", NULL));
+  ASSERT_OK(manypy_pool_exec(pool, 0, "y = x + 1"));
+  ASSERT_OK(manypy_remove_op_callbacks(id));
+  assert_int_equal(atomic_load(&without_context), 2);
+  assert_int_equal(atomic_load(&with_exec_context), 2);
+  assert_int_equal(atomic_load(&other_context), 0);
+  manypy_call_options_free(options);
+  manypy_pool_destroy(pool);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_callbacks),
       cmocka_unit_test(test_sampling_is_binomial),
       cmocka_unit_test(test_exit_events_carry_the_inputs),
+      cmocka_unit_test(test_exec_and_eval_report_the_context),
   };
   return cmocka_run_group_tests_name("capi_op_callbacks", tests, NULL, NULL);
 }

@@ -417,17 +417,28 @@ static void test_append_and_dict_set_own_item_on_failure(void** state) {
   ASSERT_CODE(manypy_value_dict_set(dict, "\xc3", counted_pair(&deleted)),
               MANYPY_ERR_INVALID_ARGUMENT);
   assert_int_equal(atomic_load(&deleted), 6);
+  /* The same for dict_set_n. */
+  ASSERT_CODE(manypy_value_dict_set_n(list, "k", 1, counted_pair(&deleted)),
+              MANYPY_ERR_WRONG_KIND);
+  ASSERT_CODE(manypy_value_dict_set_n(dict, NULL, 1, counted_pair(&deleted)),
+              MANYPY_ERR_INVALID_ARGUMENT);
+  ASSERT_CODE(manypy_value_dict_set_n(NULL, "k", 1, counted_pair(&deleted)),
+              MANYPY_ERR_INVALID_ARGUMENT);
+  ASSERT_CODE(manypy_value_dict_set_n(dict, "k\0\xc3", 3, counted_pair(&deleted)),
+              MANYPY_ERR_INVALID_ARGUMENT);
+  assert_int_equal(atomic_load(&deleted), 10);
+  assert_int_equal(length_of(dict), 0);
 
   /* On success the container owns it: freed with the container, once. */
   ASSERT_OK(manypy_value_append(list, counted_pair(&deleted)));
   ASSERT_OK(manypy_value_dict_set(dict, "k", counted_pair(&deleted)));
   /* Replacing a key frees the old item. */
   ASSERT_OK(manypy_value_dict_set(dict, "k", counted_pair(&deleted)));
-  assert_int_equal(atomic_load(&deleted), 7);
+  assert_int_equal(atomic_load(&deleted), 11);
   manypy_value_free(list);
-  assert_int_equal(atomic_load(&deleted), 8);
+  assert_int_equal(atomic_load(&deleted), 12);
   manypy_value_free(dict);
-  assert_int_equal(atomic_load(&deleted), 9);
+  assert_int_equal(atomic_load(&deleted), 13);
   manypy_value_free(num);
 }
 
@@ -446,6 +457,67 @@ static void test_value_cannot_contain_itself(void** state) {
   assert_int_equal(length_of(dict), 0);
   manypy_value_free(list);
   manypy_value_free(dict);
+}
+
+/* Keys with explicit lengths: NUL inside a key is part of it, NULL with
+ * length 0 is the empty key, and lookups by either form agree. */
+static void test_dict_set_n_and_get_n(void** state) {
+  (void)state;
+  manypy_value* d = manypy_value_new_dict();
+  ASSERT_OK(manypy_value_dict_set_n(d, "a\0b", 3, manypy_value_new_int64(1)));
+  ASSERT_OK(manypy_value_dict_set_n(d, "a", 1, manypy_value_new_int64(2)));
+  ASSERT_OK(manypy_value_dict_set_n(d, NULL, 0, manypy_value_new_int64(3)));
+  ASSERT_OK(manypy_value_dict_set_n(d, "ignored", 0, manypy_value_new_int64(4))); /* "" again */
+  assert_int_equal(length_of(d), 3);
+  const manypy_value* item = NULL;
+  ASSERT_OK(manypy_value_dict_get_n(d, "a\0b", 3, &item));
+  assert_int_equal(get_int(item), 1);
+  ASSERT_OK(manypy_value_dict_get_n(d, "a", 1, &item));
+  assert_int_equal(get_int(item), 2);
+  ASSERT_OK(manypy_value_dict_get(d, "a", &item)); /* strlen: the same key */
+  assert_int_equal(get_int(item), 2);
+  ASSERT_OK(manypy_value_dict_get_n(d, NULL, 0, &item));
+  assert_int_equal(get_int(item), 4);
+  ASSERT_OK(manypy_value_dict_get(d, "", &item));
+  assert_int_equal(get_int(item), 4);
+  const char* key = NULL;
+  size_t key_length = 0;
+  ASSERT_OK(manypy_value_dict_key(d, 0, &key, &key_length));
+  assert_int_equal(key_length, 3);
+  assert_memory_equal(key, "a\0b", 4);
+  /* Replacing keeps the place and the count. */
+  ASSERT_OK(manypy_value_dict_set_n(d, "a\0b", 3, manypy_value_new_int64(5)));
+  assert_int_equal(length_of(d), 3);
+  assert_int_equal(get_int(item_at(d, 0)), 5);
+  /* A missing key is named with its NUL visible. */
+  const manypy_value* untouched = SENTINEL_CVALUE;
+  manypy_status* s = EXPECT_CODE(manypy_value_dict_get_n(d, "a\0c", 3, &untouched),
+                                 MANYPY_ERR_NO_SUCH_NAME);
+  ASSERT_CONTAINS(manypy_status_message(s), "manypy_value_dict_get_n");
+  ASSERT_CONTAINS(manypy_status_message(s), "'a\\x00c'");
+  manypy_status_free(s);
+  ASSERT_CODE(manypy_value_dict_get_n(d, "a\0", 2, &untouched), MANYPY_ERR_NO_SUCH_NAME);
+  assert_ptr_equal(untouched, SENTINEL_CVALUE);
+  /* UTF-8 is checked over the whole length, past the NUL too. */
+  ASSERT_INVALID_ARG(manypy_value_dict_get_n(d, "a\0\xff", 3, &untouched),
+                     "manypy_value_dict_get_n", "key");
+  ASSERT_INVALID_ARG(manypy_value_dict_set_n(d, "a\0\xed\xa0\x80", 5, manypy_value_new_none()),
+                     "manypy_value_dict_set_n", "key");
+  manypy_value* list = manypy_value_new_list();
+  ASSERT_CODE(manypy_value_dict_get_n(list, "a", 1, &untouched), MANYPY_ERR_WRONG_KIND);
+  manypy_value_free(list);
+  /* Past the size where a dict indexes its keys, every NUL key is found. */
+  for (int k = 0; k < 40; ++k) {
+    char name[8] = {'k', 0, (char)('0' + k / 10), (char)('0' + k % 10)};
+    ASSERT_OK(manypy_value_dict_set_n(d, name, 4, manypy_value_new_int64(100 + k)));
+  }
+  for (int k = 0; k < 40; ++k) {
+    char name[8] = {'k', 0, (char)('0' + k / 10), (char)('0' + k % 10)};
+    ASSERT_OK(manypy_value_dict_get_n(d, name, 4, &item));
+    assert_int_equal(get_int(item), 100 + k);
+  }
+  ASSERT_CODE(manypy_value_dict_get_n(d, "k", 1, &untouched), MANYPY_ERR_NO_SUCH_NAME);
+  manypy_value_free(d);
 }
 
 static void test_null_arguments(void** state) {
@@ -492,6 +564,30 @@ static void test_null_arguments(void** state) {
   ASSERT_INVALID_ARG(manypy_value_get_tensor(NULL, &t), "manypy_value_get_tensor", "value");
   ASSERT_INVALID_ARG(manypy_value_get_tensor(list, NULL), "manypy_value_get_tensor",
                      "out_tensor");
+  /* The functions of 0.3. A NULL key is refused unless its length is 0. */
+  ASSERT_INVALID_ARG(manypy_value_dict_set_n(NULL, "k", 1, manypy_value_new_none()),
+                     "manypy_value_dict_set_n", "dict");
+  ASSERT_INVALID_ARG(manypy_value_dict_set_n(dict, NULL, 1, manypy_value_new_none()),
+                     "manypy_value_dict_set_n", "key");
+  ASSERT_INVALID_ARG(manypy_value_dict_set_n(dict, "k", 1, NULL), "manypy_value_dict_set_n",
+                     "item");
+  ASSERT_INVALID_ARG(manypy_value_dict_get_n(NULL, "k", 1, &item), "manypy_value_dict_get_n",
+                     "value");
+  ASSERT_INVALID_ARG(manypy_value_dict_get_n(dict, NULL, 1, &item), "manypy_value_dict_get_n",
+                     "key");
+  ASSERT_INVALID_ARG(manypy_value_dict_get_n(dict, "k", 1, NULL), "manypy_value_dict_get_n",
+                     "out_item");
+  ASSERT_INVALID_ARG(manypy_value_clone(NULL, &v), "manypy_value_clone", "value");
+  ASSERT_INVALID_ARG(manypy_value_clone(list, NULL), "manypy_value_clone", "out_value");
+  ASSERT_INVALID_ARG(manypy_value_new_tensor_ref(NULL, &v), "manypy_value_new_tensor_ref",
+                     "tensor");
+  manypy_tensor* tensor = (manypy_tensor*)(uintptr_t)0x6d6d6d6d;
+  ASSERT_INVALID_ARG(manypy_tensor_from_value(NULL, &tensor), "manypy_tensor_from_value",
+                     "value");
+  ASSERT_INVALID_ARG(manypy_tensor_from_value(list, NULL), "manypy_tensor_from_value",
+                     "out_tensor");
+  assert_ptr_equal(tensor, (manypy_tensor*)(uintptr_t)0x6d6d6d6d);
+  assert_ptr_equal(v, SENTINEL_VALUE);
   /* Nothing was added by the failing calls. */
   assert_int_equal(length_of(list), 0);
   assert_int_equal(length_of(dict), 0);
@@ -669,6 +765,146 @@ static void test_dict_key_with_nul(void** state) {
   /* identity returns the dict Python received: a key cut at its NUL would
    * come back as "a" and differ. */
   roundtrip(d, NULL, "a dict whose key holds NUL");
+}
+
+/* Keys given with their lengths reach Python whole: "a\0b" and "a" stay two
+ * keys there (cut at the NUL they would collide) and come back as sent. */
+static void test_dict_set_n_key_with_nul_round_trips(void** state) {
+  (void)state;
+  manypy_value* d = manypy_value_new_dict();
+  ASSERT_OK(manypy_value_dict_set_n(d, "a\0b", 3, manypy_value_new_int64(1)));
+  ASSERT_OK(manypy_value_dict_set_n(d, "a", 1, manypy_value_new_int64(2)));
+  ASSERT_OK(manypy_value_dict_set_n(d, "\0", 1, manypy_value_new_int64(3)));
+  manypy_value* args = manypy_value_new_tuple();
+  ASSERT_OK(manypy_value_append(args, d));
+  d = NULL; /* moved into args */
+  manypy_value* result = NULL;
+  ASSERT_OK(manypy_object_call(g_identity, NULL, args, NULL, NULL, &result));
+  ASSERT_VALUES_EQUAL(result, item_at(args, 0));
+  assert_int_equal(length_of(result), 3);
+  const manypy_value* item = NULL;
+  ASSERT_OK(manypy_value_dict_get_n(result, "a\0b", 3, &item));
+  assert_int_equal(get_int(item), 1);
+  ASSERT_OK(manypy_value_dict_get_n(result, "\0", 1, &item));
+  assert_int_equal(get_int(item), 3);
+  manypy_value_free(result);
+  manypy_value_free(args);
+
+  /* And Python itself sees the three-character key. */
+  manypy_value* lengths = NULL;
+  ASSERT_OK(manypy_pool_eval(g_pool, 0, "sorted(len(k) for k in {'a\\x00b': 1, 'a': 2})",
+                             &lengths));
+  assert_int_equal(get_int(item_at(lengths, 1)), 3);
+  manypy_value_free(lengths);
+}
+
+/* A clone equals its original, shares its tensors (same memory, alive while
+ * either holds them) and nothing else: each may change or go on its own. */
+static void test_clone(void** state) {
+  (void)state;
+  manypy_value* scalars[] = {manypy_value_new_none(), manypy_value_new_bool(1),
+                             manypy_value_new_int64(INT64_MIN), manypy_value_new_double(-0.5),
+                             manypy_value_new_bytes("\0\1", 2), NULL};
+  ASSERT_OK(manypy_value_new_string("s\0t", 3, &scalars[5]));
+  for (size_t k = 0; k < sizeof scalars / sizeof scalars[0]; ++k) {
+    manypy_value* copy = NULL;
+    ASSERT_OK(manypy_value_clone(scalars[k], &copy));
+    assert_ptr_not_equal(copy, scalars[k]);
+    ASSERT_VALUES_EQUAL(copy, scalars[k]);
+    manypy_value_free(scalars[k]);
+    manypy_value* again = NULL; /* the clone outlives its original */
+    ASSERT_OK(manypy_value_clone(copy, &again));
+    ASSERT_VALUES_EQUAL(again, copy);
+    manypy_value_free(again);
+    manypy_value_free(copy);
+  }
+
+  atomic_int deleted = 0;
+  manypy_value* original = nested_value(&deleted);
+  manypy_value* copy = NULL;
+  ASSERT_OK(manypy_value_clone(original, &copy));
+  ASSERT_VALUES_EQUAL(copy, original);
+  /* Tensors are shared, not copied. */
+  DLManagedTensor* a = NULL;
+  DLManagedTensor* b = NULL;
+  ASSERT_OK(manypy_value_get_tensor(item_at(item_at(original, 0), 2), &a));
+  ASSERT_OK(manypy_value_get_tensor(item_at(item_at(copy, 0), 2), &b));
+  assert_ptr_equal(a->dl_tensor.data, g_t1);
+  assert_ptr_equal(b->dl_tensor.data, g_t1);
+  a->deleter(a);
+  b->deleter(b);
+  /* Strings are copied: a borrowed string of each is its own. */
+  const char* text_a = NULL;
+  const char* text_b = NULL;
+  ASSERT_OK(manypy_value_get_string(item_at(item_at(original, 0), 1), &text_a, NULL));
+  ASSERT_OK(manypy_value_get_string(item_at(item_at(copy, 0), 1), &text_b, NULL));
+  assert_ptr_not_equal(text_a, text_b);
+  /* Containers are copied: growing one leaves the other as it was. */
+  ASSERT_OK(manypy_value_append(copy, manypy_value_new_int64(7)));
+  assert_int_equal(length_of(original), 4);
+  assert_int_equal(length_of(copy), 5);
+  /* Dict lookups work on the clone (its key index is its own). */
+  const manypy_value* l = NULL;
+  ASSERT_OK(manypy_value_dict_get(item_at(copy, 1), "l", &l));
+  ASSERT_VALUES_EQUAL(l, item_at(item_at(original, 1), 1));
+  /* The tensors' memory goes with the last of the two. */
+  manypy_value_free(original);
+  assert_int_equal(atomic_load(&deleted), 0);
+  manypy_value_free(copy);
+  assert_int_equal(atomic_load(&deleted), 2);
+
+  /* A big dict (indexed keys), and a borrowed item cloned on its own. */
+  manypy_value* big = manypy_value_new_dict();
+  for (int k = 0; k < 50; ++k) {
+    char name[16];
+    snprintf(name, sizeof name, "key%d", k);
+    ASSERT_OK(manypy_value_dict_set(big, name, manypy_value_new_int64(k)));
+  }
+  ASSERT_OK(manypy_value_clone(big, &copy));
+  manypy_value_free(big);
+  for (int k = 0; k < 50; ++k) {
+    char name[16];
+    snprintf(name, sizeof name, "key%d", k);
+    const manypy_value* v = NULL;
+    ASSERT_OK(manypy_value_dict_get(copy, name, &v));
+    assert_int_equal(get_int(v), k);
+  }
+  manypy_value* part = NULL;
+  ASSERT_OK(manypy_value_clone(item_at(copy, 49), &part));
+  manypy_value_free(copy);
+  assert_int_equal(get_int(part), 49);
+  manypy_value_free(part);
+}
+
+/* The way a binding reuses a prepared argument: a clone of it in each
+ * call's arguments, the original freed while the clones are in use. */
+static void test_clone_per_call(void** state) {
+  (void)state;
+  atomic_int deleted = 0;
+  manypy_value* prepared = nested_value(&deleted);
+  manypy_value* expected = NULL;
+  ASSERT_OK(manypy_value_clone(prepared, &expected));
+  for (int k = 0; k < 10; ++k) {
+    manypy_value* arg = NULL;
+    ASSERT_OK(manypy_value_clone(prepared, &arg));
+    if (k == 5) {
+      manypy_value_free(prepared);
+      prepared = arg;
+      ASSERT_OK(manypy_value_clone(prepared, &arg));
+    }
+    manypy_value* args = manypy_value_new_tuple();
+    ASSERT_OK(manypy_value_append(args, arg));
+    manypy_value* result = NULL;
+    ASSERT_OK(manypy_object_call(g_identity, NULL, args, NULL, NULL, &result));
+    ASSERT_VALUES_EQUAL(result, expected);
+    manypy_value_free(args);
+    manypy_value_free(result);
+  }
+  assert_int_equal(atomic_load(&deleted), 0);
+  manypy_value_free(prepared);
+  assert_int_equal(atomic_load(&deleted), 0);
+  manypy_value_free(expected);
+  assert_int_equal(atomic_load(&deleted), 2);
 }
 
 /* Borrowed items and keys stay where they are while their container grows. */
@@ -893,6 +1129,8 @@ int main(void) {
       cmocka_unit_test(test_append_and_dict_set_own_item_on_failure),
       cmocka_unit_test(test_value_cannot_contain_itself),
       cmocka_unit_test(test_null_arguments),
+      cmocka_unit_test(test_dict_set_n_and_get_n),
+      cmocka_unit_test(test_clone),
   };
   const struct CMUnitTest with_pool[] = {
       cmocka_unit_test(test_roundtrip_scalars),
@@ -902,6 +1140,8 @@ int main(void) {
       cmocka_unit_test(test_roundtrip_dict_key_order),
       cmocka_unit_test(test_one_value_many_calls),
       cmocka_unit_test(test_dict_key_with_nul),
+      cmocka_unit_test(test_dict_set_n_key_with_nul_round_trips),
+      cmocka_unit_test(test_clone_per_call),
       cmocka_unit_test(test_borrowed_items_survive_appends),
       cmocka_unit_test(test_eval_list_tuple_dict),
       cmocka_unit_test(test_eval_bytes),
