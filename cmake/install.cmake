@@ -1,11 +1,11 @@
 # What `cmake --install <build> --prefix P` puts in P (GNUInstallDirs):
 #   include/manypy.h
-#   lib/libmanypy.so.0.2.0, and the links libmanypy.so.0.2 (SONAME), libmanypy.so
+#   lib/libmanypy.so.0.3.0, and the links libmanypy.so.0.3 (SONAME), libmanypy.so
 #   lib/manypy/libmanypy_interp.so, lib/manypy/libmanypy_hooks.so: private,
 #     found relative to libmanypy.so (core/src/runtime_paths.h)
 #   lib/pkgconfig/manypy.pc
-#   lib/cmake/manypy/: find_package(manypy 0.2), imported target manypy::manypy
-# and from the Java binding share/java/manypy-0.2.0.jar, lib/libmanypy_jni.so.
+#   lib/cmake/manypy/: find_package(manypy 0.3), imported target manypy::manypy
+# and from the Java binding share/java/manypy-0.3.0.jar, lib/libmanypy_jni.so.
 # Nothing installed refers to the build tree: the .pc and CMake files find
 # the prefix from their own location, and the only RUNPATH is
 # libmanypy_jni.so's $ORIGIN. No test, benchmark or sample is installed.
@@ -32,7 +32,7 @@ install(FILES ${CMAKE_BINARY_DIR}/generated/manypy.pc
 configure_file(cmake/manypy-uninstalled.pc.in
                ${CMAKE_BINARY_DIR}/pkgconfig/manypy-uninstalled.pc @ONLY)
 
-# CMake: find_package(manypy 0.2) accepts 0.2.x only while the major is 0
+# CMake: find_package(manypy 0.3) accepts 0.3.x only while the major is 0
 # (cmake/version.cmake).
 install(EXPORT manypy-targets NAMESPACE manypy:: DESTINATION ${MANYPY_CMAKE_INSTALL_DIR})
 configure_package_config_file(cmake/manypy-config.cmake.in

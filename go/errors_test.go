@@ -312,7 +312,7 @@ func TestVersionMismatch(t *testing.T) {
 		t.Fatal("MANYPY_FAKE_LIBRARY_DIR is not set (the ctest entry sets it to <build>/go-fake-manypy)")
 	}
 	out := runChild(t, "version", "LD_LIBRARY_PATH="+dir)
-	if !strings.Contains(out, "version 1.0.0") || !strings.Contains(out, "0.2.x") {
+	if !strings.Contains(out, "version 1.0.0") || !strings.Contains(out, "0.3.x") {
 		t.Errorf("message: %s", out)
 	}
 }

@@ -22,7 +22,7 @@ import org.manypy.TorchPackage;
  * fails on timing; it exits non-zero only if a call fails.
  *
  *   GLIBC_TUNABLES=glibc.rtld.optional_static_tls=16384 \
- *   java -cp build/maven/manypy-0.2.0.jar -Djava.library.path=build/lib \
+ *   java -cp build/maven/manypy-0.3.0.jar -Djava.library.path=build/lib \
  *        bench/java/JavaVsC.java [--archives DIR] [--seconds S] [--rounds R]
  */
 public class JavaVsC {

@@ -3,7 +3,7 @@
 //! 1. `MANYPY_LIB_DIR`: a directory holding libmanypy.so (an install's lib
 //!    directory, or a build tree's `build/lib`);
 //! 2. pkg-config: `manypy` (an install) or `manypy-uninstalled` (a build tree,
-//!    with `PKG_CONFIG_PATH=<build>/pkgconfig`), version 0.2.x.
+//!    with `PKG_CONFIG_PATH=<build>/pkgconfig`), version 0.3.x.
 //!
 //! When neither finds it, the build fails with a message naming both. The
 //! directory found is passed to dependent build scripts as
@@ -13,9 +13,9 @@
 use std::env;
 use std::path::{Path, PathBuf};
 
-// The ABI this crate's bindings were generated for: libmanypy.so.0.2.
-const ABI_MIN: &str = "0.2";
-const ABI_NEXT: &str = "0.3";
+// The ABI this crate's bindings were generated for: libmanypy.so.0.3.
+const ABI_MIN: &str = "0.3";
+const ABI_NEXT: &str = "0.4";
 
 fn main() {
     println!("cargo:rerun-if-env-changed=MANYPY_LIB_DIR");

@@ -3,7 +3,7 @@
  * checks that the library it runs with is the ABI it was compiled for, starts
  * one interpreter, has torch compute something and checks the result.
  *
- * Build it with CMake (CMakeLists.txt here: find_package(manypy 0.2)) or with
+ * Build it with CMake (CMakeLists.txt here: find_package(manypy 0.3)) or with
  * pkg-config:
  *   cc consumer.c -o consumer $(pkg-config --cflags --libs manypy)
  * Prints "manypy consumer: ok ..." and exits 0; on any failure prints what

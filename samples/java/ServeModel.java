@@ -28,7 +28,7 @@ import org.manypy.TorchPackage;
  * program (the JVM needs the static TLS setting; see the README):
  *
  *   GLIBC_TUNABLES=glibc.rtld.optional_static_tls=16384 \
- *   java -cp build/maven/manypy-0.2.0.jar -Djava.library.path=build/lib \
+ *   java -cp build/maven/manypy-0.3.0.jar -Djava.library.path=build/lib \
  *        samples/java/ServeModel.java [--archives DIR] [--threads T]
  *        [--interpreters N] [--seconds S]
  *

@@ -6,10 +6,10 @@
 pub const DLPACK_VERSION: u32 = 60;
 pub const MANYPY_DL_BOOL: u32 = 6;
 pub const MANYPY_VERSION_MAJOR: u32 = 0;
-pub const MANYPY_VERSION_MINOR: u32 = 2;
+pub const MANYPY_VERSION_MINOR: u32 = 3;
 pub const MANYPY_VERSION_PATCH: u32 = 0;
-pub const MANYPY_VERSION_STRING: &[u8; 6] = b"0.2.0\0";
-pub const MANYPY_VERSION_NUMBER: u32 = 200;
+pub const MANYPY_VERSION_STRING: &[u8; 6] = b"0.3.0\0";
+pub const MANYPY_VERSION_NUMBER: u32 = 300;
 pub const MANYPY_VALUE_MAX_DEPTH: u32 = 64;
 pub const MANYPY_ANY_INTERPRETER: i32 = -1;
 pub const kDLCPU: DLDeviceType = 1;
@@ -185,6 +185,13 @@ unsafe extern "C" {
 unsafe extern "C" {
     pub fn manypy_status_free(status: *mut manypy_status);
 }
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_status_new(
+        code: manypy_code,
+        message: *const ::std::os::raw::c_char,
+    ) -> *mut manypy_status;
+}
 pub const MANYPY_VALUE_NONE: manypy_value_kind = 0;
 pub const MANYPY_VALUE_BOOL: manypy_value_kind = 1;
 pub const MANYPY_VALUE_INT64: manypy_value_kind = 2;
@@ -248,6 +255,15 @@ unsafe extern "C" {
     pub fn manypy_value_dict_set(
         dict: *mut manypy_value,
         key: *const ::std::os::raw::c_char,
+        item: *mut manypy_value,
+    ) -> *mut manypy_status;
+}
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_value_dict_set_n(
+        dict: *mut manypy_value,
+        key: *const ::std::os::raw::c_char,
+        key_length: usize,
         item: *mut manypy_value,
     ) -> *mut manypy_status;
 }
@@ -324,6 +340,22 @@ unsafe extern "C" {
     ) -> *mut manypy_status;
 }
 unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_value_dict_get_n(
+        value: *const manypy_value,
+        key: *const ::std::os::raw::c_char,
+        key_length: usize,
+        out_item: *mut *const manypy_value,
+    ) -> *mut manypy_status;
+}
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_value_clone(
+        value: *const manypy_value,
+        out_value: *mut *mut manypy_value,
+    ) -> *mut manypy_status;
+}
+unsafe extern "C" {
     pub fn manypy_value_free(value: *mut manypy_value);
 }
 unsafe extern "C" {
@@ -355,6 +387,58 @@ unsafe extern "C" {
     pub fn manypy_value_get_tensor(
         value: *const manypy_value,
         out_tensor: *mut *mut DLManagedTensor,
+    ) -> *mut manypy_status;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct manypy_tensor {
+    _unused: [u8; 0],
+}
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_tensor_new(
+        tensor: *mut DLManagedTensor,
+        out_tensor: *mut *mut manypy_tensor,
+    ) -> *mut manypy_status;
+}
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_tensor_new_from_buffer(
+        data: *mut ::std::os::raw::c_void,
+        data_size: usize,
+        dtype: DLDataType,
+        ndim: i32,
+        shape: *const i64,
+        strides: *const i64,
+        copy: ::std::os::raw::c_int,
+        release: ::std::option::Option<
+            unsafe extern "C" fn(release_ctx: *mut ::std::os::raw::c_void),
+        >,
+        release_ctx: *mut ::std::os::raw::c_void,
+        out_tensor: *mut *mut manypy_tensor,
+    ) -> *mut manypy_status;
+}
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_tensor_from_value(
+        value: *const manypy_value,
+        out_tensor: *mut *mut manypy_tensor,
+    ) -> *mut manypy_status;
+}
+unsafe extern "C" {
+    pub fn manypy_tensor_retain(tensor: *mut manypy_tensor) -> *mut manypy_tensor;
+}
+unsafe extern "C" {
+    pub fn manypy_tensor_release(tensor: *mut manypy_tensor);
+}
+unsafe extern "C" {
+    pub fn manypy_tensor_dl_tensor(tensor: *const manypy_tensor) -> *const DLTensor;
+}
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_value_new_tensor_ref(
+        tensor: *const manypy_tensor,
+        out_value: *mut *mut manypy_value,
     ) -> *mut manypy_status;
 }
 pub const MANYPY_THREAD_MODE_DIRECT: manypy_thread_mode = 0;
@@ -678,6 +762,23 @@ unsafe extern "C" {
         object: *mut manypy_object,
         name: *const ::std::os::raw::c_char,
         out_has: *mut ::std::os::raw::c_int,
+    ) -> *mut manypy_status;
+}
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_pool_exec_with_options(
+        pool: *mut manypy_pool,
+        source: *const ::std::os::raw::c_char,
+        options: *const manypy_call_options,
+    ) -> *mut manypy_status;
+}
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_pool_eval_with_options(
+        pool: *mut manypy_pool,
+        expression: *const ::std::os::raw::c_char,
+        options: *const manypy_call_options,
+        out_value: *mut *mut manypy_value,
     ) -> *mut manypy_status;
 }
 #[repr(C)]

@@ -57,7 +57,7 @@ fn header_version_string() -> &'static str {
         .trim_end_matches('\0')
 }
 
-/// The version of the loaded library, e.g. `"0.2.0"`, once it passed the check.
+/// The version of the loaded library, e.g. `"0.3.0"`, once it passed the check.
 pub fn library_version() -> Result<String> {
     check_library_version()?;
     Ok(unsafe { crate::error::owned(sys::manypy_version_string()) })
