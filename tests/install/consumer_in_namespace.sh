@@ -28,7 +28,7 @@ got=$(pkg-config --modversion manypy) || fail "pkg-config finds no manypy in $PK
 [ "$got" = "$version" ] || fail "pkg-config --modversion manypy is $got, expected $version"
 echo "pkg-config --modversion manypy: $got"
 
-# CMake: find_package(manypy 0.2) through CMAKE_PREFIX_PATH, nothing else.
+# CMake: find_package(manypy 0.3) through CMAKE_PREFIX_PATH, nothing else.
 cmake -S consumer -B consumer-cmake -DCMAKE_PREFIX_PATH="$prefix" \
       -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF >cmake.log 2>&1 &&
   cmake --build consumer-cmake >>cmake.log 2>&1 ||
