@@ -21,6 +21,21 @@ manypy_status* tensor_of(const char* function, const manypy_value* value,
   return nullptr;
 }
 
+// manypy_value_get_tensor and manypy_tensor_from_value: what `make` makes
+// of a tensor value's core tensor, shared.
+template <typename Out, typename Make>
+manypy_status* take_tensor_of(const char* function, const manypy_value* value, Out** out_tensor,
+                              Make make) {
+  return manypy::capi::fence(function, [&](const char* api_function) -> manypy_status* {
+    MANYPY_NOT_NULL(value);
+    MANYPY_NOT_NULL(out_tensor);
+    const std::shared_ptr<Tensor>* tensor = nullptr;
+    if (manypy_status* s = tensor_of(api_function, value, &tensor)) return s;
+    *out_tensor = make(*tensor);
+    return nullptr;
+  });
+}
+
 // manypy_value_new_tensor and manypy_tensor_new: adopts the caller's
 // DLManagedTensor, whose ownership passes on the call (its deleter runs at
 // once if anything fails), and hands `make(tensor)` to *out.
@@ -88,14 +103,8 @@ manypy_status* manypy_value_new_tensor_from_buffer(void* data, size_t data_size,
 }
 
 manypy_status* manypy_value_get_tensor(const manypy_value* value, DLManagedTensor** out_tensor) {
-  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
-    MANYPY_NOT_NULL(value);
-    MANYPY_NOT_NULL(out_tensor);
-    const std::shared_ptr<Tensor>* tensor = nullptr;
-    if (manypy_status* s = tensor_of(api_function, value, &tensor)) return s;
-    *out_tensor = Tensor::share(*tensor);
-    return nullptr;
-  });
+  return take_tensor_of(__func__, value, out_tensor,
+                        [](const std::shared_ptr<Tensor>& t) { return Tensor::share(t); });
 }
 
 manypy_status* manypy_tensor_new(DLManagedTensor* tensor, manypy_tensor** out_tensor) {
@@ -112,14 +121,7 @@ manypy_status* manypy_tensor_new_from_buffer(void* data, size_t data_size, DLDat
 }
 
 manypy_status* manypy_tensor_from_value(const manypy_value* value, manypy_tensor** out_tensor) {
-  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
-    MANYPY_NOT_NULL(value);
-    MANYPY_NOT_NULL(out_tensor);
-    const std::shared_ptr<Tensor>* tensor = nullptr;
-    if (manypy_status* s = tensor_of(api_function, value, &tensor)) return s;
-    *out_tensor = new_tensor_handle(*tensor);
-    return nullptr;
-  });
+  return take_tensor_of(__func__, value, out_tensor, new_tensor_handle);
 }
 
 manypy_tensor* manypy_tensor_retain(manypy_tensor* tensor) {

@@ -20,6 +20,19 @@ manypy_status* expect_kind(const char* function, const manypy_value* value, Valu
                                        manypy::kind_name(kind));
 }
 
+// A getter of one scalar kind: the checks, then `read` of the core value.
+template <typename Out, typename Read>
+manypy_status* get_scalar(const char* function, const manypy_value* value, Out* out,
+                          ValueKind kind, Read read) {
+  return manypy::capi::fence(function, [&](const char* api_function) -> manypy_status* {
+    MANYPY_NOT_NULL(value);
+    MANYPY_NOT_NULL(out);
+    if (manypy_status* s = expect_kind(api_function, value, kind)) return s;
+    *out = read(value_of(value));
+    return nullptr;
+  });
+}
+
 // Refuses an item that would nest `container` deeper than Value::kMaxDepth.
 manypy_status* check_depth(const char* function, const Value& container, const Value& item) {
   if (container.depth_with(item) <= Value::kMaxDepth) return nullptr;
@@ -222,33 +235,16 @@ manypy_value_kind manypy_value_get_kind(const manypy_value* value) {
 }
 
 manypy_status* manypy_value_get_bool(const manypy_value* value, int* out) {
-  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
-    MANYPY_NOT_NULL(value);
-    MANYPY_NOT_NULL(out);
-    if (manypy_status* s = expect_kind(api_function, value, ValueKind::kBool)) return s;
-    *out = value_of(value).b ? 1 : 0;
-    return nullptr;
-  });
+  return get_scalar(__func__, value, out, ValueKind::kBool,
+                    [](const Value& v) { return v.b ? 1 : 0; });
 }
 
 manypy_status* manypy_value_get_int64(const manypy_value* value, int64_t* out) {
-  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
-    MANYPY_NOT_NULL(value);
-    MANYPY_NOT_NULL(out);
-    if (manypy_status* s = expect_kind(api_function, value, ValueKind::kInt64)) return s;
-    *out = value_of(value).i;
-    return nullptr;
-  });
+  return get_scalar(__func__, value, out, ValueKind::kInt64, [](const Value& v) { return v.i; });
 }
 
 manypy_status* manypy_value_get_double(const manypy_value* value, double* out) {
-  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
-    MANYPY_NOT_NULL(value);
-    MANYPY_NOT_NULL(out);
-    if (manypy_status* s = expect_kind(api_function, value, ValueKind::kDouble)) return s;
-    *out = value_of(value).d;
-    return nullptr;
-  });
+  return get_scalar(__func__, value, out, ValueKind::kDouble, [](const Value& v) { return v.d; });
 }
 
 manypy_status* manypy_value_get_string(const manypy_value* value, const char** out_utf8,
