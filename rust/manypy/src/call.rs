@@ -2,13 +2,13 @@
 //! context ids, timeout, cancel token) and [`CancelToken`]; and the argument
 //! forms a call accepts ([`Arguments`], [`KeywordArguments`], prepared
 //! [`Args`] and [`Kwargs`]).
-use std::ptr::NonNull;
 use std::sync::Arc;
 use std::time::Duration;
 
 use manypy_sys as sys;
 
 use crate::error::{Code, Error, Result};
+use crate::handle::Handle;
 use crate::value::{c_string, CValue, Value};
 use crate::version::check_library_version;
 
@@ -17,39 +17,27 @@ use crate::version::check_library_version;
 /// cannot be reset. `Clone` shares the token; `Send + Sync`: cancel it from
 /// any thread.
 #[derive(Clone)]
-pub struct CancelToken(Arc<TokenHandle>);
-
-struct TokenHandle(NonNull<sys::manypy_cancel_token>);
-
-// The C token is thread safe.
-unsafe impl Send for TokenHandle {}
-unsafe impl Sync for TokenHandle {}
-
-impl Drop for TokenHandle {
-    fn drop(&mut self) {
-        // Options and calls that use the token keep their own reference.
-        unsafe { sys::manypy_cancel_token_free(self.0.as_ptr()) }
-    }
-}
+// Freed when the last clone goes; options and calls that use the token
+// keep their own reference.
+pub struct CancelToken(Arc<Handle<sys::manypy_cancel_token>>);
 
 impl CancelToken {
     /// A new, uncancelled token.
     pub fn new() -> Result<CancelToken> {
         check_library_version()?;
-        let p = unsafe { sys::manypy_cancel_token_new() };
-        let p = NonNull::new(p).ok_or_else(|| Error::new(Code::ResourceExhausted, "out of memory"))?;
-        Ok(CancelToken(Arc::new(TokenHandle(p))))
+        let token = Handle::allocated(unsafe { sys::manypy_cancel_token_new() })?;
+        Ok(CancelToken(Arc::new(token)))
     }
 
     /// Cancels: returns once every running call using the token has been
     /// asked to stop. Idempotent.
     pub fn cancel(&self) {
-        unsafe { sys::manypy_cancel_token_cancel(self.0 .0.as_ptr()) }
+        unsafe { sys::manypy_cancel_token_cancel(self.0.as_ptr()) }
     }
 
     /// Whether the token was cancelled.
     pub fn is_cancelled(&self) -> bool {
-        unsafe { sys::manypy_cancel_token_is_cancelled(self.0 .0.as_ptr()) != 0 }
+        unsafe { sys::manypy_cancel_token_is_cancelled(self.0.as_ptr()) != 0 }
     }
 }
 
@@ -75,16 +63,7 @@ impl std::fmt::Debug for CancelToken {
 /// # Ok(()) }
 /// ```
 pub struct CallOptions {
-    raw: NonNull<sys::manypy_call_options>,
-}
-
-unsafe impl Send for CallOptions {}
-unsafe impl Sync for CallOptions {}
-
-impl Drop for CallOptions {
-    fn drop(&mut self) {
-        unsafe { sys::manypy_call_options_free(self.raw.as_ptr()) }
-    }
+    raw: Handle<sys::manypy_call_options>,
 }
 
 impl CallOptions {
@@ -139,10 +118,8 @@ impl CallOptionsBuilder {
     /// or ids containing NUL.
     pub fn build(self) -> Result<CallOptions> {
         check_library_version()?;
-        let raw = NonNull::new(unsafe { sys::manypy_call_options_new() })
-            .ok_or_else(|| Error::new(Code::ResourceExhausted, "out of memory"))?;
-        let options = CallOptions { raw };
-        let p = raw.as_ptr();
+        let options = CallOptions { raw: Handle::allocated(unsafe { sys::manypy_call_options_new() })? };
+        let p = options.raw.as_ptr();
         unsafe {
             if let Some(index) = self.interpreter {
                 let index = i32::try_from(index)
@@ -154,7 +131,7 @@ impl CallOptionsBuilder {
             }
             if let Some(token) = &self.token {
                 // The options take their own reference to the token.
-                Error::check(sys::manypy_call_options_set_cancel_token(p, token.0 .0.as_ptr()))?;
+                Error::check(sys::manypy_call_options_set_cancel_token(p, token.0.as_ptr()))?;
             }
             if let Some((model, request)) = &self.context {
                 let (model, request) = (c_string(model)?, c_string(request)?);

@@ -41,6 +41,7 @@
 mod call;
 mod callbacks;
 mod error;
+mod handle;
 mod metadata;
 #[cfg(feature = "ndarray")]
 mod ndarray_support;
@@ -116,18 +117,8 @@ mod thread_safety {
 
     #[test]
     fn handles_the_header_calls_thread_safe_are_send_and_sync() {
-        send_sync::<Pool>();
-        send_sync::<Package>();
-        send_sync::<Object>();
-        send_sync::<ScriptModule>();
-        send_sync::<ArchiveTrust>();
-        send_sync::<CallOptions>();
-        send_sync::<CancelToken>();
-        send_sync::<Profiler>();
-        send_sync::<Tensor>();
-        send_sync::<Value>();
-        send_sync::<Args>();
-        send_sync::<Kwargs>();
-        send_sync::<Error>();
+        // A tuple is Send + Sync only if each of its types is.
+        send_sync::<(Pool, Package, Object, ScriptModule, ArchiveTrust, CallOptions, CancelToken)>();
+        send_sync::<(Profiler, Tensor, Value, Args, Kwargs, Error)>();
     }
 }

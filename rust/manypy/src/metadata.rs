@@ -7,9 +7,8 @@ use manypy_sys as sys;
 
 use crate::call::value_result;
 use crate::error::{Code, Error, Result};
-use crate::package::strings;
 use crate::trampoline::guard;
-use crate::value::{c_string, CValue, Value};
+use crate::value::{c_string, strings, CValue, Value};
 use crate::version::check_library_version;
 
 /// The record names of any PyTorch archive (TorchScript or torch.package),

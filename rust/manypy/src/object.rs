@@ -1,10 +1,9 @@
 //! Replicated objects (models) unpickled from a package.
-use std::ptr::NonNull;
-
 use manypy_sys as sys;
 
 use crate::call::{call_value, options_ptr, value_result, Arguments, CallOptions, KeywordArguments};
-use crate::error::{Code, Error, Result};
+use crate::error::{Error, Result};
+use crate::handle::Handle;
 use crate::package::Package;
 use crate::value::{c_string, Value};
 
@@ -25,23 +24,13 @@ use crate::value::{c_string, Value};
 /// # Ok(()) }
 /// ```
 pub struct Object {
-    raw: NonNull<sys::manypy_object>,
+    raw: Handle<sys::manypy_object>, // freed before the package goes
     package: Package,
-}
-
-unsafe impl Send for Object {}
-unsafe impl Sync for Object {}
-
-impl Drop for Object {
-    fn drop(&mut self) {
-        unsafe { sys::manypy_object_free(self.raw.as_ptr()) }
-    }
 }
 
 impl Object {
     pub(crate) fn new(raw: *mut sys::manypy_object, package: Package) -> Result<Object> {
-        let raw = NonNull::new(raw).ok_or_else(|| Error::new(Code::Internal, "no object returned"))?;
-        Ok(Object { raw, package })
+        Ok(Object { raw: Handle::returned(raw, "object")?, package })
     }
 
     /// The C handle, for calls through the raw API ([`crate::sys`]). It is

@@ -1,29 +1,19 @@
 //! torch.package archives loaded into a pool.
 use std::path::Path;
-use std::ptr::NonNull;
 use std::sync::Arc;
 
 use manypy_sys as sys;
 
 use crate::call::value_result;
-use crate::error::{Code, Error, Result};
+use crate::error::{Error, Result};
+use crate::handle::Handle;
 use crate::object::Object;
 use crate::pool::Pool;
-use crate::value::{c_string, Value};
+use crate::value::{c_string, strings, Value};
 
 struct PackageHandle {
-    raw: NonNull<sys::manypy_package>,
+    raw: Handle<sys::manypy_package>, // freed before the pool goes
     pool: Pool,
-}
-
-// The C package is thread safe.
-unsafe impl Send for PackageHandle {}
-unsafe impl Sync for PackageHandle {}
-
-impl Drop for PackageHandle {
-    fn drop(&mut self) {
-        unsafe { sys::manypy_package_free(self.raw.as_ptr()) }
-    }
 }
 
 /// A torch.package archive loaded into a [`Pool`]. Keeps the pool alive.
@@ -33,7 +23,7 @@ pub struct Package(Arc<PackageHandle>);
 
 impl Package {
     pub(crate) fn new(raw: *mut sys::manypy_package, pool: Pool) -> Result<Package> {
-        let raw = NonNull::new(raw).ok_or_else(|| Error::new(Code::Internal, "no package returned"))?;
+        let raw = Handle::returned(raw, "package")?;
         Ok(Package(Arc::new(PackageHandle { raw, pool })))
     }
 
@@ -76,11 +66,6 @@ impl Package {
         let extra = crate::metadata::extra_files(extra_files)?;
         unsafe { Error::check(sys::manypy_package_save_file(self.ptr(), path.as_ptr(), extra.as_ptr())) }
     }
-}
-
-/// A list of strings from the library.
-pub(crate) fn strings(v: Value) -> Result<Vec<String>> {
-    Vec::<Value>::try_from(v)?.into_iter().map(String::try_from).collect()
 }
 
 impl std::fmt::Debug for Package {

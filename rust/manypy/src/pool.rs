@@ -1,13 +1,13 @@
 //! The pool of interpreters, and its builder.
 use std::path::Path;
-use std::ptr::NonNull;
 use std::sync::Arc;
 use std::time::Duration;
 
 use manypy_sys as sys;
 
-use crate::call::{nanos, value_result};
+use crate::call::{nanos, options_ptr, value_result, CallOptions};
 use crate::error::{Code, Error, Result};
+use crate::handle::Handle;
 use crate::package::Package;
 use crate::trust::{ArchiveTrust, ArchiveTrustBuilder};
 use crate::value::{c_string, Value};
@@ -116,16 +116,8 @@ impl PoolBuilder {
     /// each: each imports torch).
     pub fn build(self) -> Result<Pool> {
         check_library_version()?;
-        let options = NonNull::new(unsafe { sys::manypy_pool_options_new() })
-            .ok_or_else(|| Error::new(Code::ResourceExhausted, "out of memory"))?;
-        struct Options(NonNull<sys::manypy_pool_options>);
-        impl Drop for Options {
-            fn drop(&mut self) {
-                unsafe { sys::manypy_pool_options_free(self.0.as_ptr()) }
-            }
-        }
-        let options = Options(options);
-        let o = options.0.as_ptr();
+        let options = Handle::allocated(unsafe { sys::manypy_pool_options_new() })?;
+        let o = options.as_ptr();
         unsafe {
             if let Some(n) = self.interpreters {
                 Error::check(sys::manypy_pool_options_set_interpreters(o, n))?;
@@ -150,23 +142,8 @@ impl PoolBuilder {
             }
             let mut pool = std::ptr::null_mut();
             Error::check(sys::manypy_pool_create(o, &mut pool))?;
-            let pool = NonNull::new(pool).ok_or_else(|| Error::new(Code::Internal, "no pool returned"))?;
-            Ok(Pool(Arc::new(PoolHandle(pool))))
+            Ok(Pool(Arc::new(Handle::returned(pool, "pool")?)))
         }
-    }
-}
-
-pub(crate) struct PoolHandle(NonNull<sys::manypy_pool>);
-
-// The C pool is thread safe; destroy runs once, when the last Arc (the
-// Pool clones, its packages' and objects' references) goes, so it never
-// races another call.
-unsafe impl Send for PoolHandle {}
-unsafe impl Sync for PoolHandle {}
-
-impl Drop for PoolHandle {
-    fn drop(&mut self) {
-        unsafe { sys::manypy_pool_destroy(self.0.as_ptr()) }
     }
 }
 
@@ -182,8 +159,10 @@ impl Drop for PoolHandle {
 /// assert_eq!(pool.eval(Some(1), "double(21)")?, manypy::Value::Int(42));
 /// # Ok(()) }
 /// ```
+// Destroyed once, when the last Arc (the Pool clones, its packages' and
+// objects' references) goes, so it never races another call.
 #[derive(Clone)]
-pub struct Pool(pub(crate) Arc<PoolHandle>);
+pub struct Pool(Arc<Handle<sys::manypy_pool>>);
 
 impl Pool {
     /// Options for a new pool.
@@ -197,7 +176,7 @@ impl Pool {
     }
 
     fn ptr(&self) -> *mut sys::manypy_pool {
-        self.0 .0.as_ptr()
+        self.0.as_ptr()
     }
 
     /// Number of interpreters.
@@ -227,6 +206,18 @@ impl Pool {
         unsafe { Error::check(sys::manypy_pool_exec(self.ptr(), index(interpreter)?, source.as_ptr())) }
     }
 
+    /// Runs Python statements as [`exec`](Self::exec), with call options
+    /// (`None`: any interpreter, unbounded): the interpreter is the
+    /// options' ([`CallOptionsBuilder::interpreter`](crate::CallOptionsBuilder::interpreter)),
+    /// and their timeout and cancel token bound the run, the wait for the
+    /// interpreter included, as they bound an object call
+    /// ([`Code::DeadlineExceeded`], [`Code::Cancelled`]); operator callbacks
+    /// of what it runs report the options' context.
+    pub fn exec_with(&self, source: &str, options: Option<&CallOptions>) -> Result<()> {
+        let source = c_string(source)?;
+        unsafe { Error::check(sys::manypy_pool_exec_with_options(self.ptr(), source.as_ptr(), options_ptr(options))) }
+    }
+
     /// Runs the same statements in every interpreter, in order; stops at the
     /// first failure.
     pub fn exec_all(&self, source: &str) -> Result<()> {
@@ -239,6 +230,16 @@ impl Pool {
         let expression = c_string(expression)?;
         let i = index(interpreter)?;
         value_result(|out| unsafe { sys::manypy_pool_eval(self.ptr(), i, expression.as_ptr(), out) })
+    }
+
+    /// Evaluates a Python expression as [`eval`](Self::eval), with call
+    /// options as [`exec_with`](Self::exec_with) takes them; converting the
+    /// result is part of the bounded work.
+    pub fn eval_with(&self, expression: &str, options: Option<&CallOptions>) -> Result<Value> {
+        let expression = c_string(expression)?;
+        value_result(|out| unsafe {
+            sys::manypy_pool_eval_with_options(self.ptr(), expression.as_ptr(), options_ptr(options), out)
+        })
     }
 
     /// Loads a torch.package archive from a file, read once into memory that

@@ -1,24 +1,14 @@
 //! The built-in sampled operator profiler.
-use std::ptr::NonNull;
-
 use manypy_sys as sys;
 
 use crate::call::value_result;
-use crate::error::{owned, Code, Error, Result};
+use crate::error::{owned, Error, Result};
+use crate::handle::Handle;
 use crate::version::check_library_version;
 
 /// Aggregates sampled operator timings by model id and operator, in every
 /// interpreter and the host. Stops when dropped. `Send + Sync`.
-pub struct Profiler(NonNull<sys::manypy_profiler>);
-
-unsafe impl Send for Profiler {}
-unsafe impl Sync for Profiler {}
-
-impl Drop for Profiler {
-    fn drop(&mut self) {
-        unsafe { sys::manypy_profiler_free(self.0.as_ptr()) }
-    }
-}
+pub struct Profiler(Handle<sys::manypy_profiler>);
 
 /// One (model, operator) aggregate.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,7 +31,7 @@ impl Profiler {
         check_library_version()?;
         let mut out = std::ptr::null_mut();
         unsafe { Error::check(sys::manypy_profiler_start(sampling_probability, &mut out))? };
-        NonNull::new(out).map(Profiler).ok_or_else(|| Error::new(Code::Internal, "no profiler returned"))
+        Handle::returned(out, "profiler").map(Profiler)
     }
 
     /// The aggregates so far.

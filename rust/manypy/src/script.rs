@@ -1,11 +1,11 @@
 //! TorchScript modules run by libtorch on the host: no Python, no interpreter.
 use std::path::Path;
-use std::ptr::NonNull;
 
 use manypy_sys as sys;
 
 use crate::call::{call_value, Arguments, CallOptions, KeywordArguments};
-use crate::error::{Code, Error, Result};
+use crate::error::{Error, Result};
+use crate::handle::Handle;
 use crate::trust::ArchiveTrust;
 use crate::value::Value;
 use crate::version::check_library_version;
@@ -13,16 +13,7 @@ use crate::version::check_library_version;
 /// A TorchScript module (`torch.jit.save`) loaded into the host's libtorch.
 /// `Send + Sync`, calls take `&self`: the C API lets any number of threads
 /// call it at once.
-pub struct ScriptModule(NonNull<sys::manypy_script_module>);
-
-unsafe impl Send for ScriptModule {}
-unsafe impl Sync for ScriptModule {}
-
-impl Drop for ScriptModule {
-    fn drop(&mut self) {
-        unsafe { sys::manypy_script_free(self.0.as_ptr()) }
-    }
-}
+pub struct ScriptModule(Handle<sys::manypy_script_module>);
 
 impl ScriptModule {
     /// Loads a TorchScript archive from a file. Checks nothing: load only
@@ -70,9 +61,7 @@ impl ScriptModule {
     }
 
     fn wrap(raw: *mut sys::manypy_script_module) -> Result<ScriptModule> {
-        NonNull::new(raw)
-            .map(ScriptModule)
-            .ok_or_else(|| Error::new(Code::Internal, "no module returned"))
+        Handle::returned(raw, "module").map(ScriptModule)
     }
 
     /// Calls `forward`, in inference mode.

@@ -40,45 +40,37 @@ impl DType {
         (self.to_dl().bits / 8) as usize
     }
 
-    pub(crate) fn to_dl(self) -> sys::DLDataType {
+    /// Every dtype with its DLPack code and bits, in declaration order (so
+    /// `DL[dtype as usize]` is the dtype's row): the one table both
+    /// directions read.
+    const DL: [(DType, u32, u8); 12] = {
         use DType::*;
-        let (code, bits) = match self {
-            Int8 => (sys::kDLInt, 8),
-            Int16 => (sys::kDLInt, 16),
-            Int32 => (sys::kDLInt, 32),
-            Int64 => (sys::kDLInt, 64),
-            UInt8 => (sys::kDLUInt, 8),
-            Float16 => (sys::kDLFloat, 16),
-            Float32 => (sys::kDLFloat, 32),
-            Float64 => (sys::kDLFloat, 64),
-            BFloat16 => (sys::kDLBfloat, 16),
-            Complex64 => (sys::kDLComplex, 64),
-            Complex128 => (sys::kDLComplex, 128),
-            Bool => (sys::MANYPY_DL_BOOL, 8),
-        };
+        [
+            (Int8, sys::kDLInt, 8),
+            (Int16, sys::kDLInt, 16),
+            (Int32, sys::kDLInt, 32),
+            (Int64, sys::kDLInt, 64),
+            (UInt8, sys::kDLUInt, 8),
+            (Float16, sys::kDLFloat, 16),
+            (Float32, sys::kDLFloat, 32),
+            (Float64, sys::kDLFloat, 64),
+            (BFloat16, sys::kDLBfloat, 16),
+            (Complex64, sys::kDLComplex, 64),
+            (Complex128, sys::kDLComplex, 128),
+            (Bool, sys::MANYPY_DL_BOOL, 8),
+        ]
+    };
+
+    pub(crate) fn to_dl(self) -> sys::DLDataType {
+        let (_, code, bits) = Self::DL[self as usize];
         sys::DLDataType { code: code as u8, bits, lanes: 1 }
     }
 
     pub(crate) fn from_dl(dt: sys::DLDataType) -> Option<DType> {
-        use DType::*;
         if dt.lanes != 1 {
             return None;
         }
-        Some(match (dt.code as u32, dt.bits) {
-            (sys::kDLInt, 8) => Int8,
-            (sys::kDLInt, 16) => Int16,
-            (sys::kDLInt, 32) => Int32,
-            (sys::kDLInt, 64) => Int64,
-            (sys::kDLUInt, 8) => UInt8,
-            (sys::kDLFloat, 16) => Float16,
-            (sys::kDLFloat, 32) => Float32,
-            (sys::kDLFloat, 64) => Float64,
-            (sys::kDLBfloat, 16) => BFloat16,
-            (sys::kDLComplex, 64) => Complex64,
-            (sys::kDLComplex, 128) => Complex128,
-            (sys::MANYPY_DL_BOOL, 8) => Bool,
-            _ => return None,
-        })
+        Self::DL.iter().find(|&&(_, code, bits)| code == dt.code as u32 && bits == dt.bits).map(|&(d, ..)| d)
     }
 }
 
@@ -680,4 +672,19 @@ fn extent(shape: &[i64], strides: Option<&[i64]>, size: usize, count: usize) -> 
     (last + 1)
         .checked_mul(size)
         .ok_or_else(|| Error::new(Code::BadTensor, "tensor too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_dtype_table_is_in_declaration_order_and_round_trips() {
+        for (i, &(dtype, ..)) in DType::DL.iter().enumerate() {
+            assert_eq!(dtype as usize, i, "{dtype:?}");
+            assert_eq!(DType::from_dl(dtype.to_dl()), Some(dtype));
+        }
+        assert_eq!(DType::from_dl(sys::DLDataType { code: sys::kDLFloat as u8, bits: 32, lanes: 2 }), None);
+        assert_eq!(DType::from_dl(sys::DLDataType { code: sys::kDLFloat as u8, bits: 8, lanes: 1 }), None);
+    }
 }

@@ -5,12 +5,12 @@
 //! The one place where the binding hands digests and verifiers to C.
 use std::ffi::c_void;
 use std::os::raw::c_char;
-use std::ptr::NonNull;
 use std::sync::Arc;
 
 use manypy_sys as sys;
 
-use crate::error::{Code, Error, Result};
+use crate::error::{Error, Result};
+use crate::handle::Handle;
 use crate::trampoline::guard;
 use crate::value::c_string;
 use crate::version::check_library_version;
@@ -56,10 +56,8 @@ impl ArchiveTrustBuilder {
     /// archive loads, as without a trust.
     pub fn build(self) -> Result<ArchiveTrust> {
         check_library_version()?;
-        let raw = NonNull::new(unsafe { sys::manypy_archive_trust_new() })
-            .ok_or_else(|| Error::new(Code::ResourceExhausted, "out of memory"))?;
-        let raw = RawTrust(raw); // freed on every path out
-        let t = raw.0.as_ptr();
+        let raw = Handle::allocated(unsafe { sys::manypy_archive_trust_new() })?; // freed on every path out
+        let t = raw.as_ptr();
         for digest in &self.sha256 {
             unsafe { Error::check(sys::manypy_archive_trust_add_sha256(t, c_string(digest)?.as_ptr()))? };
         }
@@ -82,20 +80,6 @@ unsafe extern "C" fn verify(sha256: *const u8, origin: *const c_char, user_data:
 
 unsafe extern "C" fn free_verifier(user_data: *mut c_void) {
     let _ = guard(|| drop(Box::from_raw(user_data as *mut SharedVerifier)));
-}
-
-struct RawTrust(NonNull<sys::manypy_archive_trust>);
-
-// Only build() sets digests and the verifier, before the trust is shared;
-// after that C only reads it, which manypy.h allows from any number of
-// threads at once.
-unsafe impl Send for RawTrust {}
-unsafe impl Sync for RawTrust {}
-
-impl Drop for RawTrust {
-    fn drop(&mut self) {
-        unsafe { sys::manypy_archive_trust_free(self.0.as_ptr()) }
-    }
 }
 
 /// Which archives to run: the SHA-256 digests of trusted archives and a
@@ -122,7 +106,9 @@ impl Drop for RawTrust {
 /// [`ScriptModule::load_bytes_trusted`]: crate::ScriptModule::load_bytes_trusted
 #[derive(Clone)]
 pub struct ArchiveTrust {
-    raw: Arc<RawTrust>,
+    // Only build() sets digests and the verifier, before the trust is
+    // shared; after that C only reads it.
+    raw: Arc<Handle<sys::manypy_archive_trust>>,
     spec: ArchiveTrustBuilder,
 }
 
@@ -134,7 +120,7 @@ impl ArchiveTrust {
 
     /// The C trust, valid while `self` lives.
     pub(crate) fn as_ptr(&self) -> *const sys::manypy_archive_trust {
-        self.raw.0.as_ptr()
+        self.raw.as_ptr()
     }
 
     /// What it was built from, to build upon (a pool builder's trust).

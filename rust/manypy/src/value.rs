@@ -216,11 +216,13 @@ impl CValue {
         unsafe { Error::check(sys::manypy_value_append(self.as_ptr(), item.as_ptr())) }
     }
 
-    /// Sets a dict entry (ownership of `item` passes to C).
+    /// Sets a dict entry (ownership of `item` passes to C). The key goes
+    /// with its length, so a key with NUL reaches Python whole.
     pub(crate) fn dict_set(&self, key: &str, item: CValue) -> Result<()> {
-        let key = c_string(key)?;
         let item = std::mem::ManuallyDrop::new(item);
-        unsafe { Error::check(sys::manypy_value_dict_set(self.as_ptr(), key.as_ptr(), item.as_ptr())) }
+        unsafe {
+            Error::check(sys::manypy_value_dict_set_n(self.as_ptr(), key.as_ptr().cast(), key.len(), item.as_ptr()))
+        }
     }
 
     /// Converts to a Rust value; the C value is freed on drop as usual.
@@ -238,6 +240,11 @@ impl Drop for CValue {
 /// A NUL-terminated copy of `s`; an interior NUL is `InvalidArgument`.
 pub(crate) fn c_string(s: &str) -> Result<CString> {
     CString::new(s).map_err(|_| Error::new(Code::InvalidArgument, format!("{s:?} contains a NUL byte")))
+}
+
+/// A list of strings from the library (record names).
+pub(crate) fn strings(v: Value) -> Result<Vec<String>> {
+    Vec::<Value>::try_from(v)?.into_iter().map(String::try_from).collect()
 }
 
 // ---- conversions ------------------------------------------------------------

@@ -231,3 +231,30 @@ fn a_result_the_model_keeps_never_changes_under_its_reader() {
         assert_eq!(part, &[1.0, 2.0, 3.0], "{how}: the model changed a result");
     }
 }
+
+/// One tensor, the argument of calls running at once on several threads:
+/// prepared `Args` lend it once, and every call gets that memory, not a
+/// copy (the identity model returns the caller's own memory).
+#[test]
+fn a_tensor_in_concurrent_calls_from_many_threads_is_not_copied() {
+    let (pool, _, identity) = models();
+    let x = Tensor::from_vec((0..64).map(|i| i as f32).collect(), &[8, 8]).unwrap();
+    let args = Args::new(&[Value::from(&x)]).unwrap();
+    let start = std::sync::Barrier::new(4);
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let (args, start, x) = (&args, &start, &x);
+            s.spawn(move || {
+                // Both interpreters serve at once; the pinned ones overlap.
+                let options = CallOptions::builder().interpreter(t % pool.size()).build().unwrap();
+                start.wait();
+                for _ in 0..50 {
+                    let out = identity.call_with(None, args, &(), Some(&options)).unwrap();
+                    assert_eq!(common::tensor_of(&out).data_ptr(), x.data_ptr(), "the same memory, no copy");
+                }
+            });
+        }
+    });
+    drop(args);
+    assert_eq!(x.as_slice::<f32>().unwrap()[63], 63.0);
+}
