@@ -103,7 +103,10 @@ void mpi_capture_call_error(mpi_error* error) {
 /* The trace function of a stopped call; `capsule` holds its control. */
 static int stop_trace(PyObject* capsule, PyFrameObject* frame, int what, PyObject* arg) {
   (void)arg;
-  if ((what != PyTrace_LINE && what != PyTrace_CALL) || t_holding_back) return 0;
+  if ((what != PyTrace_LINE && what != PyTrace_CALL && what != PyTrace_OPCODE) ||
+      t_holding_back) {
+    return 0;
+  }
   mpi_call_control* control = PyCapsule_GetPointer(capsule, NULL);
   if (control == NULL) return -1;
   const int64_t now = now_ns();
@@ -196,6 +199,23 @@ int mpi_report_stop(int stop, mpi_error* error, const mpi_sink* sink) {
   return mpi_error_report(error, sink, stop, message);
 }
 
+#if PY_VERSION_HEX < 0x030C0000
+/* Python 3.11 sends no line event for a jump to the same instruction, which
+ * is all a one-line `while True: pass` does: such a loop would never see the
+ * stop. Opcode events of the frames running now reach it. (3.12 reports
+ * every backward jump as a line, and keeps opcode tracing per code object,
+ * beyond this call: not there.) */
+static void trace_opcodes_of(PyThreadState* ts) {
+  PyFrameObject* frame = PyThreadState_GetFrame(ts);
+  while (frame != NULL) {
+    if (PyObject_SetAttrString((PyObject*)frame, "f_trace_opcodes", Py_True) != 0) PyErr_Clear();
+    PyFrameObject* back = PyFrame_GetBack(frame);
+    Py_DECREF(frame);
+    frame = back;
+  }
+}
+#endif
+
 void mpi_interrupt(mpi_call_control* control) {
   mpi_enter();
   if (control->running != NULL && stop_of(control) != 0 && !control->interrupted) {
@@ -210,6 +230,9 @@ void mpi_interrupt(mpi_call_control* control) {
       PyErr_Clear(); /* out of memory, or an audit hook refused: not stopped */
       control->interrupted = 0;
     }
+#if PY_VERSION_HEX < 0x030C0000
+    if (control->interrupted) trace_opcodes_of((PyThreadState*)control->running);
+#endif
     Py_XDECREF(capsule);
   }
   mpi_leave();

@@ -94,6 +94,28 @@ static void test_python_loop_stops_at_its_deadline(void** state) {
   assert_serves(0);
 }
 
+/* Loops on one line, at the top level of exec'd source and in a function:
+ * Python 3.11 sends no line event for the jump to itself such a loop makes,
+ * so the stop reaches it through opcode events (core/interp/stop.c). */
+static void test_one_line_loops_stop_at_their_deadline(void** state) {
+  (void)state;
+  const char* sources[] = {"while True: pass",
+                           "def one_line():\n    while True: pass\none_line()"};
+  for (size_t k = 0; k < sizeof sources / sizeof sources[0]; k++) {
+    manypy_call_options* o = options_with(0, 300, NULL);
+    double t0 = capi_now();
+    manypy_status* s = EXPECT_CODE(manypy_pool_exec_with_options(g.pool, sources[k], o),
+                                   MANYPY_ERR_DEADLINE_EXCEEDED);
+    double ms = (capi_now() - t0) * 1e3;
+    print_message("one-line loop %zu stopped after %.1f ms (timeout 300 ms)\n", k, ms);
+    assert_true(ms >= 299 && ms <= 400);
+    assert_string_equal(manypy_status_python_type(s), "manypy.DeadlineExceeded");
+    manypy_status_free(s);
+    manypy_call_options_free(o);
+    assert_serves(0);
+  }
+}
+
 /* A model that catches the stop and goes on: the stop escalates after the
  * pool's grace period (100 ms), which cuts clean-up short, so the
  * interpreter is retired and the pool serves on the other. Last in each
@@ -397,6 +419,7 @@ static void test_script_call_stops(void** state) {
 
 #define CASES                                                               \
   cmocka_unit_test(test_python_loop_stops_at_its_deadline),                 \
+      cmocka_unit_test(test_one_line_loops_stop_at_their_deadline),         \
       cmocka_unit_test(test_torch_loop_stops_between_operators),            \
       cmocka_unit_test(test_absolute_deadline),                             \
       cmocka_unit_test(test_past_deadline_runs_nothing),                    \
