@@ -32,7 +32,8 @@
 //	Tuple                       tuple         Tuple
 //	*Dict, Dict, map[string]any dict          *Dict (insertion order kept)
 //
-// A map[string]any goes in with its keys sorted. Other Go types, and values
+// A map[string]any goes in with its keys sorted. Dict keys, as strings, may
+// contain NUL (they reach Python whole). Other Go types, and values
 // nested more than 64 containers deep (the call's arguments tuple counts),
 // are ErrInvalidArgument; a Python result of another type is
 // ErrUnsupportedType.
