@@ -19,7 +19,7 @@ import (
 // transition.
 type callArgs struct {
 	value   *C.manypy_value // nil when the tensors are the arguments
-	tensors [4]C.uintptr_t  // *C.mpgo_tensor (glue.h says why uintptr_t)
+	tensors [4]C.uintptr_t  // *C.manypy_tensor (glue.h says why uintptr_t)
 	held    [4]*Tensor      // acquired until release
 	count   int             // how many of tensors and held are set
 	kwargs  *C.manypy_value
@@ -125,7 +125,7 @@ func invoke(ctx context.Context, h *handle, method *string, args []any, kwargs a
 // takeResult converts a call's result to Go.
 func takeResult(r C.mpgo_call_result) (any, error) {
 	if r.tensor != nil {
-		return wrapTensor(r.tensor)
+		return wrapTensor(r.tensor, r.dl)
 	}
 	return takeValue(r.value)
 }

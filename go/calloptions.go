@@ -135,6 +135,20 @@ func (s *callScope) end() {
 	}
 }
 
+// bounded runs a C call that takes call options with ctx's (beginCall),
+// and maps a stopped call's error onto ctx's (finish): Attr and the pool's
+// ExecContext and EvalContext (invoke does the same for Object and
+// ScriptModule calls).
+func bounded(ctx context.Context, call func(opts *C.manypy_call_options) error) error {
+	scope, err := beginCall(ctx)
+	if err != nil {
+		return err
+	}
+	err = call(scope.opts)
+	scope.end()
+	return finish(ctx, err)
+}
+
 // finish maps a stopped call's error onto the context's: a call the
 // context's cancel (or its deadline, through Go's timer) stopped reports
 // that, and unwraps to ctx.Err().

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -213,4 +215,79 @@ func TestDeadlinesScript(t *testing.T) {
 	go func() { time.Sleep(100 * time.Millisecond); cancel() }()
 	_, err = script.Call(ctx, x, int64(1)<<40)
 	expectStopped(t, "script cancel", err, time.Since(start), time.Second, context.Canceled, CodeCancelled)
+}
+
+// ExecContext and EvalContext are bounded as object calls: a deadline ends
+// a loop with the deadline's error and its interpreter serves on, a cancel
+// from another goroutine ends a running eval, and CallOptions pin the
+// interpreter.
+func TestExecAndEvalTakeTheContext(t *testing.T) {
+	pool := newPool(t, PoolOptions{Interpreters: 2})
+	on := func(ctx context.Context, i int) context.Context {
+		return WithCallOptions(ctx, CallOptions{Pinned: true, Interpreter: i})
+	}
+	for i := 0; i < 2; i++ {
+		if err := pool.ExecContext(on(bg, i), fmt.Sprintf("where = %d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(on(bg, 1), 200*time.Millisecond)
+	// Two lines: the stop is raised at a line event (core/interp/stop.c),
+	// and a loop on one line ("while True: pass") makes none.
+	err := pool.ExecContext(ctx, "while True:\n    pass\n")
+	cancel()
+	var e *Error
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &e) ||
+		e.Code != CodeDeadlineExceeded || e.PythonType != "manypy.DeadlineExceeded" {
+		t.Fatalf("exec with a deadline: %+v", err)
+	}
+	if err := pool.CheckInterpreter(1); err != nil {
+		t.Errorf("after the stop: %v", err)
+	}
+	for i := 0; i < 2; i++ {
+		if got, err := pool.EvalContext(on(bg, i), "where"); err != nil || got != int64(i) {
+			t.Errorf("interpreter %d after the stop: %v, %v", i, got, err)
+		}
+	}
+
+	// The eval makes a file, then spins: cancelled once the file is there,
+	// so the cancel reaches running Python, not a call yet to start.
+	started := filepath.Join(t.TempDir(), "started")
+	ctx, cancel = context.WithCancel(on(bg, 0))
+	defer cancel()
+	errs := make(chan error, 1)
+	go func() {
+		_, err := pool.EvalContext(ctx, fmt.Sprintf(
+			"(open(%q, 'w').close(), next(x for x in iter(int, 1) if x))", started))
+		errs <- err
+	}()
+	for {
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	err = <-errs
+	if !errors.Is(err, context.Canceled) || !errors.As(err, &e) || e.PythonType != "manypy.Cancelled" {
+		t.Fatalf("eval cancelled: %+v", err)
+	}
+	if got, err := pool.EvalContext(on(bg, 0), "where + 40"); err != nil || got != int64(40) {
+		t.Errorf("interpreter 0 after the cancel: %v, %v", got, err)
+	}
+
+	// A done context runs nothing; an index outside the pool is refused.
+	if err := pool.ExecContext(ctx, "where = -1"); !errors.Is(err, context.Canceled) {
+		t.Errorf("exec with a cancelled context: %v", err)
+	}
+	if got := must(pool.EvalContext(on(bg, 0), "where")); got != int64(0) {
+		t.Errorf("a cancelled exec ran: where = %v", got)
+	}
+	if _, err := pool.EvalContext(on(bg, 2), "1"); !errors.Is(err, ErrOutOfRange) {
+		t.Errorf("eval on interpreter 2: %v", err)
+	}
+	if got := must(pool.EvalContext(bg, "where in (0, 1)")); got != true {
+		t.Errorf("eval anywhere: %v", got)
+	}
 }

@@ -32,7 +32,8 @@
 //	Tuple                       tuple         Tuple
 //	*Dict, Dict, map[string]any dict          *Dict (insertion order kept)
 //
-// A map[string]any goes in with its keys sorted. Other Go types, and values
+// A map[string]any goes in with its keys sorted. Dict keys, as strings, may
+// contain NUL (they reach Python whole). Other Go types, and values
 // nested more than 64 containers deep (the call's arguments tuple counts),
 // are ErrInvalidArgument; a Python result of another type is
 // ErrUnsupportedType.
@@ -77,8 +78,9 @@
 // of the C API's shared cancel token.
 // WithCallOptions adds per-call settings: a pinned interpreter, and the
 // model and request ids that operator callbacks and the profiler see.
-// Pool.Exec, ExecAll and Eval take no context: the C API gives them no call
-// options.
+// Pool.ExecContext and EvalContext are bounded by their context the same
+// way (Exec, ExecAll and Eval take none). The stop is raised at a line: a
+// loop written on one line ("while True: pass") is not stopped.
 //
 // # Errors
 //

@@ -180,9 +180,6 @@ func statusError(s *C.manypy_status) error {
 	if s == nil {
 		return nil
 	}
-	if s == C.mpgo_oom_status() {
-		return outOfMemory()
-	}
 	e := &Error{
 		Code:       Code(C.manypy_status_code(s)),
 		Message:    C.GoString(C.manypy_status_message(s)),

@@ -1,101 +1,54 @@
 /* C helpers of the Go binding (glue.h). */
 #include "glue.h"
 
-#include <stdlib.h>
 #include <time.h>
 
 #include "_cgo_export.h"
 
-
-/* The C API has no constructor for a status, so the helpers' own failure
- * (malloc) is this address, which Go recognises and never frees. */
-static char oom_marker;
-manypy_status* mpgo_oom_status(void) { return (manypy_status*)&oom_marker; }
-static manypy_status* out_of_memory(void) { return mpgo_oom_status(); }
-
-static manypy_status* hold(DLManagedTensor* managed, mpgo_tensor** out) {
-  mpgo_tensor* t = malloc(sizeof *t);
-  if (!t) {
-    managed->deleter(managed);
-    return out_of_memory();
-  }
-  t->managed = managed;
-  t->refs = 1;
-  *out = t;
-  return NULL;
+/* The helpers' own allocation failure, as the library reports its own. */
+static manypy_status* out_of_memory(void) {
+  return manypy_status_new(MANYPY_ERR_RESOURCE_EXHAUSTED, "out of memory");
 }
 
-manypy_status* mpgo_tensor_of_value(const manypy_value* value, mpgo_tensor** out) {
-  DLManagedTensor* managed = NULL;
-  manypy_status* status = manypy_value_get_tensor(value, &managed);
-  if (status) return status;
-  return hold(managed, out);
+static mpgo_tensor_ref tensor_ref(manypy_status* status, manypy_tensor* t) {
+  mpgo_tensor_ref r = {status, NULL, NULL};
+  if (!status) {
+    r.tensor = t;
+    r.dl = manypy_tensor_dl_tensor(t);
+  }
+  return r;
+}
+
+mpgo_tensor_ref mpgo_tensor_of_value(const manypy_value* value) {
+  manypy_tensor* t = NULL;
+  manypy_status* status = manypy_tensor_from_value(value, &t);
+  return tensor_ref(status, t);
 }
 
 static void release_trampoline(void* ctx) { mpgoReleaseBuffer((uintptr_t)ctx); }
 
-manypy_status* mpgo_tensor_from_buffer(void* data, size_t data_size, uint8_t code, uint8_t bits,
-                                       int32_t ndim, const int64_t* shape, const int64_t* strides,
-                                       int copy, uintptr_t release_handle, mpgo_tensor** out) {
+mpgo_tensor_ref mpgo_tensor_from_buffer(void* data, size_t data_size, uint8_t code, uint8_t bits,
+                                        int32_t ndim, const int64_t* shape, int copy,
+                                        uintptr_t release_handle) {
   DLDataType dtype = {code, bits, 1};
-  manypy_value* value = NULL;
-  manypy_status* status = manypy_value_new_tensor_from_buffer(
-      data, data_size, dtype, ndim, shape, strides, copy,
-      release_handle ? release_trampoline : NULL, (void*)release_handle, &value);
-  if (status) return status;
-  /* The value's tensor outlives the value: the DLManagedTensor holds it. */
-  status = mpgo_tensor_of_value(value, out);
-  manypy_value_free(value);
-  return status;
+  manypy_tensor* t = NULL;
+  manypy_status* status = manypy_tensor_new_from_buffer(
+      data, data_size, dtype, ndim, shape, NULL, copy,
+      release_handle ? release_trampoline : NULL, (void*)release_handle, &t);
+  return tensor_ref(status, t);
 }
 
-void mpgo_tensor_unref(mpgo_tensor* t) {
-  if (!t) return;
-  if (__atomic_fetch_sub(&t->refs, 1, __ATOMIC_ACQ_REL) == 1) {
-    t->managed->deleter(t->managed);
-    free(t);
-  }
-}
-
-static void unref_release(void* ctx) { mpgo_tensor_unref((mpgo_tensor*)ctx); }
-
-/* The bytes a layout addresses from its first element (torch's strides are
- * never negative), for manypy_value_new_tensor_from_buffer's size check. */
-static size_t span_bytes(const DLTensor* dl) {
-  size_t itemsize = dl->dtype.bits / 8;
-  size_t last = 0, step = 1;
-  for (int32_t i = dl->ndim - 1; i >= 0; --i) {
-    if (dl->shape[i] == 0) return 0;
-    int64_t stride = dl->strides ? dl->strides[i] : (int64_t)step;
-    last += (size_t)(dl->shape[i] - 1) * (size_t)stride;
-    step *= (size_t)dl->shape[i];
-  }
-  return (last + 1) * itemsize;
-}
-
-manypy_status* mpgo_tensor_value(mpgo_tensor* t, manypy_value** out) {
-  /* A borrowed buffer over the same memory, holding a reference on t until
-   * manypy releases it. Not manypy_value_new_tensor over a view: that
-   * checks a caller's DLManagedTensor's pages with a system call per
-   * value, and this memory is manypy's own or already checked. */
-  const DLTensor* dl = &t->managed->dl_tensor;
-  __atomic_fetch_add(&t->refs, 1, __ATOMIC_RELAXED);
-  /* manypy runs the release exactly once, at once if this fails. */
-  return manypy_value_new_tensor_from_buffer((char*)dl->data + dl->byte_offset, span_bytes(dl),
-                                             dl->dtype, dl->ndim, dl->shape, dl->strides, 0,
-                                             unref_release, t, out);
-}
-
-manypy_status* mpgo_append_tensor(manypy_value* sequence, mpgo_tensor* t) {
+manypy_status* mpgo_append_tensor(manypy_value* sequence, const manypy_tensor* t) {
   manypy_value* item = NULL;
-  manypy_status* status = mpgo_tensor_value(t, &item);
+  manypy_status* status = manypy_value_new_tensor_ref(t, &item);
   if (status) return status;
   return manypy_value_append(sequence, item);
 }
 
 /* A call's positional arguments: `args` itself, or when it is NULL and
  * count > 0, a tuple of the tensors (the common call), made here. */
-static manypy_status* positional(manypy_value** args, mpgo_tensor* const* tensors, int count) {
+static manypy_status* positional(manypy_value** args, manypy_tensor* const* tensors,
+                                 int count) {
   if (*args || count <= 0) return NULL;
   manypy_value* tuple = manypy_value_new_tuple();
   if (!tuple) return out_of_memory();
@@ -110,13 +63,16 @@ static manypy_status* positional(manypy_value** args, mpgo_tensor* const* tensor
   return NULL;
 }
 
-/* Fills r from a call's status and result: a tensor result is taken as an
- * mpgo_tensor at once, any other is returned as the value. */
+/* Fills r from a call's status and result: a tensor result is taken as a
+ * manypy_tensor at once, any other is returned as the value. */
 static void take_result(mpgo_call_result* r, manypy_status* status, manypy_value* result) {
   r->status = status;
   if (status) return;
   if (manypy_value_get_kind(result) == MANYPY_VALUE_TENSOR) {
-    r->status = mpgo_tensor_of_value(result, &r->tensor);
+    mpgo_tensor_ref t = mpgo_tensor_of_value(result);
+    r->status = t.status;
+    r->tensor = t.tensor;
+    r->dl = t.dl;
     manypy_value_free(result);
     return;
   }
@@ -156,9 +112,9 @@ static int time_to_yield(void) {
 }
 
 static mpgo_call_result call(call_fn fn, void* target, const char* method, manypy_value* args,
-                             mpgo_tensor* const* tensors, int count, manypy_value* kwargs,
+                             manypy_tensor* const* tensors, int count, manypy_value* kwargs,
                              const manypy_call_options* options) {
-  mpgo_call_result r = {NULL, NULL, NULL, 0};
+  mpgo_call_result r = {NULL, NULL, NULL, NULL, 0};
   r.status = positional(&args, tensors, count);
   if (!r.status) {
     manypy_value* result = NULL;
@@ -175,8 +131,8 @@ mpgo_call_result mpgo_object_call(manypy_object* object, const char* method, man
                                   uintptr_t t0, uintptr_t t1, uintptr_t t2, uintptr_t t3,
                                   int tensors, manypy_value* kwargs,
                                   const manypy_call_options* options) {
-  mpgo_tensor* const list[4] = {(mpgo_tensor*)t0, (mpgo_tensor*)t1, (mpgo_tensor*)t2,
-                                (mpgo_tensor*)t3};
+  manypy_tensor* const list[4] = {(manypy_tensor*)t0, (manypy_tensor*)t1, (manypy_tensor*)t2,
+                                  (manypy_tensor*)t3};
   return call(object_call, object, method, args, list, tensors, kwargs, options);
 }
 
@@ -184,8 +140,8 @@ mpgo_call_result mpgo_script_call(manypy_script_module* module, const char* meth
                                   manypy_value* args, uintptr_t t0, uintptr_t t1, uintptr_t t2,
                                   uintptr_t t3, int tensors, manypy_value* kwargs,
                                   const manypy_call_options* options) {
-  mpgo_tensor* const list[4] = {(mpgo_tensor*)t0, (mpgo_tensor*)t1, (mpgo_tensor*)t2,
-                                (mpgo_tensor*)t3};
+  manypy_tensor* const list[4] = {(manypy_tensor*)t0, (manypy_tensor*)t1, (manypy_tensor*)t2,
+                                  (manypy_tensor*)t3};
   return call(script_call, module, method, args, list, tensors, kwargs, options);
 }
 

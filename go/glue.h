@@ -7,52 +7,43 @@
 #include <manypy.h>
 #include <stdint.h>
 
-/* What a helper returns when its own allocation fails: not a real status,
- * never to be freed or read by the C API (errors.go checks for it). */
-manypy_status* mpgo_oom_status(void);
+/* A tensor reference and its layout (manypy_tensor_dl_tensor, valid while
+ * the reference is held), returned by value: Go reads the layout without
+ * another cgo call. On failure status is set and the rest is NULL. */
+typedef struct mpgo_tensor_ref {
+  manypy_status* status;
+  manypy_tensor* tensor;
+  const DLTensor* dl;
+} mpgo_tensor_ref;
 
-/* A reference-counted DLPack tensor shared by one Go Tensor and every value
- * made from it (each call argument is a tensor value over the same memory
- * whose release drops a reference), so a Go Tensor may be closed while calls
- * still use its memory. */
-typedef struct mpgo_tensor {
-  DLManagedTensor* managed; /* owned: its deleter runs with the last reference */
-  long refs;                /* atomic (__atomic builtins); only glue.c touches it */
-} mpgo_tensor;
+/* The tensor of a tensor value (manypy_tensor_from_value: zero copy). */
+mpgo_tensor_ref mpgo_tensor_of_value(const manypy_value* value);
 
-/* Takes the tensor of a tensor value (zero copy). */
-manypy_status* mpgo_tensor_of_value(const manypy_value* value, mpgo_tensor** out);
+/* manypy_tensor_new_from_buffer: copied now (copy = 1), or borrowed
+ * (copy = 0), in which case the Go callback mpgoReleaseBuffer(release_handle)
+ * runs when manypy no longer needs the buffer (at once on failure). */
+mpgo_tensor_ref mpgo_tensor_from_buffer(void* data, size_t data_size, uint8_t code, uint8_t bits,
+                                        int32_t ndim, const int64_t* shape, int copy,
+                                        uintptr_t release_handle);
 
-/* A tensor over a buffer: copied now (copy = 1), or borrowed (copy = 0), in
- * which case the Go callback mpgoReleaseBuffer(release_handle) runs when manypy
- * no longer needs the buffer (at once on failure). */
-manypy_status* mpgo_tensor_from_buffer(void* data, size_t data_size, uint8_t code, uint8_t bits,
-                                       int32_t ndim, const int64_t* shape, const int64_t* strides,
-                                       int copy, uintptr_t release_handle, mpgo_tensor** out);
-
-/* Drops one reference (the Go Tensor's). Accepts NULL. */
-void mpgo_tensor_unref(mpgo_tensor* t);
-
-/* A new tensor value sharing t's memory (owned by the caller). */
-manypy_status* mpgo_tensor_value(mpgo_tensor* t, manypy_value** out);
-
-/* Appends a new value of t to a list or tuple. */
-manypy_status* mpgo_append_tensor(manypy_value* sequence, mpgo_tensor* t);
+/* Appends a new value of t (manypy_value_new_tensor_ref) to a list or tuple. */
+manypy_status* mpgo_append_tensor(manypy_value* sequence, const manypy_tensor* t);
 
 /* A call's outcome, returned by value: a status, or the result, of which a
- * tensor is taken as an mpgo_tensor at once (the common case, without a
- * walk from Go) and any other is the value. By value because cgo checks
+ * tensor is taken as a manypy_tensor at once (the common case, without a
+ * walk from Go), with its layout, and any other is the value. By value because cgo checks
  * every Go pointer passed to C, and an out-parameter in Go memory (with the
  * tensors as a Go array) cost a quarter of the binding's time per call. */
 typedef struct mpgo_call_result {
   manypy_status* status;
   manypy_value* value;
-  mpgo_tensor* tensor;
+  manypy_tensor* tensor;
+  const DLTensor* dl; /* tensor's, when tensor is set */
   int yield; /* 1: the calling goroutine should yield now (scheduling.go) */
 } mpgo_call_result;
 /* manypy_object_call and manypy_script_call in one cgo transition. The
  * positional arguments are `args` (owned, may be NULL) or, when args is NULL
- * and tensors > 0, a tuple of the mpgo_tensor pointers t0.. made here (calls
+ * and tensors > 0, a tuple of the manypy_tensor pointers t0.. made here (calls
  * whose arguments are 1 to 4 tensors; uintptr_t, as cgo checks arguments of
  * pointer types for Go pointers and these are C memory). Frees args and
  * kwargs (owned, may be NULL). */

@@ -68,19 +68,13 @@ func objectCall(ptr unsafe.Pointer, method *C.char, a callArgs,
 
 // Attr reads an attribute (a property runs Python code, so ctx applies).
 func (o *Object) Attr(ctx context.Context, name string) (any, error) {
-	var out *C.manypy_value
-	err := o.h.use(o, func(ptr unsafe.Pointer, c cStrings) error {
-		scope, err := beginCall(ctx)
-		if err != nil {
-			return err
-		}
-		defer scope.end()
-		return statusError(C.manypy_object_getattr((*C.manypy_object)(ptr), c[0], scope.opts, &out))
-	}, name)
-	if err != nil {
-		return nil, finish(ctx, err)
-	}
-	return takeValue(out)
+	return produced(func(out **C.manypy_value) error {
+		return o.h.use(o, func(ptr unsafe.Pointer, c cStrings) error {
+			return bounded(ctx, func(opts *C.manypy_call_options) error {
+				return statusError(C.manypy_object_getattr((*C.manypy_object)(ptr), c[0], opts, out))
+			})
+		}, name)
+	}, takeValue)
 }
 
 // HasAttr tells whether the object has the attribute.

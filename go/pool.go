@@ -6,6 +6,7 @@ package manypy
 import "C"
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"runtime"
@@ -305,6 +306,38 @@ func (p *Pool) Eval(interpreter int, expression string) (any, error) {
 		return nil, err
 	}
 	return takeValue(out)
+}
+
+// ExecContext runs Python statements as Exec does, bounded by ctx as an
+// object call is: its deadline and cancellation stop the statements (and a
+// wait for a busy interpreter), with the errors of a stopped call, and its
+// CallOptions choose the interpreter (Pinned; otherwise the pool chooses)
+// and set the model and request ids that operator callbacks report.
+func (p *Pool) ExecContext(ctx context.Context, source string) error {
+	return p.bounded(ctx, source, func(pool *C.manypy_pool, src *C.char, opts *C.manypy_call_options) *C.manypy_status {
+		return C.manypy_pool_exec_with_options(pool, src, opts)
+	})
+}
+
+// EvalContext evaluates one Python expression as Eval does, bounded by ctx
+// as ExecContext is (converting the result included).
+func (p *Pool) EvalContext(ctx context.Context, expression string) (any, error) {
+	return produced(func(out **C.manypy_value) error {
+		return p.bounded(ctx, expression, func(pool *C.manypy_pool, src *C.char, opts *C.manypy_call_options) *C.manypy_status {
+			return C.manypy_pool_eval_with_options(pool, src, opts, out)
+		})
+	}, takeValue)
+}
+
+// bounded is handle.use for a pool call that takes call options: call runs
+// with the pool, source as a C string and ctx's options.
+func (p *Pool) bounded(ctx context.Context, source string,
+	call func(pool *C.manypy_pool, src *C.char, opts *C.manypy_call_options) *C.manypy_status) error {
+	return p.h.use(p, func(ptr unsafe.Pointer, c cStrings) error {
+		return bounded(ctx, func(opts *C.manypy_call_options) error {
+			return statusError(call((*C.manypy_pool)(ptr), c[0], opts))
+		})
+	}, source)
 }
 
 // LoadPackage loads a torch.package archive from a file, read once into

@@ -125,7 +125,7 @@ func DTypeOf[T Element]() DType {
 // keep its memory alive, so closing it early is safe. Reading is safe from
 // many goroutines; Close may race calls (it frees after them).
 type Tensor struct {
-	h       *handle         // *C.mpgo_tensor
+	h       *handle         // *C.manypy_tensor: this Tensor's reference
 	cleanup runtime.Cleanup // the backstop, stopped by Close
 	dtype   DType
 	shape   []int64
@@ -207,32 +207,34 @@ func newTensorFromSlice[T Element](data []T, shape []int64, copyData bool) (*Ten
 		release = cgo.NewHandle(pinner)
 		copyFlag = 0
 	}
-	var t *C.mpgo_tensor
 	// On failure the C API has already run the release (unpinned).
-	err := statusError(C.mpgo_tensor_from_buffer(ptr, size, C.uint8_t(info.code), C.uint8_t(info.bits),
-		C.int32_t(len(shape)), shapePtr, nil, copyFlag, C.uintptr_t(release), &t))
+	r := C.mpgo_tensor_from_buffer(ptr, size, C.uint8_t(info.code), C.uint8_t(info.bits),
+		C.int32_t(len(shape)), shapePtr, copyFlag, C.uintptr_t(release))
 	runtime.KeepAlive(data)
 	runtime.KeepAlive(shape)
-	if err != nil {
-		return nil, err
-	}
-	return wrapTensor(t)
+	return takeTensor(r)
 }
 
 // tensorOfValue takes a tensor value's tensor (zero copy).
 func tensorOfValue(v *C.manypy_value) (*Tensor, error) {
-	var t *C.mpgo_tensor
-	if err := statusError(C.mpgo_tensor_of_value(v, &t)); err != nil {
-		return nil, err
-	}
-	return wrapTensor(t)
+	return takeTensor(C.mpgo_tensor_of_value(v))
 }
 
-func wrapTensor(t *C.mpgo_tensor) (*Tensor, error) {
-	dl := &t.managed.dl_tensor // read from Go: no cgo call
+// takeTensor wraps a new tensor reference, or returns its status's error.
+func takeTensor(r C.mpgo_tensor_ref) (*Tensor, error) {
+	if err := statusError(r.status); err != nil {
+		return nil, err
+	}
+	return wrapTensor(r.tensor, r.dl)
+}
+
+// wrapTensor makes the Go owner of a tensor reference; dl is its layout
+// (manypy_tensor_dl_tensor, C memory valid while the reference is held),
+// copied here so that reading the Tensor makes no cgo call.
+func wrapTensor(t *C.manypy_tensor, dl *C.DLTensor) (*Tensor, error) {
 	dtype, ok := dtypeOfDL(uint8(dl.dtype.code), uint8(dl.dtype.bits), uint8(dl.dtype.lanes))
 	if !ok {
-		C.mpgo_tensor_unref(t)
+		C.manypy_tensor_release(t)
 		return nil, &Error{Code: CodeBadTensor, Message: fmt.Sprintf(
 			"a tensor of DLPack dtype {%d, %d, %d}, unknown to this Go package",
 			dl.dtype.code, dl.dtype.bits, dl.dtype.lanes)}
@@ -258,7 +260,7 @@ func wrapTensor(t *C.mpgo_tensor) (*Tensor, error) {
 	}
 	tensor.shape, tensor.strides = shape, strides
 	tensor.h, tensor.cleanup = adopt(tensor, unsafe.Pointer(t), func(ptr unsafe.Pointer) {
-		C.mpgo_tensor_unref((*C.mpgo_tensor)(ptr))
+		C.manypy_tensor_release((*C.manypy_tensor)(ptr))
 	}, "tensor")
 	return tensor, nil
 }
@@ -372,7 +374,7 @@ func holdAs[T Element](t *Tensor, readAs string) error {
 func (t *Tensor) newValue() (*C.manypy_value, error) {
 	var v *C.manypy_value
 	err := t.h.use(t, func(ptr unsafe.Pointer, _ cStrings) error {
-		return statusError(C.mpgo_tensor_value((*C.mpgo_tensor)(ptr), &v))
+		return statusError(C.manypy_value_new_tensor_ref((*C.manypy_tensor)(ptr), &v))
 	})
 	return v, err
 }
@@ -380,6 +382,6 @@ func (t *Tensor) newValue() (*C.manypy_value, error) {
 // appendTo appends a value of the tensor to a C list or tuple.
 func (t *Tensor) appendTo(seq *C.manypy_value) error {
 	return t.h.use(t, func(ptr unsafe.Pointer, _ cStrings) error {
-		return statusError(C.mpgo_append_tensor(seq, (*C.mpgo_tensor)(ptr)))
+		return statusError(C.mpgo_append_tensor(seq, (*C.manypy_tensor)(ptr)))
 	})
 }

@@ -2,8 +2,10 @@ package manypy
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 	"unsafe"
@@ -185,4 +187,70 @@ func TestBoolTensorEncoder(t *testing.T) {
 		inverted.Close()
 		m.Close()
 	}
+}
+
+// One Tensor as the argument of many calls from many goroutines at once,
+// alone (the calls' fast path) and inside other arguments: every call
+// gets the Go slice itself, never a copy (identity.pt's result is that
+// memory), and the slice is released once, after the last result.
+func TestOneTensorSharedByConcurrentCalls(t *testing.T) {
+	pool := newPool(t, PoolOptions{Interpreters: 2})
+	model := loadModel(t, pool, "identity.pt")
+	before := releasedBuffers.Load()
+	data := []float32{1, 2, 3, 4, 5, 6}
+	x := must(NewTensorNoCopy(data, 2, 3))
+	const goroutines, calls = 6, 40
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines)
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < calls; i++ {
+				var out any
+				var err error
+				if i%2 == 0 {
+					out, err = model.Call(bg, x)
+				} else {
+					out, err = model.Call(bg, Tuple{x, NewDict("again", x)})
+					if err == nil {
+						item := out.(Tuple)
+						again, _ := item[1].(*Dict).Get("again")
+						again.(*Tensor).Close()
+						out = item[0]
+					}
+				}
+				if err == nil {
+					err = sameMemory(out.(*Tensor), data)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	x.Close()
+	if got := releasedBuffers.Load() - before; got != 1 {
+		t.Errorf("%d releases of the shared slice, want 1", got)
+	}
+}
+
+// sameMemory closes out after checking that it is data's memory, shape 2x3.
+func sameMemory(out *Tensor, data []float32) error {
+	defer out.Close()
+	view, err := TensorView[float32](out)
+	if err != nil {
+		return err
+	}
+	if !reflect.DeepEqual(out.Shape(), []int64{2, 3}) || len(view) != len(data) ||
+		&view[0] != &data[0] || !reflect.DeepEqual(view, data) {
+		return fmt.Errorf("a result of shape %v, %v, is not the shared slice", out.Shape(), view)
+	}
+	return nil
 }

@@ -306,13 +306,11 @@ func dictValue(keys []string, values []any, depth int) (*C.manypy_value, error) 
 		return nil, outOfMemory()
 	}
 	for i, key := range keys {
-		ckey, err := cString(key)
+		child, err := toValue(values[i], depth)
 		if err == nil {
-			var child *C.manypy_value
-			if child, err = toValue(values[i], depth); err == nil {
-				err = statusError(C.manypy_value_dict_set(dict, ckey, child)) // takes child
-			}
-			C.free(unsafe.Pointer(ckey))
+			// With its length: a key may contain NUL. Its bytes are copied
+			// during the call (a Go string holds no Go pointers).
+			err = statusError(C.manypy_value_dict_set_n(dict, stringData(key), C.size_t(len(key)), child)) // takes child
 		}
 		if err != nil {
 			C.manypy_value_free(dict)

@@ -15,8 +15,7 @@ import (
 type valueDecoder struct {
 	data []byte
 	// valid is false when the value holds something the conversion must
-	// refuse (a string that is not UTF-8, a key with NUL, a uint64 past
-	// int64, too deep).
+	// refuse (a string that is not UTF-8, a uint64 past int64, too deep).
 	valid bool
 }
 
@@ -103,7 +102,7 @@ func (d *valueDecoder) value(depth int) (in, want any) {
 			for _, taken := in.Get(key); taken; _, taken = in.Get(key) {
 				key += "+" // a repeated key would hide its first value's validity
 			}
-			if !utf8.ValidString(key) || strings.IndexByte(key, 0) >= 0 {
+			if !utf8.ValidString(key) {
 				d.valid = false
 			}
 			v, w := d.value(depth + 1)
@@ -117,7 +116,7 @@ func (d *valueDecoder) value(depth int) (in, want any) {
 		in := map[string]any{}
 		n := int(d.byte() % 3)
 		for i := 0; i < n; i++ {
-			in[strings.ToValidUTF8(strings.ReplaceAll(string(d.bytes()), "\x00", ""), "?")] = int64(i)
+			in[strings.ToValidUTF8(string(d.bytes()), "?")] = int64(i)
 		}
 		want := NewDict()
 		for _, k := range sortedKeys(in) {
