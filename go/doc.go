@@ -79,8 +79,7 @@
 // WithCallOptions adds per-call settings: a pinned interpreter, and the
 // model and request ids that operator callbacks and the profiler see.
 // Pool.ExecContext and EvalContext are bounded by their context the same
-// way (Exec, ExecAll and Eval take none). The stop is raised at a line: a
-// loop written on one line ("while True: pass") is not stopped.
+// way (Exec, ExecAll and Eval take none).
 //
 // # Errors
 //
