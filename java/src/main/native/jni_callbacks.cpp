@@ -113,7 +113,10 @@ void release_verifier(void* ref) {
 manypy_status* manypy_jni_add_op_callbacks(JNIEnv* jenv, jobject target, int with_enter,
                                            int with_exit, double sampling_probability,
                                            int needs_inputs, int64_t* out_id) {
-  jobject ref = target ? jenv->NewGlobalRef(target) : nullptr;
+  jobject ref = nullptr;
+  if (target) {
+    if (manypy_status* status = manypy_jni::new_global_ref(jenv, target, &ref)) return status;
+  }
   uint64_t id = 0;
   // manypy frees the reference once: on removal, or at once on failure.
   manypy_status* status = manypy_add_op_callbacks(
@@ -129,20 +132,23 @@ manypy_status* manypy_jni_remove_op_callbacks(int64_t id) {
 
 manypy_status* manypy_jni_set_api_usage_handler(JNIEnv* jenv, jobject handler) {
   if (!handler) return manypy_set_api_usage_handler(nullptr, nullptr, nullptr);
-  jobject ref = jenv->NewGlobalRef(handler);
+  jobject ref = nullptr;
+  if (manypy_status* status = manypy_jni::new_global_ref(jenv, handler, &ref)) return status;
   return manypy_set_api_usage_handler(api_usage, ref, manypy_jni::delete_global_ref);
 }
 
 manypy_status* manypy_jni_set_export_hook(JNIEnv* jenv, jobject hook) {
   if (!hook) return manypy_set_export_hook(nullptr, nullptr, nullptr);
-  jobject ref = jenv->NewGlobalRef(hook);
+  jobject ref = nullptr;
+  if (manypy_status* status = manypy_jni::new_global_ref(jenv, hook, &ref)) return status;
   return manypy_set_export_hook(export_hook, ref, manypy_jni::delete_global_ref);
 }
 
 manypy_status* manypy_jni_archive_trust_set_verifier(JNIEnv* jenv, manypy_archive_trust* trust,
                                                      jobject verifier) {
   if (!verifier) return manypy_archive_trust_set_verifier(trust, nullptr, nullptr, nullptr);
-  jobject ref = jenv->NewGlobalRef(verifier);
+  jobject ref = nullptr;
+  if (manypy_status* status = manypy_jni::new_global_ref(jenv, verifier, &ref)) return status;
   g_verifiers_held.fetch_add(1);
   // manypy releases the reference once: when the last copy of the trust
   // goes, or at once on failure.

@@ -44,6 +44,14 @@ void delete_global_ref(void* ref) {
   if (JNIEnv* env = callback_env()) env->DeleteGlobalRef(static_cast<jobject>(ref));
 }
 
+manypy_status* new_global_ref(JNIEnv* env, jobject object, jobject* out) {
+  *out = env->NewGlobalRef(object);
+  if (*out) return nullptr;
+  env->ExceptionClear();
+  return manypy_status_new(MANYPY_ERR_RESOURCE_EXHAUSTED,
+                           "manypy: the JVM has no JNI global reference left");
+}
+
 bool throw_java(JNIEnv* env, const char* class_name, const char* message) {
   jclass type = env->FindClass(class_name);
   if (type) env->ThrowNew(type, message);  // else FindClass left its own error pending

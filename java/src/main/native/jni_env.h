@@ -5,6 +5,8 @@
 
 #include <jni.h>
 
+#include "manypy.h"
+
 namespace manypy_jni {
 
 /* The JNIEnv of the calling thread. A thread the JVM does not know (a
@@ -26,6 +28,11 @@ const Dispatch& dispatch();
 /* Deletes a JNI global reference from any thread: the free_user_data and
  * release callbacks of everything the glue registers. */
 void delete_global_ref(void* ref);
+
+/* A JNI global reference to `object` in *out, or, when the JVM has none
+ * left, a MANYPY_ERR_RESOURCE_EXHAUSTED status (the JVM's pending
+ * OutOfMemoryError is cleared: the status reports it). */
+manypy_status* new_global_ref(JNIEnv* env, jobject object, jobject* out);
 
 /* Raises a Java exception of class `class_name` (e.g.
  * "java/lang/IllegalArgumentException") for the glue's caller to see when the

@@ -37,37 +37,30 @@ jbyteArray manypy_jni_value_bytes(JNIEnv* jenv, const manypy_value* value);
 jbyteArray manypy_jni_value_dict_key(JNIEnv* jenv, const manypy_value* value, size_t index);
 
 /* ---- tensors ------------------------------------------------------------ */
+/* A Java Tensor holds one reference to a manypy_tensor (manypy.h): made here
+ * over a direct ByteBuffer, or by manypy_tensor_from_value for a result, and
+ * passed to calls with manypy_value_new_tensor_ref (no copy, no new DLPack
+ * wrapper per call). Released with manypy_tensor_release. */
 
-/* A tensor value over a direct ByteBuffer's memory from `byte_offset` on,
- * zero copy. The buffer is held by a JNI global reference until manypy no
- * longer needs the memory (possibly after the value is freed, if a model
- * kept the tensor). `strides` (in elements) may be null: C-contiguous. */
-manypy_status* manypy_jni_tensor_from_direct_buffer(JNIEnv* jenv, jobject buffer,
-                                                    int64_t byte_offset, int dtype_code,
-                                                    int dtype_bits, jlongArray shape,
-                                                    jlongArray strides,
-                                                    manypy_value** out_value);
+/* A tensor over a direct ByteBuffer's memory from its position 0 on
+ * (`strides` in elements; null: C-contiguous). `copy` 0 lends the memory
+ * (zero copy): the buffer is held by a JNI global reference until manypy no
+ * longer needs it (possibly after the last reference, if a model kept the
+ * tensor). `copy` 1 copies the bytes now (a read-only buffer, which a model
+ * must not be lent). Bad arguments are a MANYPY_ERR_INVALID_ARGUMENT status;
+ * a layout the buffer cannot hold, MANYPY_ERR_BAD_TENSOR. */
+manypy_status* manypy_jni_tensor_new_from_direct_buffer(JNIEnv* jenv, jobject buffer,
+                                                        int dtype_code, int dtype_bits,
+                                                        jlongArray shape, jlongArray strides,
+                                                        int copy, manypy_tensor** out_tensor);
 
-/* A reference-counted holder of a DLPack tensor manypy handed out
- * (manypy_value_get_tensor): Java's Tensor keeps one reference, and each
- * value made from it (manypy_jni_tensor_to_value) keeps another, so the
- * memory lives until the last of them lets go. */
-typedef struct manypy_jni_tensor manypy_jni_tensor;
-
-/* Takes the tensor out of a tensor value (zero copy). */
-manypy_status* manypy_jni_tensor_of_value(JNIEnv* jenv, const manypy_value* value,
-                                          manypy_jni_tensor** out_tensor);
 /* {dtype code, bits, lanes, ndim, shape[ndim]..., strides[ndim]...}, with
- * strides (in elements) filled in for a C-contiguous tensor. */
-jlongArray manypy_jni_tensor_layout(JNIEnv* jenv, const manypy_jni_tensor* tensor);
+ * strides (in elements) filled in for a C-contiguous tensor; null for NULL. */
+jlongArray manypy_jni_tensor_layout(JNIEnv* jenv, const manypy_tensor* tensor);
 /* A direct ByteBuffer over `byte_size` bytes of the tensor's data (from its
- * first element), valid while the holder lives. */
-jobject manypy_jni_tensor_buffer(JNIEnv* jenv, manypy_jni_tensor* tensor, int64_t byte_size);
-/* A new tensor value sharing the holder's memory (takes a reference). */
-manypy_status* manypy_jni_tensor_to_value(JNIEnv* jenv, manypy_jni_tensor* tensor,
-                                          manypy_value** out_value);
-/* Drops Java's reference. Accepts NULL. */
-void manypy_jni_tensor_release(manypy_jni_tensor* tensor);
+ * first element), valid while the caller's reference lives. Throws
+ * IllegalArgumentException for a tensor without data. */
+jobject manypy_jni_tensor_buffer(JNIEnv* jenv, const manypy_tensor* tensor, int64_t byte_size);
 
 /* ---- callbacks into Java ------------------------------------------------ */
 /* Each registers a Java object through a JNI global reference, released

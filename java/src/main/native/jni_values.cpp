@@ -34,35 +34,37 @@ jbyteArray manypy_jni_utf8_bytes(JNIEnv* jenv, const char* utf8) {
 
 int32_t manypy_jni_glue_version(void) { return MANYPY_VERSION_NUMBER; }
 
-jbyteArray manypy_jni_value_string(JNIEnv* jenv, const manypy_value* value) {
-  const char* utf8 = nullptr;
-  size_t length = 0;
-  if (manypy_status* status = manypy_value_get_string(value, &utf8, &length)) {
-    manypy_status_free(status);
-    return nullptr;
-  }
-  return new_byte_array(jenv, utf8, length);
-}
+namespace {
 
-jbyteArray manypy_jni_value_bytes(JNIEnv* jenv, const manypy_value* value) {
-  const void* data = nullptr;
+// The bytes a manypy_value_get_* accessor `get` reads (pointer and length),
+// or null when the value is not of its kind.
+template <typename Data, typename Get>
+jbyteArray value_bytes(JNIEnv* jenv, const manypy_value* value, Get get) {
+  Data data = nullptr;
   size_t length = 0;
-  if (manypy_status* status = manypy_value_get_bytes(value, &data, &length)) {
+  if (manypy_status* status = get(value, &data, &length)) {
     manypy_status_free(status);
     return nullptr;
   }
   return new_byte_array(jenv, data, length);
 }
 
+}  // namespace
+
+jbyteArray manypy_jni_value_string(JNIEnv* jenv, const manypy_value* value) {
+  return value_bytes<const char*>(jenv, value, manypy_value_get_string);
+}
+
+jbyteArray manypy_jni_value_bytes(JNIEnv* jenv, const manypy_value* value) {
+  return value_bytes<const void*>(jenv, value, manypy_value_get_bytes);
+}
+
 jbyteArray manypy_jni_value_dict_key(JNIEnv* jenv, const manypy_value* value, size_t index) {
-  const char* key = nullptr;
-  size_t length = 0;
   // With its length: a key from Python may contain NUL.
-  if (manypy_status* status = manypy_value_dict_key(value, index, &key, &length)) {
-    manypy_status_free(status);
-    return nullptr;
-  }
-  return new_byte_array(jenv, key, length);
+  return value_bytes<const char*>(
+      jenv, value, [index](const manypy_value* v, const char** key, size_t* length) {
+        return manypy_value_dict_key(v, index, key, length);
+      });
 }
 
 jbyteArray manypy_jni_profile_entry_model(JNIEnv* jenv, const manypy_profile_entry* entries,

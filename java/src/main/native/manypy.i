@@ -60,8 +60,7 @@
   const manypy_value** out_item, manypy_pool** out_pool,
   manypy_package** out_package, manypy_object** out_object,
   manypy_script_module** out_module, manypy_profiler** out_profiler,
-  manypy_profile_entry** out_entries, manypy_jni_tensor** out_tensor,
-  manypy_tensor** out_tensor
+  manypy_profile_entry** out_entries, manypy_tensor** out_tensor
 };
 
 /* Scalar out-parameters: a one-element Java array. */
@@ -130,9 +129,8 @@ MANYPY_OUT_SCALAR(double, jdouble, jdoubleArray, double[], SetDoubleArrayRegion)
 %ignore manypy_value_get_string;
 %ignore manypy_value_get_bytes;
 %ignore manypy_value_get_tensor;
-/* Not yet used by the Java side (its tensors are manypy_jni_tensor): the
- * constructors of manypy_tensor that take DLPack structs or buffers, and
- * its DLTensor, are for the glue to wrap when it moves to manypy_tensor. */
+/* manypy_tensor's DLPack and buffer constructors and its DLTensor: the glue
+ * wraps them (Java has direct ByteBuffers, not pointers). */
 %ignore manypy_tensor_new;
 %ignore manypy_tensor_new_from_buffer;
 %ignore manypy_tensor_dl_tensor;

@@ -73,9 +73,7 @@ public final class ArchiveTrust {
    * the binding hands digests and verifiers to the native library.
    */
   <T> T withNative(LongFunction<T> use) {
-    NativeLibrary.ensureLoaded();
-    long trust = ManypyNative.manypy_archive_trust_new();
-    if (trust == 0) throw new OutOfMemoryError("manypy: native memory exhausted");
+    long trust = NativeLibrary.newHandle(ManypyNative::manypy_archive_trust_new);
     try {
       for (String digest : sha256) {
         Status.check(ManypyNative.manypy_archive_trust_add_sha256(trust, digest));

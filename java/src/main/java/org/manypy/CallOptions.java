@@ -1,6 +1,7 @@
 package org.manypy;
 
 import java.time.Duration;
+import java.util.function.LongFunction;
 import org.manypy.internal.ManypyNative;
 
 /**
@@ -8,8 +9,10 @@ import org.manypy.internal.ManypyNative;
  * a {@link CancelToken}, and the caller's context (model id, request id) that
  * every operator callback of the call reports. They apply to {@link
  * ReplicatedObject#call(String, java.util.List, java.util.Map, CallOptions)},
- * {@link ReplicatedObject#getAttr(String, CallOptions)} and {@link
- * ScriptModule#call(String, java.util.List, java.util.Map, CallOptions)}.
+ * {@link ReplicatedObject#getAttr(String, CallOptions)}, {@link
+ * ScriptModule#call(String, java.util.List, java.util.Map, CallOptions)},
+ * {@link Pool#exec(String, CallOptions)} and {@link Pool#eval(String,
+ * CallOptions)}.
  * Configure before sharing: once set up, one CallOptions may serve any number
  * of threads at once.
  *
@@ -28,25 +31,22 @@ import org.manypy.internal.ManypyNative;
  */
 public final class CallOptions extends NativeResource {
   public CallOptions() {
-    super(newOptions(), ManypyNative::manypy_call_options_free, "CallOptions");
+    super(NativeLibrary.newHandle(ManypyNative::manypy_call_options_new),
+        ManypyNative::manypy_call_options_free, "CallOptions");
   }
 
-  private static long newOptions() {
-    NativeLibrary.ensureLoaded();
-    long handle = ManypyNative.manypy_call_options_new();
-    if (handle == 0) throw new OutOfMemoryError("manypy: native memory exhausted");
-    return handle;
+  /**
+   * Runs `body` with the native handle of `options`, held for its duration,
+   * or with 0 (the C API's defaults) when `options` is null.
+   */
+  static <T> T with(CallOptions options, LongFunction<T> body) {
+    return options == null ? body.apply(0) : options.with(body);
   }
 
   /** Pins calls to interpreter `index` of the pool, or Pool.ANY_INTERPRETER. */
   public CallOptions interpreter(int index) {
-    long options = acquire();
-    try {
-      Status.check(ManypyNative.manypy_call_options_set_interpreter(options, index));
-      return this;
-    } finally {
-      release();
-    }
+    check(options -> ManypyNative.manypy_call_options_set_interpreter(options, index));
+    return this;
   }
 
   /**
@@ -60,13 +60,9 @@ public final class CallOptions extends NativeResource {
     if (timeout == null) {
       throw new IllegalArgumentException("manypy: timeout is null (Duration.ZERO removes it)");
     }
-    long options = acquire();
-    try {
-      Status.check(ManypyNative.manypy_call_options_set_timeout(options, saturatedNanos(timeout)));
-      return this;
-    } finally {
-      release();
-    }
+    long nanos = saturatedNanos(timeout);
+    check(options -> ManypyNative.manypy_call_options_set_timeout(options, nanos));
+    return this;
   }
 
   /**
@@ -79,13 +75,8 @@ public final class CallOptions extends NativeResource {
    * #timeout(Duration)}.
    */
   public CallOptions deadlineNanos(long monotonicNanos) {
-    long options = acquire();
-    try {
-      Status.check(ManypyNative.manypy_call_options_set_deadline(options, monotonicNanos));
-      return this;
-    } finally {
-      release();
-    }
+    check(options -> ManypyNative.manypy_call_options_set_deadline(options, monotonicNanos));
+    return this;
   }
 
   /**
@@ -94,29 +85,16 @@ public final class CallOptions extends NativeResource {
    * token alive, so `token` may be closed before them.
    */
   public CallOptions cancelToken(CancelToken token) {
-    long options = acquire();
-    try {
-      long nativeToken = token == null ? 0 : token.acquire();
-      try {
-        Status.check(ManypyNative.manypy_call_options_set_cancel_token(options, nativeToken));
-      } finally {
-        if (token != null) token.release();
-      }
-      return this;
-    } finally {
-      release();
-    }
+    check(options -> token == null
+        ? ManypyNative.manypy_call_options_set_cancel_token(options, 0)
+        : token.with(t -> ManypyNative.manypy_call_options_set_cancel_token(options, t)));
+    return this;
   }
 
   /** The context operator callbacks report for calls with these options (null is ""). */
   public CallOptions context(String modelId, String requestId) {
-    long options = acquire();
-    try {
-      Status.check(ManypyNative.manypy_call_options_set_context(options, modelId, requestId));
-      return this;
-    } finally {
-      release();
-    }
+    check(options -> ManypyNative.manypy_call_options_set_context(options, modelId, requestId));
+    return this;
   }
 
   /** A duration in nanoseconds, clamped to the range of a long instead of overflowing. */

@@ -18,14 +18,8 @@ import org.manypy.internal.ManypyNative;
 public final class CancelToken extends NativeResource {
   /** A new, uncancelled token. */
   public CancelToken() {
-    super(newToken(), ManypyNative::manypy_cancel_token_free, "CancelToken");
-  }
-
-  private static long newToken() {
-    NativeLibrary.ensureLoaded();
-    long handle = ManypyNative.manypy_cancel_token_new();
-    if (handle == 0) throw new OutOfMemoryError("manypy: native memory exhausted");
-    return handle;
+    super(NativeLibrary.newHandle(ManypyNative::manypy_cancel_token_new),
+        ManypyNative::manypy_cancel_token_free, "CancelToken");
   }
 
   /**
@@ -34,21 +28,14 @@ public final class CancelToken extends NativeResource {
    * threads soon after.
    */
   public void cancel() {
-    long token = acquire();
-    try {
+    with(token -> {
       ManypyNative.manypy_cancel_token_cancel(token);
-    } finally {
-      release();
-    }
+      return null;
+    });
   }
 
   /** Whether {@link #cancel()} was called. */
   public boolean isCancelled() {
-    long token = acquire();
-    try {
-      return ManypyNative.manypy_cancel_token_is_cancelled(token) != 0;
-    } finally {
-      release();
-    }
+    return with(token -> ManypyNative.manypy_cancel_token_is_cancelled(token) != 0);
   }
 }

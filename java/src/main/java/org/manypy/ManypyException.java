@@ -7,6 +7,15 @@ package org.manypy;
  * NotFoundException for MANYPY_ERR_NOT_FOUND, ...), so callers can catch
  * exactly the failures they handle. Unchecked, like the failures of most
  * native-backed Java APIs.
+ *
+ * <p>{@link #getMessage()} is the status's one-line message, and {@link
+ * #toString()} one line too ({@code org.manypy.PythonException [PYTHON]:
+ * ZeroDivisionError: division by zero}), like Rust's Display and Go's
+ * Error(). The Python traceback is in {@link #pythonTraceback()}, and is
+ * attached as a suppressed {@link PythonTraceback} so that {@link
+ * #printStackTrace()} and logging frameworks, which print suppressed
+ * exceptions, show where the model failed, also when this exception is the
+ * cause of another.
  */
 public class ManypyException extends RuntimeException {
   private static final long serialVersionUID = 1L;
@@ -20,6 +29,7 @@ public class ManypyException extends RuntimeException {
     this.code = code;
     this.pythonType = pythonType == null ? "" : pythonType;
     this.pythonTraceback = pythonTraceback == null ? "" : pythonTraceback;
+    if (!this.pythonTraceback.isEmpty()) addSuppressed(new PythonTraceback(this.pythonTraceback));
   }
 
   ManypyException(ErrorCode code, String message, Throwable cause) {
@@ -42,10 +52,29 @@ public class ManypyException extends RuntimeException {
     return pythonTraceback;
   }
 
-  /** The message, followed by the Python traceback when there is one. */
+  /** One line: the class, the code and the message. */
   @Override
   public String toString() {
-    String head = getClass().getName() + " [" + code + "]: " + getMessage();
-    return pythonTraceback.isEmpty() ? head : head + "\nPython traceback:\n" + pythonTraceback;
+    return getClass().getName() + " [" + code + "]: " + getMessage();
+  }
+
+  /**
+   * The Python (or TorchScript) traceback behind a {@link ManypyException},
+   * attached to it as a suppressed exception so that stack-trace printers
+   * show it: "Suppressed: Python traceback:" and the traceback's lines. It
+   * has no Java stack trace of its own.
+   */
+  public static final class PythonTraceback extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+
+    PythonTraceback(String traceback) {
+      super(traceback, null, false, false);
+    }
+
+    /** "Python traceback:" and the traceback, on the lines that follow. */
+    @Override
+    public String toString() {
+      return "Python traceback:\n" + getMessage().stripTrailing();
+    }
   }
 }

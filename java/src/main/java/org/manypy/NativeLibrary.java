@@ -29,6 +29,15 @@ final class NativeLibrary {
     if (!loaded) load(null);
   }
 
+  /**
+   * Loads the library if need be and returns the handle `make` returns (a C
+   * constructor that signals running out of native memory with NULL).
+   */
+  static long newHandle(java.util.function.LongSupplier make) {
+    ensureLoaded();
+    return NativeResource.allocated(make.getAsLong());
+  }
+
   /** Loads from `path` (a file or a directory), or the default places if null. */
   static synchronized void load(Path path) {
     if (loaded) return;

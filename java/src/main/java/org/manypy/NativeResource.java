@@ -3,6 +3,7 @@ package org.manypy;
 import java.lang.ref.Cleaner;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.LongConsumer;
+import java.util.function.LongFunction;
 import java.util.function.LongUnaryOperator;
 
 /**
@@ -49,12 +50,29 @@ abstract class NativeResource implements AutoCloseable {
    * held for the call, and throws the status's exception if it failed.
    */
   final void check(LongUnaryOperator call) {
+    with(held -> {
+      Status.check(call.applyAsLong(held));
+      return null;
+    });
+  }
+
+  /** Runs `body` on the handle, held for its duration, and returns what it returns. */
+  final <T> T with(LongFunction<T> body) {
     long held = acquire();
     try {
-      Status.check(call.applyAsLong(held));
+      return body.apply(held);
     } finally {
       release();
     }
+  }
+
+  /**
+   * A handle a C constructor returned, for one that signals running out of
+   * native memory with NULL (0).
+   */
+  static long allocated(long handle) {
+    if (handle == 0) throw new OutOfMemoryError("manypy: native memory exhausted");
+    return handle;
   }
 
   /** Whether close() was called (or the object was collected). */

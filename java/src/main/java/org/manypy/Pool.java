@@ -38,9 +38,7 @@ public final class Pool extends NativeResource {
    * need.
    */
   public static Pool create(PoolOptions options) {
-    NativeLibrary.ensureLoaded();
-    long native_ = ManypyNative.manypy_pool_options_new();
-    if (native_ == 0) throw new OutOfMemoryError("manypy: native memory exhausted");
+    long native_ = NativeLibrary.newHandle(ManypyNative::manypy_pool_options_new);
     try {
       Status.check(ManypyNative.manypy_pool_options_set_interpreters(native_, options.interpreters));
       for (String path : options.sysPath) {
@@ -111,6 +109,19 @@ public final class Pool extends NativeResource {
     check(pool -> ManypyNative.manypy_pool_exec(pool, interpreter, source));
   }
 
+  /**
+   * Runs Python statements in the interpreter of `options` (any, unless
+   * {@link CallOptions#interpreter(int)} pins one; null: any), bounded by
+   * their timeout, deadline and cancel token as a call is: {@link
+   * DeadlineExceededException} or {@link CancelledException} when they stop
+   * it (see {@link CallOptions}), {@link OutOfRangeException} for an
+   * interpreter outside the pool. Operator callbacks report their context.
+   */
+  public void exec(String source, CallOptions options) {
+    check(pool -> CallOptions.with(options,
+        o -> ManypyNative.manypy_pool_exec_with_options(pool, source, o)));
+  }
+
   /** Runs the same statements in every interpreter, in index order; stops at the first failure. */
   public void execAll(String source) {
     check(pool -> ManypyNative.manypy_pool_exec_all(pool, source));
@@ -118,14 +129,18 @@ public final class Pool extends NativeResource {
 
   /** Evaluates a Python expression in an interpreter; the result as Java (see Values). */
   public Object eval(int interpreter, String expression) {
-    long pool = acquire();
-    try {
-      long[] out = new long[1];
-      Status.check(ManypyNative.manypy_pool_eval(pool, interpreter, expression, out));
-      return Values.takeResult(out[0]);
-    } finally {
-      release();
-    }
+    return with(pool -> Values.result(
+        out -> ManypyNative.manypy_pool_eval(pool, interpreter, expression, out)));
+  }
+
+  /**
+   * Evaluates a Python expression with `options`, as {@link #exec(String,
+   * CallOptions)} runs statements; converting the result is part of the
+   * bounded work.
+   */
+  public Object eval(String expression, CallOptions options) {
+    return with(pool -> CallOptions.with(options, o -> Values.result(
+        out -> ManypyNative.manypy_pool_eval_with_options(pool, expression, o, out))));
   }
 
   /** Evaluates a Python expression in any interpreter. */
@@ -140,25 +155,14 @@ public final class Pool extends NativeResource {
    * BadArchiveException, NotAPackageException, UnsupportedVersionException.
    */
   public TorchPackage loadPackage(Path archive) {
-    long pool = acquire();
-    try {
-      long[] out = new long[1];
-      Status.check(ManypyNative.manypy_package_load_file(pool, archive.toString(), out));
-      return new TorchPackage(out[0]);
-    } finally {
-      release();
-    }
+    String path = archive.toString();
+    return new TorchPackage(with(pool -> Values.out(
+        out -> ManypyNative.manypy_package_load_file(pool, path, out))));
   }
 
   /** Loads a torch.package archive from memory (the bytes are copied). */
   public TorchPackage loadPackage(byte[] archive) {
-    long pool = acquire();
-    try {
-      long[] out = new long[1];
-      Status.check(ManypyNative.manypy_package_load_bytes(pool, archive, out));
-      return new TorchPackage(out[0]);
-    } finally {
-      release();
-    }
+    return new TorchPackage(with(pool -> Values.out(
+        out -> ManypyNative.manypy_package_load_bytes(pool, archive, out))));
   }
 }

@@ -50,25 +50,13 @@ public final class Profiler extends NativeResource {
 
   /** The aggregates in the Prometheus text format, for a /metrics endpoint. */
   public String prometheus() {
-    long profiler = acquire();
-    try {
-      long[] out = new long[1];
-      Status.check(ManypyNative.manypy_profiler_prometheus(profiler, out));
-      return (String) Values.takeResult(out[0]);
-    } finally {
-      release();
-    }
+    return (String) with(profiler -> Values.result(
+        out -> ManypyNative.manypy_profiler_prometheus(profiler, out)));
   }
 
   /** The latest sampled events as Chrome trace-event JSON (Perfetto, chrome://tracing). */
   public String chromeTrace() {
-    long profiler = acquire();
-    try {
-      long[] out = new long[1];
-      Status.check(ManypyNative.manypy_profiler_chrome_trace(profiler, out));
-      return (String) Values.takeResult(out[0]);
-    } finally {
-      release();
-    }
+    return (String) with(profiler -> Values.result(
+        out -> ManypyNative.manypy_profiler_chrome_trace(profiler, out)));
   }
 }

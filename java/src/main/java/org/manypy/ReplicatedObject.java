@@ -36,18 +36,8 @@ public final class ReplicatedObject extends NativeResource {
    * stopped it.
    */
   public Object call(String method, List<?> args, Map<String, ?> kwargs, CallOptions options) {
-    long object = acquire();
-    try {
-      long nativeOptions = options == null ? 0 : options.acquire();
-      try {
-        return Values.call(args, kwargs, (a, k, out) ->
-            ManypyNative.manypy_object_call(object, method, a, k, nativeOptions, out));
-      } finally {
-        if (options != null) options.release();
-      }
-    } finally {
-      release();
-    }
+    return with(object -> CallOptions.with(options, o -> Values.call(args, kwargs,
+        (a, k, out) -> ManypyNative.manypy_object_call(object, method, a, k, o, out))));
   }
 
   /** The attribute `name`, converted to Java. */
@@ -61,31 +51,14 @@ public final class ReplicatedObject extends NativeResource {
    * can stop.
    */
   public Object getAttr(String name, CallOptions options) {
-    long object = acquire();
-    long nativeOptions = 0;
-    try {
-      nativeOptions = options == null ? 0 : options.acquire();
-      long[] out = new long[1];
-      try {
-        Status.check(ManypyNative.manypy_object_getattr(object, name, nativeOptions, out));
-      } finally {
-        if (options != null) options.release();
-      }
-      return Values.takeResult(out[0]);
-    } finally {
-      release();
-    }
+    return with(object -> CallOptions.with(options, o -> Values.result(
+        out -> ManypyNative.manypy_object_getattr(object, name, o, out))));
   }
 
   public boolean hasAttr(String name) {
-    long object = acquire();
-    try {
-      int[] out = new int[1];
-      Status.check(ManypyNative.manypy_object_hasattr(object, name, out));
-      return out[0] != 0;
-    } finally {
-      release();
-    }
+    int[] out = new int[1];
+    check(object -> ManypyNative.manypy_object_hasattr(object, name, out));
+    return out[0] != 0;
   }
 
   /**
@@ -94,8 +67,6 @@ public final class ReplicatedObject extends NativeResource {
    * open; the C side must not free it.
    */
   public long nativeHandle() {
-    long object = acquire();
-    release();
-    return object;
+    return with(object -> object);
   }
 }

@@ -47,14 +47,8 @@ public final class ScriptModule extends NativeResource {
         out -> ManypyNative.manypy_script_load_bytes_trusted(archive, t, out)));
   }
 
-  private interface Load {
-    long into(long[] out);
-  }
-
-  private static ScriptModule loaded(Load load) {
-    long[] out = new long[1];
-    Status.check(load.into(out));
-    return new ScriptModule(out[0]);
+  private static ScriptModule loaded(Values.OutCall load) {
+    return new ScriptModule(Values.out(load));
   }
 
   /** Calls forward. */
@@ -75,18 +69,8 @@ public final class ScriptModule extends NativeResource {
    * interpreter index is ignored: there is no interpreter.
    */
   public Object call(String method, List<?> args, Map<String, ?> kwargs, CallOptions options) {
-    long module = acquire();
-    try {
-      long nativeOptions = options == null ? 0 : options.acquire();
-      try {
-        return Values.call(args, kwargs, (a, k, out) ->
-            ManypyNative.manypy_script_call(module, method, a, k, nativeOptions, out));
-      } finally {
-        if (options != null) options.release();
-      }
-    } finally {
-      release();
-    }
+    return with(module -> CallOptions.with(options, o -> Values.call(args, kwargs,
+        (a, k, out) -> ManypyNative.manypy_script_call(module, method, a, k, o, out))));
   }
 
   /**
@@ -94,14 +78,9 @@ public final class ScriptModule extends NativeResource {
    * byte[] or String; may be null) as "extra/&lt;name&gt;", plus the export hook's.
    */
   public void save(Path path, Map<String, ?> extraFiles) {
-    Values.withDict(extraFiles, extra -> {
-      long module = acquire();
-      try {
-        Status.check(ManypyNative.manypy_script_save_file(module, path.toString(), extra));
-      } finally {
-        release();
-      }
-    });
+    String file = path.toString();
+    Values.withDict(extraFiles, extra ->
+        check(module -> ManypyNative.manypy_script_save_file(module, file, extra)));
   }
 
   /** Intra-op threads of the host's libtorch for TorchScript calls (threads not yet used). */

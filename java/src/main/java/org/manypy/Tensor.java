@@ -3,6 +3,7 @@ package org.manypy;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.Arrays;
+import java.util.function.Consumer;
 import org.manypy.internal.ManypyNative;
 
 /**
@@ -46,12 +47,12 @@ public final class Tensor implements AutoCloseable {
   // Element 0 at index 0, native byte order. For a result, made on first use:
   // a result that is only passed on or closed never pays for a ByteBuffer.
   private volatile ByteBuffer data;
-  private final NativeTensor owner; // null when the memory is Java's
+  private final NativeTensor owner; // this Tensor's reference to its manypy_tensor
 
-  /** Native memory handed out by manypy (a refcounted DLPack holder). */
+  /** One reference to a manypy_tensor (the C API's shared, refcounted tensor). */
   private static final class NativeTensor extends NativeResource {
     NativeTensor(long address) {
-      super(address, ManypyNative::manypy_jni_tensor_release, "Tensor");
+      super(address, ManypyNative::manypy_tensor_release, "Tensor");
     }
   }
 
@@ -69,51 +70,37 @@ public final class Tensor implements AutoCloseable {
 
   /** A float32 tensor of `data` (copied), shaped `shape` (1-D if omitted). */
   public static Tensor of(float[] data, long... shape) {
-    ByteBuffer b = allocate(DType.FLOAT32, data.length, shape);
-    b.asFloatBuffer().put(data);
-    return new Tensor(DType.FLOAT32, shapeOf(data.length, shape), null, b, null);
+    return ofArray(DType.FLOAT32, data.length, shape, b -> b.asFloatBuffer().put(data));
   }
 
   /** A float64 tensor of `data` (copied). */
   public static Tensor of(double[] data, long... shape) {
-    ByteBuffer b = allocate(DType.FLOAT64, data.length, shape);
-    b.asDoubleBuffer().put(data);
-    return new Tensor(DType.FLOAT64, shapeOf(data.length, shape), null, b, null);
+    return ofArray(DType.FLOAT64, data.length, shape, b -> b.asDoubleBuffer().put(data));
   }
 
   /** An int64 tensor of `data` (copied). */
   public static Tensor of(long[] data, long... shape) {
-    ByteBuffer b = allocate(DType.INT64, data.length, shape);
-    b.asLongBuffer().put(data);
-    return new Tensor(DType.INT64, shapeOf(data.length, shape), null, b, null);
+    return ofArray(DType.INT64, data.length, shape, b -> b.asLongBuffer().put(data));
   }
 
   /** An int32 tensor of `data` (copied). */
   public static Tensor of(int[] data, long... shape) {
-    ByteBuffer b = allocate(DType.INT32, data.length, shape);
-    b.asIntBuffer().put(data);
-    return new Tensor(DType.INT32, shapeOf(data.length, shape), null, b, null);
+    return ofArray(DType.INT32, data.length, shape, b -> b.asIntBuffer().put(data));
   }
 
   /** An int16 tensor of `data` (copied). */
   public static Tensor of(short[] data, long... shape) {
-    ByteBuffer b = allocate(DType.INT16, data.length, shape);
-    b.asShortBuffer().put(data);
-    return new Tensor(DType.INT16, shapeOf(data.length, shape), null, b, null);
+    return ofArray(DType.INT16, data.length, shape, b -> b.asShortBuffer().put(data));
   }
 
   /** An int8 tensor of `data` (copied); see {@link #ofUint8} for uint8. */
   public static Tensor of(byte[] data, long... shape) {
-    ByteBuffer b = allocate(DType.INT8, data.length, shape);
-    b.put(data).clear(); // element 0 at the buffer's position, as buffer() promises
-    return new Tensor(DType.INT8, shapeOf(data.length, shape), null, b, null);
+    return ofArray(DType.INT8, data.length, shape, b -> b.put(data));
   }
 
   /** A uint8 tensor of `data` (copied), e.g. image bytes. */
   public static Tensor ofUint8(byte[] data, long... shape) {
-    ByteBuffer b = allocate(DType.UINT8, data.length, shape);
-    b.put(data).clear(); // element 0 at the buffer's position, as buffer() promises
-    return new Tensor(DType.UINT8, shapeOf(data.length, shape), null, b, null);
+    return ofArray(DType.UINT8, data.length, shape, b -> b.put(data));
   }
 
   /**
@@ -121,10 +108,21 @@ public final class Tensor implements AutoCloseable {
    * false), e.g. an attention or padding mask.
    */
   public static Tensor of(boolean[] data, long... shape) {
-    ByteBuffer b = allocate(DType.BOOL, data.length, shape);
-    for (boolean v : data) b.put(v ? (byte) 1 : (byte) 0);
-    b.clear();
-    return new Tensor(DType.BOOL, shapeOf(data.length, shape), null, b, null);
+    return ofArray(DType.BOOL, data.length, shape, b -> {
+      for (boolean v : data) b.put(v ? (byte) 1 : (byte) 0);
+    });
+  }
+
+  /**
+   * A tensor lending native memory of `count` elements shaped `shape`, which
+   * `fill` writes (through a duplicate: element 0 stays at the position the
+   * Tensor's buffer() promises).
+   */
+  private static Tensor ofArray(DType dtype, int count, long[] shape, Consumer<ByteBuffer> fill) {
+    long[] s = shapeOf(count, shape);
+    ByteBuffer b = allocate(dtype, count, s);
+    fill.accept(b.duplicate().order(NATIVE));
+    return lent(b, dtype, s, null);
   }
 
   // ---- over a ByteBuffer (zero copy when direct) ---------------------------
@@ -167,13 +165,34 @@ public final class Tensor implements AutoCloseable {
     }
     ByteBuffer view = buffer.slice().order(NATIVE);
     // A model may write what it is lent (a read-only mapping's page would be
-    // SIGSEGV): lend only writable memory the JNI layer can address.
-    if (!view.isDirect() || view.isReadOnly()) {
+    // SIGSEGV): lend only writable memory. A read-only direct buffer is
+    // copied by manypy into memory the tensor owns; a heap buffer, which
+    // native code cannot address, into a direct buffer here.
+    if (view.isDirect() && view.isReadOnly()) {
+      return fromNative(newNative(view, dtype, shape, strides, true));
+    }
+    if (!view.isDirect()) {
       ByteBuffer copy = ByteBuffer.allocateDirect((int) needed).order(NATIVE);
       copy.put(view.limit((int) needed)).clear();
       view = copy;
     }
-    return new Tensor(dtype, shape, strides, view, null);
+    return lent(view, dtype, shape, strides);
+  }
+
+  /** A Tensor lending `view` (direct, writable, element 0 at index 0) to calls. */
+  private static Tensor lent(ByteBuffer view, DType dtype, long[] shape, long[] strides) {
+    NativeTensor owner = new NativeTensor(newNative(view, dtype, shape, strides, false));
+    return new Tensor(dtype, shape, strides, view, owner);
+  }
+
+  /** A new manypy_tensor over (or, with `copy`, copied from) a direct buffer. */
+  private static long newNative(ByteBuffer view, DType dtype, long[] shape, long[] strides,
+      boolean copy) {
+    NativeLibrary.ensureLoaded();
+    long[] out = new long[1];
+    Status.check(ManypyNative.manypy_jni_tensor_new_from_direct_buffer(
+        view, dtype.code, dtype.bits, shape, strides, copy ? 1 : 0, out));
+    return out[0];
   }
 
   // ---- from native results --------------------------------------------------
@@ -181,9 +200,14 @@ public final class Tensor implements AutoCloseable {
   /** The tensor of a tensor value (zero copy; the value stays the caller's). */
   static Tensor fromValue(long value) {
     long[] out = new long[1];
-    Status.check(ManypyNative.manypy_jni_tensor_of_value(value, out));
-    NativeTensor owner = new NativeTensor(out[0]);
-    long[] layout = ManypyNative.manypy_jni_tensor_layout(out[0]);
+    Status.check(ManypyNative.manypy_tensor_from_value(value, out));
+    return fromNative(out[0]);
+  }
+
+  /** A Tensor over the memory of a manypy_tensor, taking over the reference `handle`. */
+  private static Tensor fromNative(long handle) {
+    NativeTensor owner = new NativeTensor(handle);
+    long[] layout = ManypyNative.manypy_jni_tensor_layout(handle);
     DType dtype = DType.of(layout[0], layout[1]);
     if (dtype == null || layout[2] != 1) {
       owner.close();
@@ -216,21 +240,20 @@ public final class Tensor implements AutoCloseable {
     return data;
   }
 
-  /** A new native value for this tensor (owned by the caller), sharing its memory. */
+  /**
+   * A new native value for this tensor (owned by the caller), sharing its
+   * manypy_tensor: no copy, no new DLPack wrapper, safe from any number of
+   * threads at once.
+   */
   long toValue() {
-    long[] out = new long[1];
-    if (owner != null) {
-      long handle = owner.acquire();
-      try {
-        Status.check(ManypyNative.manypy_jni_tensor_to_value(handle, out));
-      } finally {
-        owner.release();
-      }
-    } else {
-      Status.check(ManypyNative.manypy_jni_tensor_from_direct_buffer(
-          data, 0, dtype.code, dtype.bits, shape, contiguous ? null : strides, out));
+    long handle = owner.acquire();
+    try {
+      long[] out = new long[1];
+      Status.check(ManypyNative.manypy_value_new_tensor_ref(handle, out));
+      return out[0];
+    } finally {
+      owner.release();
     }
-    return out[0];
   }
 
   // ---- reading ---------------------------------------------------------------
@@ -315,10 +338,14 @@ public final class Tensor implements AutoCloseable {
     return out;
   }
 
-  /** Frees native memory a result tensor holds (after calls using it). Idempotent. */
+  /**
+   * Drops this Tensor's reference to its native tensor (after calls using
+   * it return); the memory goes when no call, value or interpreter uses it
+   * either. A closed Tensor can no longer be read or passed. Idempotent.
+   */
   @Override
   public void close() {
-    if (owner != null) owner.close();
+    owner.close();
   }
 
   @Override
@@ -329,7 +356,7 @@ public final class Tensor implements AutoCloseable {
   // ---- helpers -----------------------------------------------------------------
 
   private void checkOpen() {
-    if (owner != null && owner.isClosed()) throw new IllegalStateException("manypy: this Tensor is closed");
+    if (owner.isClosed()) throw new IllegalStateException("manypy: this Tensor is closed");
   }
 
   private int elementCount(DType wanted) {
@@ -359,8 +386,7 @@ public final class Tensor implements AutoCloseable {
     return out.flip();
   }
 
-  private static ByteBuffer allocate(DType dtype, int count, long[] shape) {
-    long[] s = shapeOf(count, shape);
+  private static ByteBuffer allocate(DType dtype, int count, long[] s) {
     long n = 1;
     for (long d : s) {
       if (d < 0) throw new IllegalArgumentException("manypy: negative size in shape " + Arrays.toString(s));

@@ -22,38 +22,20 @@ public final class TorchPackage extends NativeResource {
    * corrupt record), and lazily in the others.
    */
   public ReplicatedObject loadPickle(String module, String name) {
-    long pkg = acquire();
-    try {
-      long[] out = new long[1];
-      Status.check(ManypyNative.manypy_package_load_pickle(pkg, module, name, out));
-      return new ReplicatedObject(out[0]);
-    } finally {
-      release();
-    }
+    return new ReplicatedObject(with(pkg -> Values.out(
+        out -> ManypyNative.manypy_package_load_pickle(pkg, module, name, out))));
   }
 
   /** The names of the archive's records, read without Python. */
   public List<String> listFiles() {
-    long pkg = acquire();
-    try {
-      long[] out = new long[1];
-      Status.check(ManypyNative.manypy_package_list_files(pkg, out));
-      return stringList(Values.takeResult(out[0]));
-    } finally {
-      release();
-    }
+    return stringList(with(pkg -> Values.result(
+        out -> ManypyNative.manypy_package_list_files(pkg, out))));
   }
 
   /** One record's bytes; NoSuchNameException if there is none. */
   public byte[] readFile(String name) {
-    long pkg = acquire();
-    try {
-      long[] out = new long[1];
-      Status.check(ManypyNative.manypy_package_read_file(pkg, name, out));
-      return (byte[]) Values.takeResult(out[0]);
-    } finally {
-      release();
-    }
+    return (byte[]) with(pkg -> Values.result(
+        out -> ManypyNative.manypy_package_read_file(pkg, name, out)));
   }
 
   /**
@@ -62,14 +44,9 @@ public final class TorchPackage extends NativeResource {
    * hook's files. The copy loads like the original.
    */
   public void save(Path path, Map<String, ?> extraFiles) {
-    Values.withDict(extraFiles, extra -> {
-      long pkg = acquire();
-      try {
-        Status.check(ManypyNative.manypy_package_save_file(pkg, path.toString(), extra));
-      } finally {
-        release();
-      }
-    });
+    String file = path.toString();
+    Values.withDict(extraFiles, extra ->
+        check(pkg -> ManypyNative.manypy_package_save_file(pkg, file, extra)));
   }
 
   static List<String> stringList(Object list) {

@@ -79,9 +79,8 @@ final class Values {
     long nativeKwargs = 0;
     try {
       nativeKwargs = optionalDict(kwargs);
-      long[] out = new long[1];
-      Status.check(call.run(nativeArgs, nativeKwargs, out));
-      return takeResult(out[0]);
+      long k = nativeKwargs;
+      return result(out -> call.run(nativeArgs, k, out));
     } finally {
       ManypyNative.manypy_value_free(nativeKwargs);
       ManypyNative.manypy_value_free(nativeArgs);
@@ -130,8 +129,25 @@ final class Values {
   }
 
   private static long checkAllocated(long value) {
-    if (value == 0) throw new OutOfMemoryError("manypy: native memory exhausted");
-    return value;
+    return NativeResource.allocated(value);
+  }
+
+  /** A C call that fills out[0] with a new value (or handle) the caller owns. */
+  @FunctionalInterface
+  interface OutCall {
+    long run(long[] out);
+  }
+
+  /** Runs `call` and returns what it put in out[0]; throws its status's exception. */
+  static long out(OutCall call) {
+    long[] out = new long[1];
+    Status.check(call.run(out));
+    return out[0];
+  }
+
+  /** Runs `call` and returns its result value in Java form (the value is freed). */
+  static Object result(OutCall call) {
+    return takeResult(out(call));
   }
 
   /** The Java form of a native value (borrowed: still the caller's to free). */

@@ -5,6 +5,8 @@ import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.io.PrintWriter;
+import java.io.StringWriter;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -81,7 +83,23 @@ class ErrorsTest {
         () -> pool.eval("1 / 0"));
     assertEquals("ZeroDivisionError", e.pythonType());
     assertTrue(e.pythonTraceback().contains("Traceback"), e.pythonTraceback());
-    assertTrue(e.toString().contains("Python traceback:"), e.toString());
+    // One line: the class, the code and the message; the traceback is not in it.
+    assertEquals("org.manypy.PythonException [PYTHON]: " + e.getMessage(), e.toString());
+    assertTrue(!e.getMessage().contains("\n") && !e.toString().contains("Traceback"), e.toString());
+    // printStackTrace (and loggers, which print suppressed exceptions) show
+    // the traceback, also when the exception is the cause of another.
+    assertEquals(1, e.getSuppressed().length);
+    assertInstanceOf(ManypyException.PythonTraceback.class, e.getSuppressed()[0]);
+    StringWriter printed = new StringWriter();
+    new IllegalStateException("request failed", e).printStackTrace(new PrintWriter(printed));
+    assertTrue(printed.toString().contains("Suppressed: Python traceback:\n"), printed.toString());
+    assertTrue(printed.toString().contains(e.pythonTraceback().lines().findFirst().orElseThrow()),
+        printed.toString());
+    assertTrue(printed.toString().contains("ZeroDivisionError"), printed.toString());
+    // No traceback, nothing suppressed.
+    OutOfRangeException range = assertThrows(OutOfRangeException.class, () -> pool.exec(5, "x = 1"));
+    assertEquals(0, range.getSuppressed().length);
+    assertEquals("", range.pythonTraceback());
     PythonSyntaxException syntax = expect(PythonSyntaxException.class, ErrorCode.SYNTAX,
         "SyntaxError", () -> pool.exec(0, "def (:"));
     assertEquals("SyntaxError", syntax.pythonType());

@@ -110,11 +110,17 @@ class TensorTest extends IdentityModelTest {
     IllegalArgumentException size = assertThrows(IllegalArgumentException.class,
         () -> Tensor.fromBuffer(small, DType.FLOAT32, 3));
     assertTrue(size.getMessage().contains("needs 12 bytes but the buffer has 8"), size.getMessage());
-    // A negative stride passes Java's checks and is refused by manypy.
-    Tensor negative = Tensor.fromBuffer(ByteBuffer.allocateDirect(16), DType.FLOAT32,
-        new long[] {2}, new long[] {-1});
-    BadTensorException bad = assertThrows(BadTensorException.class, () -> identity.call(negative));
+    // A negative stride passes Java's checks and is refused by manypy when
+    // the Tensor is made.
+    BadTensorException bad = assertThrows(BadTensorException.class,
+        () -> Tensor.fromBuffer(ByteBuffer.allocateDirect(16), DType.FLOAT32,
+            new long[] {2}, new long[] {-1}));
     assertEquals(ErrorCode.BAD_TENSOR, bad.code());
+    // A closed input Tensor can no longer be passed or read.
+    Tensor input = Tensor.of(new float[] {1, 2});
+    input.close();
+    assertThrows(IllegalStateException.class, () -> identity.call(input));
+    assertThrows(IllegalStateException.class, input::toFloatArray);
     // The wrong reader, and a closed result.
     Tensor result = (Tensor) identity.call(Tensor.of(new float[] {1}));
     assertThrows(IllegalStateException.class, result::toLongArray);
