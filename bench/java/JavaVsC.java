@@ -18,8 +18,12 @@ import org.manypy.TorchPackage;
  * replicated python_heavy.pt, 2 calling threads, in alternating rounds
  * (Java, C, Java, C, ...). The C loop (c_runner.c, libmanypy_bench_jni.so)
  * runs on native threads and calls manypy.h directly, as a C service would.
- * Target: Java >= 0.9x the C throughput. A benchmark, not a test: it never
- * fails on timing; it exits non-zero only if a call fails.
+ * Target: Java >= 0.9x the C throughput. Then the cost of one call:
+ * identity.pt on [1, 16], one call at a time, p50 of Java's call (one input
+ * Tensor reused, and a new zero-copy Tensor per call) against the C side's
+ * (a new tensor over the caller's buffer per call), as Go's comparison
+ * reports it. A benchmark, not a test: it never fails on timing; it exits
+ * non-zero only if a call fails.
  *
  *   GLIBC_TUNABLES=glibc.rtld.optional_static_tls=16384 \
  *   java -cp build/maven/manypy-0.3.0.jar -Djava.library.path=build/lib \
@@ -30,6 +34,9 @@ public class JavaVsC {
 
   /** The C loop, in libmanypy_bench_jni.so: total calls in `seconds`. */
   static native long runC(long model, ByteBuffer input, int threads, double seconds);
+
+  /** The C side's calls one at a time, in libmanypy_bench_jni.so: each one's ns. */
+  static native void latenciesC(long model, ByteBuffer input, long[] out);
 
   public static void main(String[] args) throws Exception {
     Path archives = Path.of("build/archives");
@@ -70,6 +77,59 @@ public class JavaVsC {
       System.out.printf("Java / C throughput (median of %d rounds)  %.3fx   >= 0.9x   %s%n",
           rounds, median, median >= 0.9 ? "meets" : "misses");
     }
+    callCost(archives, rounds);
+  }
+
+  /** One call at a time on identity.pt: Java's p50 against C's, alternating rounds. */
+  static void callCost(Path archives, int rounds) throws Exception {
+    final int calls = 20000;
+    ByteBuffer input = ByteBuffer.allocateDirect(16 * 4).order(ByteOrder.nativeOrder());
+    try (Pool pool = Pool.create(1);
+        TorchPackage pkg = pool.loadPackage(archives.resolve("identity.pt"));
+        ReplicatedObject model = pkg.loadPickle("model", "model.pkl");
+        Tensor reused = Tensor.fromBuffer(input, org.manypy.DType.FLOAT32, 1, 16)) {
+      long[] c = new long[calls], javaReused = new long[calls], javaNew = new long[calls];
+      List<Long> cP50 = new ArrayList<>(), reusedP50 = new ArrayList<>(), newP50 = new ArrayList<>();
+      for (int r = 0; r <= rounds; ++r) { // round 0 warms up
+        latenciesC(model.nativeHandle(), input, c);
+        for (int i = 0; i < calls; ++i) {
+          long t0 = System.nanoTime();
+          ((Tensor) model.call(null, List.of(reused), null, null)).close();
+          javaReused[i] = System.nanoTime() - t0;
+        }
+        for (int i = 0; i < calls; ++i) {
+          long t0 = System.nanoTime();
+          try (Tensor x = Tensor.fromBuffer(input, org.manypy.DType.FLOAT32, 1, 16)) {
+            ((Tensor) model.call(null, List.of(x), null, null)).close();
+          }
+          javaNew[i] = System.nanoTime() - t0;
+        }
+        if (r == 0) continue;
+        cP50.add(p50(c));
+        reusedP50.add(p50(javaReused));
+        newP50.add(p50(javaNew));
+      }
+      double cUs = medianOf(cP50) / 1e3;
+      double reusedUs = medianOf(reusedP50) / 1e3;
+      double newUs = medianOf(newP50) / 1e3;
+      System.out.printf("identity.pt [1, 16], one call at a time, %d rounds x %d calls per side%n",
+          rounds, calls);
+      System.out.printf("  C                                     p50 %7.2f us%n", cUs);
+      System.out.printf("  Java, one input Tensor reused         p50 %7.2f us  (p50 %+.2f us vs C)%n",
+          reusedUs, reusedUs - cUs);
+      System.out.printf("  Java, a new zero-copy Tensor per call p50 %7.2f us  (p50 %+.2f us vs C)%n",
+          newUs, newUs - cUs);
+    }
+  }
+
+  static long p50(long[] ns) {
+    long[] sorted = ns.clone();
+    Arrays.sort(sorted);
+    return sorted[sorted.length / 2];
+  }
+
+  static double medianOf(List<Long> values) {
+    return median(values.stream().map(Long::doubleValue).toList());
   }
 
   /** The Java loop: the same call, through the Java API. Returns total calls. */
