@@ -37,10 +37,7 @@ static int teardown_pool(void** state) {
  * (NULL: none). */
 static manypy_call_options* options_with(int32_t interpreter, int64_t timeout_ms,
                                          manypy_cancel_token* token) {
-  manypy_call_options* o = manypy_call_options_new();
-  assert_non_null(o);
-  ASSERT_OK(manypy_call_options_set_interpreter(o, interpreter));
-  ASSERT_OK(manypy_call_options_set_timeout(o, timeout_ms * 1000000));
+  manypy_call_options* o = CALL_OPTIONS(interpreter, timeout_ms);
   ASSERT_OK(manypy_call_options_set_cancel_token(o, token));
   return o;
 }
