@@ -13,11 +13,15 @@ include(CMakePackageConfigHelpers)
 
 set(MANYPY_CMAKE_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/manypy)
 
-install(FILES capi/include/manypy.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(TARGETS manypy EXPORT manypy-targets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+# Each file belongs to a component, and each component is one Debian package
+# (cmake/packaging.cmake): runtime (libmanypy0.3), dev (libmanypy-dev), and
+# java (libmanypy-java, from java/).
+install(FILES capi/include/manypy.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev)
+install(TARGETS manypy EXPORT manypy-targets
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime NAMELINK_COMPONENT dev)
 # The private directory: "manypy" beside libmanypy.so, as in the build tree.
 install(TARGETS manypy_interp manypy_hooks
-        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/manypy)
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/manypy COMPONENT runtime)
 
 # pkg-config. manypy.pc finds the prefix relative to its own directory
 # (${pcfiledir}), so it is right wherever --prefix puts it.
@@ -25,7 +29,7 @@ file(RELATIVE_PATH MANYPY_PC_PREFIX /p/${CMAKE_INSTALL_LIBDIR}/pkgconfig /p)
 string(REGEX REPLACE "/$" "" MANYPY_PC_PREFIX "${MANYPY_PC_PREFIX}")
 configure_file(cmake/manypy.pc.in ${CMAKE_BINARY_DIR}/generated/manypy.pc @ONLY)
 install(FILES ${CMAKE_BINARY_DIR}/generated/manypy.pc
-        DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT dev)
 # The build tree's own, never installed: PKG_CONFIG_PATH=<build>/pkgconfig
 # makes pkg-config pick it for "manypy", so the Go and Rust bindings build
 # against a build tree.
@@ -34,7 +38,8 @@ configure_file(cmake/manypy-uninstalled.pc.in
 
 # CMake: find_package(manypy 0.3) accepts 0.3.x only while the major is 0
 # (cmake/version.cmake).
-install(EXPORT manypy-targets NAMESPACE manypy:: DESTINATION ${MANYPY_CMAKE_INSTALL_DIR})
+install(EXPORT manypy-targets NAMESPACE manypy:: DESTINATION ${MANYPY_CMAKE_INSTALL_DIR}
+        COMPONENT dev)
 configure_package_config_file(cmake/manypy-config.cmake.in
   ${CMAKE_BINARY_DIR}/generated/manypy-config.cmake
   INSTALL_DESTINATION ${MANYPY_CMAKE_INSTALL_DIR})
@@ -42,4 +47,4 @@ write_basic_package_version_file(${CMAKE_BINARY_DIR}/generated/manypy-config-ver
   COMPATIBILITY ${MANYPY_VERSION_COMPATIBILITY})
 install(FILES ${CMAKE_BINARY_DIR}/generated/manypy-config.cmake
               ${CMAKE_BINARY_DIR}/generated/manypy-config-version.cmake
-        DESTINATION ${MANYPY_CMAKE_INSTALL_DIR})
+        DESTINATION ${MANYPY_CMAKE_INSTALL_DIR} COMPONENT dev)

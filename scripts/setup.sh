@@ -16,6 +16,10 @@ packages=(
   clang libclang-rt-14-dev libfuzzer-14-dev llvm-14
   # The Rust binding's test that regenerates its bindings (bindgen loads libclang).
   libclang1-14
+  # The packages (scripts/package.sh: CPack's DEB generator runs
+  # dpkg-shlibdeps, then lintian checks them) and the clean Debian root the
+  # install test installs them into (tests/install/clean_root.sh).
+  dpkg-dev lintian mmdebstrap
 )
 
 # The Go binding's tests need Go 1.24 or later, which Debian 12 does not

@@ -15,6 +15,8 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/scripts/setup.sh"
 "$root/scripts/build.sh" main fuzz sanitize torch2
+# The packages, which install_clean_root and install_tarball install.
+"$root/scripts/package.sh" --no-build main torch2
 source "$root/scripts/env.sh"
 
 # The second leg runs every suite (C++ core, C API, Java, Rust, Go, the
@@ -23,8 +25,10 @@ source "$root/scripts/env.sh"
 # paths the suites that do run here already take, or that check sources and
 # not the torch they run on:
 # - go_install_build: the Go binding against an installed tree, which
-#   install_consumer already tests in this leg (its RUNPATH to the wheel's
+#   install_tarball already tests in this leg (its RUNPATH to the wheel's
 #   libraries);
+# - install_consumer: `cmake --install` and the consumer, which
+#   install_tarball runs on the same install rules through CPack;
 # - sample_java, sample_rust: the Java and Rust samples drive the bindings
 #   that java_tests and rust_tests test in this leg (the C samples, the Go
 #   HTTP sample and the demo run);
@@ -33,7 +37,7 @@ source "$root/scripts/env.sh"
 #   checks, the same code as in the first leg (go_test_race runs);
 # - bench_*_vs_c_quick: the bindings' side-by-side benchmarks' smoke runs,
 #   whose calls the binding suites and the C API suites make in this leg.
-torch2_exclude='^(go_install_build|sample_java|sample_rust|rust_clippy|go_vet.*|go_fuzz_values|go_test_cgocheck2|bench_.*_vs_c_quick)$'
+torch2_exclude='^(go_install_build|install_consumer|sample_java|sample_rust|rust_clippy|go_vet.*|go_fuzz_values|go_test_cgocheck2|bench_.*_vs_c_quick)$'
 
 status=0
 run_ctest() {

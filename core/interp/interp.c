@@ -110,6 +110,25 @@ static PyStatus set_python_home(PyConfig* config, const char* home) {
   return PyConfig_SetBytesString(config, &config->home, home);
 }
 
+/* `import torch` failed. A Python without torch is the commonest broken
+ * install (python3-torch removed, a virtual environment moved or deleted),
+ * so an ImportError says which Python it was and what to do. */
+static int report_torch_failure(const mpi_sink* sink) {
+  if (!PyErr_ExceptionMatches(PyExc_ImportError)) return mpi_report_python_error(sink);
+  mpi_error e;
+  mpi_error_capture(&e);
+  PyObject* prefix = PySys_GetObject("prefix"); /* borrowed */
+  const char* home = prefix && PyUnicode_Check(prefix) ? PyUnicode_AsUTF8(prefix) : NULL;
+  if (home == NULL) PyErr_Clear();
+  char message[1024];
+  snprintf(message, sizeof message,
+           "the Python at %s cannot import torch (%s): install torch there (on Debian: "
+           "apt-get install python3-torch), or set MANYPY_PYTHON_HOME to the sys.prefix of a "
+           "Python environment that has the torch manypy was built with",
+           home ? home : "(unknown)", e.message ? e.message : "ImportError");
+  return mpi_error_report(&e, sink, -1, message);
+}
+
 static int start(const mpi_start_options* options, const mpi_sink* sink) {
   if (Py_IsInitialized()) {
     mpi_report(sink, MPI_ERR_INTERNAL, "", "interpreter already started", "");
@@ -150,7 +169,7 @@ static int start(const mpi_start_options* options, const mpi_sink* sink) {
   }
   if (rc == MPI_OK && options->hooks_library != NULL) rc = install_hooks(options, sink);
   if (rc == MPI_OK && options->import_torch) {
-    if (mpi_init_tensors() != 0) rc = mpi_report_python_error(sink);
+    if (mpi_init_tensors() != 0) rc = report_torch_failure(sink);
     if (rc == MPI_OK) rc = mpi_install_export_files(sink);
   }
 

@@ -36,7 +36,7 @@ cmake -S consumer -B consumer-cmake -DCMAKE_PREFIX_PATH="$prefix" \
 
 # The one-liner of the sample's README, with the prefix's lib as RUNPATH.
 # shellcheck disable=SC2046
-cc consumer/consumer.c -o consumer-pkg-config $(pkg-config --cflags --libs manypy) \
+cc consumer/consumer.c -o consumer-pkg-config $(pkg-config --cflags --libs manypy) -lm \
    -Wl,-rpath,"$prefix/lib" || fail "the pkg-config build of the consumer"
 
 for way in cmake pkg-config; do
@@ -52,3 +52,7 @@ for way in cmake pkg-config; do
     *) fail "the $way consumer did not print its success line" ;;
   esac
 done
+# And serving a model (a torch.package), every output checked.
+out=$(consumer-cmake/consumer model/seed_example.pt model/seed_example.expected.out.bin) ||
+  fail "the consumer could not serve model/seed_example.pt: $out"
+echo "$out"

@@ -6,15 +6,21 @@
 # namespace with an empty read-only tmpfs over both (consumer_in_namespace.sh),
 # so any access to them fails. Then checks, from the loader's own log, that
 # libmanypy and its private libraries were loaded from the prefix.
+# Given a tarball (the second leg's CPack TGZ, scripts/package.sh), the
+# prefix is that tarball unpacked instead, and the interpreters use the
+# Python environment named at run time by MANYPY_PYTHON_HOME (which must be
+# set): the tarball is relocatable, its Python is the user's.
 # Needs root (unshare --mount); without it the test fails, it never skips.
-# usage: install_consumer.sh <build dir> <source dir> <expected version>
+# usage: install_consumer.sh <build dir> <source dir> <expected version> [<tarball>]
 set -eu
 fail() { echo "FAIL: $*"; exit 1; }
 
-[ $# -eq 3 ] || fail "usage: $0 <build dir> <source dir> <expected version>"
+[ $# -eq 3 ] || [ $# -eq 4 ] ||
+  fail "usage: $0 <build dir> <source dir> <expected version> [<tarball>]"
 build=$(realpath "$1")
 source=$(realpath "$2")
 version=$3
+tarball=${4:-}
 here=$(dirname "$(realpath "$0")")
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -37,11 +43,21 @@ case "${GLIBC_TUNABLES:-}" in
   *) GLIBC_TUNABLES="${GLIBC_TUNABLES:+$GLIBC_TUNABLES:}glibc.rtld.optional_static_tls=16384"
      export GLIBC_TUNABLES ;;
 esac
-unset MANYPY_INTERP_LIBRARY MANYPY_HOOKS_LIBRARY MANYPY_PYTHON_HOME LD_LIBRARY_PATH \
-      CMAKE_PREFIX_PATH PKG_CONFIG_PATH
-
-cmake --install "$build" --prefix "$prefix" >"$tmp/install.log" ||
-  { cat "$tmp/install.log"; fail "cmake --install $build --prefix $prefix"; }
+unset MANYPY_INTERP_LIBRARY MANYPY_HOOKS_LIBRARY LD_LIBRARY_PATH CMAKE_PREFIX_PATH PKG_CONFIG_PATH
+if [ -n "$tarball" ]; then
+  [ -n "${MANYPY_PYTHON_HOME:-}" ] || fail "a tarball's test needs MANYPY_PYTHON_HOME (its Python)"
+  [ -f "$tarball" ] || fail "no tarball $tarball: run scripts/package.sh torch2"
+  [ "$build/lib/libmanypy.so" -ot "$tarball" ] ||
+    fail "$tarball is older than the build's libmanypy.so: run scripts/package.sh torch2"
+  mkdir "$prefix"
+  tar -xzf "$tarball" -C "$prefix" --strip-components=1 || fail "unpacking $tarball"
+  echo "unpacked $tarball ($(du -k "$tarball" | cut -f1) KiB) into $prefix;" \
+       "MANYPY_PYTHON_HOME=$MANYPY_PYTHON_HOME"
+else
+  unset MANYPY_PYTHON_HOME
+  cmake --install "$build" --prefix "$prefix" >"$tmp/install.log" ||
+    { cat "$tmp/install.log"; fail "cmake --install $build --prefix $prefix"; }
+fi
 echo "installed into $prefix:"
 (cd "$prefix" && find . ! -type d | sort | sed 's|^\./|  |')
 
@@ -68,6 +84,8 @@ echo "no installed file names $build or $source"
 
 # The part that must work without the trees. Its inputs are copied out first.
 cp -r "$source/samples/consumer" "$tmp/consumer"
+mkdir "$tmp/model"
+cp "$build/archives/seed_example.pt" "$build/archives/seed_example.expected.out.bin" "$tmp/model/"
 cp "$here/consumer_in_namespace.sh" "$tmp/"
 unshare --mount --propagation private \
   sh "$tmp/consumer_in_namespace.sh" "$tmp" "$prefix" "$version" "$build" "$source" ||

@@ -21,7 +21,7 @@ flags=$(pkg-config --cflags --libs manypy)
 echo "pkg-config --cflags --libs manypy: $flags"
 
 # shellcheck disable=SC2086
-cc "$source/samples/consumer/consumer.c" -o "$tmp/consumer" $flags ||
+cc "$source/samples/consumer/consumer.c" -o "$tmp/consumer" $flags -lm ||
   fail "building the consumer against the build tree"
 out=$("$tmp/consumer") || fail "the consumer exited non-zero: $out"
 echo "$out"

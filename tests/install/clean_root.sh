@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# manypy installed the way users install it, on a machine that has never
+# seen its source (docs/install.md, "How the packages are tested"):
+#  1. a minimal Debian root made by mmdebstrap from this machine's own apt
+#     sources, with the consumers' toolchains from Debian (gcc, cmake,
+#     pkg-config, OpenJDK 17, Maven); made once and cached outside the
+#     clone, keyed by the package list, the suite and the apt sources;
+#  2. a fresh copy of it (an overlay: the cached root stays as it was), into
+#     which `apt-get install ./libmanypy*.deb` pulls every run-time
+#     dependency from Debian; the install time and size are printed;
+#  3. each consumer of tests/install/consumers/ run inside that root
+#     (chroot), with no network, no source or build tree, no host caches:
+#     only the packages of <build>/dist at /dist, the model at /model, and
+#     the Rust and Go toolchains bind-mounted read-only (Debian 12 packages
+#     versions of both too old for the bindings) at /opt/rust and
+#     /usr/local/go, each bin/ on PATH.
+# A consumer's prepare.sh, if any, runs first on the host (with network) and
+# fills its own cached directory, mounted at /prep in the root.
+# Needs root (mmdebstrap, mounts, chroot); without it the test fails.
+# usage: clean_root.sh <build dir> <source dir> <consumer>...
+set -euo pipefail
+fail() { echo "FAIL: $*" >&2; exit 1; }
+since() { awk -v start="$1" -v now="$(date +%s.%N)" 'BEGIN { printf "%.1f", now - start }'; }
+
+if [[ "${1:-}" == --inside ]]; then
+  inside=1
+  shift
+else
+  inside=0
+fi
+(($# >= 3)) || fail "usage: $0 <build dir> <source dir> <consumer>..."
+build=$(realpath "$1")
+source=$(realpath "$2")
+shift 2
+consumers=("$@")
+dist=$build/dist
+cache=${MANYPY_CLEAN_ROOT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/manypy/clean-root}
+
+# ---- on the host -------------------------------------------------------------
+if ((!inside)); then
+  [[ "$(id -u)" -eq 0 ]] || fail "must run as root (mmdebstrap, mount, chroot); CI does"
+  for tool in mmdebstrap unshare chroot; do
+    command -v "$tool" >/dev/null || fail "$tool not found (scripts/setup.sh installs it)"
+  done
+  debs=("$dist"/deb/*.deb)
+  [[ -e "${debs[0]}" ]] || fail "no packages in $dist/deb: run scripts/package.sh first"
+  for lib in "$build"/lib/libmanypy.so.*.*.*; do
+    [[ "$lib" -ot "${debs[0]}" ]] ||
+      fail "the packages in $dist are older than $lib: run scripts/package.sh again"
+  done
+
+  # The root's packages: what the consumers build with. The manypy packages
+  # and their dependencies come later, into each run's copy.
+  packages=(ca-certificates gcc libc6-dev make pkg-config cmake openjdk-17-jdk-headless maven)
+  # shellcheck disable=SC1091
+  suite=$(. /etc/os-release && echo "$VERSION_CODENAME")
+  apt_sources=()
+  for file in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
+    [[ -s "$file" ]] && apt_sources+=("$file")
+  done
+  ((${#apt_sources[@]})) || fail "this machine has no apt sources to make the root from"
+  key=$( { echo "$suite"; printf '%s\n' "${packages[@]}"; cat "${apt_sources[@]}"; } |
+         sha256sum | cut -c1-16)
+  base=$cache/base-$key
+  mkdir -p "$cache"
+  if [[ ! -d "$base" ]]; then
+    echo "== making the clean root (mmdebstrap $suite: ${packages[*]}), once per package list"
+    rm -rf "$cache"/base-* # earlier package lists
+    start=$(date +%s.%N)
+    mmdebstrap --quiet --variant=apt --include="$(IFS=,; echo "${packages[*]}")" \
+      "$suite" "$base.partial" "${apt_sources[@]}" || fail "mmdebstrap"
+    mv "$base.partial" "$base"
+    echo "made $base in $(since "$start") s"
+  else
+    echo "== the clean root: $base (cached)"
+  fi
+
+  for consumer in "${consumers[@]}"; do
+    dir=$source/tests/install/consumers/$consumer
+    [[ -f "$dir/run.sh" ]] || fail "no consumer $dir/run.sh"
+    if [[ -f "$dir/prepare.sh" ]]; then
+      echo "== preparing the $consumer consumer (on the host)"
+      mkdir -p "$cache/prep/$consumer"
+      bash "$dir/prepare.sh" "$dist" "$cache/prep/$consumer" || fail "$dir/prepare.sh"
+    fi
+  done
+
+  # Everything below runs in a mount namespace of its own: its mounts go
+  # away with it, whatever happens.
+  export MANYPY_CLEAN_ROOT_BASE=$base MANYPY_CLEAN_ROOT_CACHE=$cache
+  exec unshare --mount --propagation private -- \
+    bash "$0" --inside "$build" "$source" "${consumers[@]}"
+fi
+
+# ---- inside the mount namespace ------------------------------------------------
+base=$MANYPY_CLEAN_ROOT_BASE
+work=$(mktemp -d /var/tmp/manypy-clean-root.XXXXXX)
+# Never rm -rf the root itself: while anything is mounted in it, that would
+# reach into /dev and the packages. Only what the overlay wrote goes.
+trap 'if umount -R "$work/root"; then rm -rf "$work"; fi' EXIT
+mkdir "$work/upper" "$work/work" "$work/root"
+root=$work/root
+mount -t overlay overlay -o "lowerdir=$base,upperdir=$work/upper,workdir=$work/work" "$root"
+mount -t proc proc "$root/proc"
+mount --rbind /dev "$root/dev"
+mount -t tmpfs tmpfs "$root/tmp"
+cp /etc/resolv.conf "$root/etc/resolv.conf"
+# Downloaded packages are kept between runs, as on any Debian machine.
+mkdir -p "$cache/apt-archives/partial"
+mount --bind "$cache/apt-archives" "$root/var/cache/apt/archives"
+bind_ro() {  # <host path> <path in the root>
+  mkdir -p "$root$2"
+  mount --bind "$1" "$root$2"
+  mount -o remount,bind,ro "$root$2"
+}
+bind_ro "$dist" /dist
+mkdir -p "$root/model"
+cp "$build/archives/seed_example.pt" "$build/archives/seed_example.expected.out.bin" "$root/model/"
+
+in_root() { chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 \
+              PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+              DEBIAN_FRONTEND=noninteractive "$@"; }
+installed() { in_root dpkg-query -W -f '${Package} ${Installed-Size}\n' | sort; }
+
+echo "== apt-get install ./libmanypy*.deb in a fresh copy of the root"
+in_root apt-get update -q >"$work/apt-update.log" 2>&1 || { cat "$work/apt-update.log"; fail "apt-get update"; }
+installed >"$work/before"
+start=$(date +%s.%N)
+# No fsync for each file: this root is thrown away (mmdebstrap does the same).
+in_root sh -c 'apt-get install -y -q --no-install-recommends -o Dpkg::Options::=--force-unsafe-io \
+                 /dist/deb/*.deb' >"$work/apt.log" 2>&1 ||
+  { cat "$work/apt.log"; fail "apt-get install of the packages"; }
+seconds=$(since "$start")
+installed >"$work/after"
+comm -13 "$work/before" "$work/after" >"$work/added"
+added_kib=$(awk '{s += $2} END {print s}' "$work/added")
+manypy_kib=$(awk '/^libmanypy/ {s += $2} END {print s}' "$work/added")
+printf 'installed %d packages in %s s: %d MiB in all, %d KiB of them manypy'"'"'s (%s)\n' \
+  "$(wc -l <"$work/added")" "$seconds" "$((added_kib / 1024))" "$manypy_kib" \
+  "$(awk '/^libmanypy/ {printf "%s%s %s KiB", sep, $1, $2; sep=", "}' "$work/added")"
+grep -q '^python3-torch ' "$work/added" || fail "installing the packages did not pull python3-torch"
+
+# The toolchains Debian 12 has in versions too old for the bindings, from
+# the host: MANYPY_RUST_SYSROOT (rustc --print sysroot) and MANYPY_GOROOT
+# (go env GOROOT), which tests/install/CMakeLists.txt sets.
+path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+if [[ -n "${MANYPY_RUST_SYSROOT:-}" ]]; then
+  bind_ro "$MANYPY_RUST_SYSROOT" /opt/rust
+  path=/opt/rust/bin:$path
+fi
+if [[ -n "${MANYPY_GOROOT:-}" ]]; then
+  bind_ro "$MANYPY_GOROOT" /usr/local/go
+  path=/usr/local/go/bin:$path
+fi
+
+status=0
+for consumer in "${consumers[@]}"; do
+  echo "== the $consumer consumer, in the root, without network"
+  rm -rf "$root/consumer"
+  cp -r "$source/tests/install/consumers/$consumer" "$root/consumer"
+  cp -r "$source/samples/consumer" "$root/consumer/sample"
+  if [[ -d "$cache/prep/$consumer" ]]; then bind_ro "$cache/prep/$consumer" /prep; fi
+  start=$(date +%s.%N)
+  if unshare --net -- chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 PATH="$path" \
+       GLIBC_TUNABLES=glibc.rtld.optional_static_tls=16384 \
+       sh -c 'cd /consumer && exec sh ./run.sh'; then
+    echo "$consumer consumer: passed in $(since "$start") s"
+  else
+    echo "FAIL: the $consumer consumer (output above)"
+    status=1
+  fi
+  if mountpoint -q "$root/prep"; then umount "$root/prep"; fi
+done
+((status == 0)) && echo PASS
+exit "$status"
