@@ -27,7 +27,7 @@ build="$(cd "$1" && pwd)"
 dist="$(mkdir -p "$2" && cd "$2" && pwd)"
 manifest="$root/rust/Cargo.toml"
 
-cargo="$(command -v cargo || echo "$HOME/.cargo/bin/cargo")"
+cargo="${CARGO:-$(command -v cargo || echo "$HOME/.cargo/bin/cargo")}"
 if [[ ! -x "$cargo" ]]; then
   echo "crates.sh: no cargo on the PATH (nor in ~/.cargo/bin): install Rust 1.82 or later (rustup)" >&2
   exit 1
