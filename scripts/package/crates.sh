@@ -44,6 +44,30 @@ export PKG_CONFIG_PATH="$build/pkgconfig" CARGO_TARGET_DIR="$build/cargo"
 unset MANYPY_LIB_DIR MANYPY_INCLUDE_DIR
 "$cargo" package --manifest-path "$manifest" --locked --allow-dirty -p manypy-sys -p manypy
 
+# Writes the .cargo-checksum.json that makes an unpacked crate a member of a
+# Cargo directory source, as `cargo vendor` writes it:
+#   cargo_checksum <unpacked crate dir> <its .crate file>
+# "package" is the .crate's SHA-256, which lockfiles record for registry
+# crates (so a lockfile made against the registry still matches); "files"
+# maps each file to its SHA-256, which cargo checks before building. (cargo
+# vendor does this only for crates it resolves from a registry, and ours
+# are not published yet.)
+cargo_checksum() {
+  local dir="$1" package path files=()
+  package="$(sha256sum "$2" | cut -d' ' -f1)"
+  while IFS= read -r -d '' path; do
+    path="${path#./}"
+    # JSON strings as written here: a path with a quote, a backslash or a
+    # control character would need escaping, and a crate of ours has none.
+    if [[ "$path" =~ [\"\\[:cntrl:]] ]]; then
+      echo "crates.sh: cannot quote the file name '$path' in JSON" >&2
+      exit 1
+    fi
+    files+=("\"$path\":\"$(sha256sum "$dir/$path" | cut -d' ' -f1)\"")
+  done < <(cd "$dir" && find . -type f ! -name .cargo-checksum.json -print0 | sort -z)
+  (IFS=,; printf '{"files":{%s},"package":"%s"}\n' "${files[*]}" "$package") > "$dir/.cargo-checksum.json"
+}
+
 out="$dist/crates"
 rm -rf "$out"
 mkdir -p "$out/vendor"
@@ -54,7 +78,7 @@ for name in manypy-sys manypy; do
   crate="$CARGO_TARGET_DIR/package/$name-$version.crate"
   cp "$crate" "$out/"
   tar -xzf "$crate" -C "$out/vendor"
-  "$root/scripts/package/cargo_checksum.sh" "$out/vendor/$name-$version" "$crate"
+  cargo_checksum "$out/vendor/$name-$version" "$crate"
 done
 echo "crates.sh: wrote $out:"
 (cd "$out" && ls -1 ./*.crate vendor)
