@@ -5,7 +5,8 @@
 //! 2. pkg-config: `manypy` (an install) or `manypy-uninstalled` (a build tree,
 //!    with `PKG_CONFIG_PATH=<build>/pkgconfig`), version 0.3.x.
 //!
-//! When neither finds it, the build fails with a message naming both. The
+//! When neither finds it, the build fails with a message naming both. On
+//! docs.rs (`DOCS_RS` set) it links nothing: see `main`. The
 //! directory found is passed to dependent build scripts as
 //! `DEP_MANYPY_LIB_DIR` (and the header's as `DEP_MANYPY_INCLUDE_DIR`), so
 //! they can give their binaries a RUNPATH: programs then run without
@@ -21,6 +22,14 @@ fn main() {
     println!("cargo:rerun-if-env-changed=MANYPY_LIB_DIR");
     println!("cargo:rerun-if-env-changed=MANYPY_INCLUDE_DIR");
     println!("cargo:rerun-if-env-changed=PKG_CONFIG_PATH");
+    println!("cargo:rerun-if-env-changed=DOCS_RS");
+
+    // docs.rs builds documentation on machines without libmanypy. rustdoc
+    // links nothing, so the crate's docs need no library: skip the search
+    // rather than fail. (Any other build needs the library and looks for it.)
+    if env::var_os("DOCS_RS").is_some() {
+        return;
+    }
 
     if let Some(dir) = env::var_os("MANYPY_LIB_DIR") {
         let dir = PathBuf::from(dir);
@@ -63,8 +72,11 @@ fn has_library(dir: &Path) -> bool {
 fn fail(why: &str) -> ! {
     eprintln!(
         "\nmanypy-sys: cannot find libmanypy ({why}).\n\
-         Tell the build where it is, in either of two ways:\n\
-         \x20 - pkg-config: PKG_CONFIG_PATH=<prefix>/lib/pkgconfig for an install, or\n\
+         Tell the build where it is, in any of these ways:\n\
+         \x20 - Debian: apt-get install libmanypy-dev, which puts manypy.pc where\n\
+         \x20   pkg-config looks;\n\
+         \x20 - pkg-config: PKG_CONFIG_PATH=<prefix>/lib/pkgconfig (the directory\n\
+         \x20   holding manypy.pc) for another install, or\n\
          \x20   PKG_CONFIG_PATH=<manypy build dir>/pkgconfig for a build tree\n\
          \x20   (its manypy-uninstalled.pc);\n\
          \x20 - MANYPY_LIB_DIR=<directory holding libmanypy.so> (e.g. <build dir>/lib).\n"

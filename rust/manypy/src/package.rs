@@ -6,6 +6,9 @@ use manypy_sys as sys;
 
 use crate::call::value_result;
 use crate::error::{Error, Result};
+// Only the docs name it (intra-doc links to its variants).
+#[cfg(doc)]
+use crate::error::Code;
 use crate::handle::Handle;
 use crate::object::Object;
 use crate::pool::Pool;

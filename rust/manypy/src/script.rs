@@ -5,6 +5,9 @@ use manypy_sys as sys;
 
 use crate::call::{call_value, Arguments, CallOptions, KeywordArguments};
 use crate::error::{Error, Result};
+// Only the docs name it (intra-doc links to its variants).
+#[cfg(doc)]
+use crate::error::Code;
 use crate::handle::Handle;
 use crate::trust::ArchiveTrust;
 use crate::value::Value;

@@ -10,6 +10,9 @@ use std::sync::Arc;
 use manypy_sys as sys;
 
 use crate::error::{Error, Result};
+// Only the docs name it (intra-doc links to its variants).
+#[cfg(doc)]
+use crate::error::Code;
 use crate::handle::Handle;
 use crate::trampoline::guard;
 use crate::value::c_string;
