@@ -1,5 +1,6 @@
-// The Go binding of manypy (docs/go.md). Nothing is published: services use
-// it from a checkout, through a replace directive (samples/go/go.mod).
+// The Go binding of manypy (docs/go.md, "Installing"): its versions are
+// the library's (v0.3.0 goes with libmanypy.so.0.3), published as a module
+// proxy directory by scripts/package/goproxy.sh.
 module manypy.dev/manypy
 
 // runtime.AddCleanup (the backstop that frees unclosed handles) needs 1.24;

@@ -10,7 +10,7 @@
 // Run it from a build (PKG_CONFIG_PATH=<build>/pkgconfig, GLIBC_TUNABLES
 // as scripts/env.sh sets it):
 //
-//	go run ./cmd/manypy-go-vs-c -archives ../build/archives
+//	go run . -archives ../../../build/archives   (from go/cmd/manypy-go-vs-c)
 package main
 
 import (
@@ -27,7 +27,7 @@ import (
 	"unsafe"
 
 	"manypy.dev/manypy"
-	"manypy.dev/manypy/internal/cbench"
+	"manypy.dev/manypy/cmd/manypy-go-vs-c/internal/cbench"
 )
 
 func main() {

@@ -2,4 +2,4 @@
 // compiles only the C files in a package's own directory. Go's build cache
 // does not see changes to an #included file (golang/go#24355): after
 // editing bindings/bench/c_side.c, build with -a.
-#include "../../../bindings/bench/c_side.c"
+#include "../../../../../bindings/bench/c_side.c"

@@ -1,15 +1,15 @@
 // Package cbench is the C side of the Go-vs-C benchmark
-// (cmd/manypy-go-vs-c): manypy called from C loops in this process, on the
-// same objects as the Go side. The loops are the binding benchmarks' shared
-// C side, bindings/bench/c_side.c (compiled here through c_side.c), the
-// same that Java's and Rust's comparisons run.
+// (cmd/manypy-go-vs-c, a module of its own): manypy called from C loops in
+// this process, on the same objects as the Go side. The loops are the
+// binding benchmarks' shared C side, bindings/bench/c_side.c (compiled here
+// through c_side.c), the same that Java's and Rust's comparisons run.
 package cbench
 
 /*
 #cgo pkg-config: manypy
 #cgo LDFLAGS: -lpthread
 #include <stdlib.h>
-#include "../../../bindings/bench/c_side.h"
+#include "../../../../../bindings/bench/c_side.h"
 */
 import "C"
 
