@@ -86,6 +86,9 @@ set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 # manypy.h includes <dlpack/dlpack.h>: a header no ELF file names.
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
     "libmanypy${MANYPY_ABI_VERSION} (= ${MANYPY_DEB_VERSION}), libdlpack-dev")
+# Programs that build with pkg-config (C's one-liner, cgo, the Rust crate)
+# need it; CMake's find_package does not.
+set(CPACK_DEBIAN_DEV_PACKAGE_RECOMMENDS "pkgconf | pkg-config")
 set(CPACK_DEBIAN_DEV_DESCRIPTION "manypy: development files
 ${manypy_about}
 

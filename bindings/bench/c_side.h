@@ -5,7 +5,7 @@
  * on the same pool and objects, in the same process.
  *
  * Built by each comparison's own tool: CMake (bench/CMakeLists.txt, the JNI
- * library of JavaVsC), cgo (go/internal/cbench/c_side.c #includes
+ * library of JavaVsC), cgo (go/cmd/manypy-go-vs-c/internal/cbench/c_side.c #includes
  * c_side.c) and cargo (rust/bench/build.rs, the cc crate). Plain C11 and
  * POSIX threads; nothing of it is exported from libmanypy.
  *
