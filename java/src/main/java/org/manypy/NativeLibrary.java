@@ -10,12 +10,23 @@ import org.manypy.internal.ManypyNativeConstants;
  * checks that the three pieces agree: this jar, the JNI library built with
  * it, and the libmanypy.so the loader found.
  *
- * <p>Where from, in order: {@link Manypy#load(Path)}; the system property
- * {@value #PATH_PROPERTY} (the library file, or its directory); the JVM's
- * java.library.path.
+ * <p>Where from, the first that applies (docs/java.md, "Installing"):
+ * <ol>
+ * <li>{@link Manypy#load(Path)};
+ * <li>the system property {@value #NATIVE_PATH_PROPERTY} (or its older name
+ *     {@value #LIBRARY_PATH_PROPERTY}), else the environment variable
+ *     {@value #NATIVE_PATH_ENV}: the library file, or its directory;
+ * <li>the natives bundled in this jar for this platform (NativeBundle),
+ *     extracted into the per-user cache;
+ * <li>the JVM's java.library.path (where Debian's OpenJDK finds the
+ *     libmanypy-java package's /usr/lib/x86_64-linux-gnu/jni).
+ * </ol>
  */
 final class NativeLibrary {
-  static final String PATH_PROPERTY = "manypy.library.path";
+  static final String NATIVE_PATH_PROPERTY = "manypy.native.path";
+  /** The name before 0.3, still honoured. */
+  static final String LIBRARY_PATH_PROPERTY = "manypy.library.path";
+  static final String NATIVE_PATH_ENV = "MANYPY_NATIVE_PATH";
   static final String NAME = "manypy_jni";
 
   private static volatile boolean loaded;
@@ -42,28 +53,78 @@ final class NativeLibrary {
   static synchronized void load(Path path) {
     if (loaded) return;
     if (permanentFailure != null) throw copy(permanentFailure);
-    String property = System.getProperty(PATH_PROPERTY);
-    if (path == null && property != null && !property.isEmpty()) path = Path.of(property);
-    Path file = path == null ? null
-        : Files.isDirectory(path) ? path.resolve(System.mapLibraryName(NAME)) : path;
-    String tried = file != null ? file.toAbsolutePath().toString()
-        : System.mapLibraryName(NAME) + " from java.library.path ("
-            + System.getProperty("java.library.path") + ")";
+    if (path == null) path = configuredPath();
+    if (path != null) {
+      loadFile(file(path), null);
+    } else {
+      loadDefault(NativeLibrary.class.getClassLoader(), NativeBundle.defaultCacheRoot());
+    }
+    loaded = true;
+  }
+
+  /** As load(null), with the bundle read from `resources` and extracted under `cacheRoot` (tests). */
+  static synchronized void loadBundled(ClassLoader resources, Path cacheRoot) {
+    if (loaded) return;
+    if (permanentFailure != null) throw copy(permanentFailure);
+    loadDefault(resources, cacheRoot);
+    loaded = true;
+  }
+
+  /** The path the property, its alias or the environment names; null if none. */
+  static Path configuredPath() {
+    for (String property : new String[] {NATIVE_PATH_PROPERTY, LIBRARY_PATH_PROPERTY}) {
+      String value = System.getProperty(property);
+      if (value != null && !value.isEmpty()) return Path.of(value);
+    }
+    String env = System.getenv(NATIVE_PATH_ENV);
+    return env != null && !env.isEmpty() ? Path.of(env) : null;
+  }
+
+  private static Path file(Path path) {
+    return Files.isDirectory(path) ? path.resolve(System.mapLibraryName(NAME)) : path;
+  }
+
+  /** The jar's natives for this platform, else java.library.path. */
+  private static void loadDefault(ClassLoader resources, Path cacheRoot) {
+    NativeBundle.OtherPlatform otherPlatform = null;
     try {
-      if (file != null) {
-        System.load(tried);
-      } else {
-        System.loadLibrary(NAME);
+      NativeBundle bundle = NativeBundle.find(resources, NativeBundle.currentPlatform());
+      if (bundle != null) {
+        loadFile(bundle.extract(cacheRoot), bundle.builtFor());
+        return;
       }
+    } catch (NativeBundle.OtherPlatform e) {
+      otherPlatform = e;  // natives installed for this platform may still be on java.library.path
+    }
+    String tried = System.mapLibraryName(NAME) + " from java.library.path ("
+        + System.getProperty("java.library.path") + ")";
+    try {
+      System.loadLibrary(NAME);
     } catch (UnsatisfiedLinkError e) {
-      throw new LibraryLoadException(
-          "manypy: could not load " + tried + ": " + e.getMessage()
-              + ". Put the directory holding libmanypy_jni.so and libmanypy.so on"
-              + " -Djava.library.path, or set -D" + PATH_PROPERTY + "=<file or directory>.",
-          e);
+      if (otherPlatform != null) {
+        throw new LibraryLoadException(otherPlatform.getMessage() + " (" + tried + " failed too: "
+            + e.getMessage() + ")", e);
+      }
+      String message = e.getMessage() != null && e.getMessage().startsWith("no " + NAME + " in")
+          ? "manypy: this jar carries no native libraries and " + tried + " was not found. Install the"
+              + " natives (Debian: apt-get install libmanypy-java puts libmanypy_jni.so in"
+              + " /usr/lib/x86_64-linux-gnu/jni), use the Maven artifact org.manypy:manypy, which carries"
+              + " them, or point -D" + NATIVE_PATH_PROPERTY + "=<dir> (or " + NATIVE_PATH_ENV
+              + ") at the directory holding libmanypy_jni.so."
+          : LinkErrors.explain(tried, e, null);
+      throw new LibraryLoadException(message, e);
     }
     checkVersions(tried);
-    loaded = true;
+  }
+
+  private static void loadFile(Path file, String builtFor) {
+    String tried = file.toAbsolutePath().toString();
+    try {
+      System.load(tried);
+    } catch (UnsatisfiedLinkError e) {
+      throw new LibraryLoadException(LinkErrors.explain(tried, e, builtFor), e);
+    }
+    checkVersions(tried);
   }
 
   private static void checkVersions(String tried) {

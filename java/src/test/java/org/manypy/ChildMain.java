@@ -1,5 +1,9 @@
 package org.manypy;
 
+import java.net.URL;
+import java.net.URLClassLoader;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -14,6 +18,8 @@ public final class ChildMain {
       case "static-tls" -> staticTls();
       case "load" -> load();
       case "exit-live" -> exitWithLivePools();
+      case "extract" -> extract(args[1], args[2]);
+      case "load-bundled" -> loadBundled(args[1], args[2]);
       default -> throw new IllegalArgumentException(args[0]);
     }
   }
@@ -49,5 +55,36 @@ public final class ChildMain {
     Manypy.addOpCallbacks(e -> {}, null, 1.0, false);
     Object out = model.call(Tensor.of(new float[] {1, 2}));
     System.out.println("RESULT served " + out);
+  }
+
+  /** Extracts the bundle in the resource directory `resources` under `cacheRoot` (NativeBundleTest). */
+  static void extract(String resources, String cacheRoot) throws Exception {
+    try (URLClassLoader loader = new URLClassLoader(new URL[] {Path.of(resources).toUri().toURL()}, null)) {
+      NativeBundle bundle = NativeBundle.find(loader, NativeBundle.currentPlatform());
+      System.out.println("RESULT extracted " + bundle.extract(Path.of(cacheRoot)));
+    } catch (LibraryLoadException e) {
+      System.out.println("RESULT extract-failed " + e.getMessage());
+    }
+  }
+
+  /**
+   * Loads the natives bundled in `resources` through the cache `cacheRoot`,
+   * serves a call, and names the files the process mapped.
+   */
+  static void loadBundled(String resources, String cacheRoot) throws Exception {
+    try (URLClassLoader loader = new URLClassLoader(new URL[] {Path.of(resources).toUri().toURL()}, null)) {
+      NativeLibrary.loadBundled(loader, Path.of(cacheRoot));
+    }
+    try (Pool pool = Pool.create(1);
+         TorchPackage pkg = pool.loadPackage(TestSupport.archive("identity.pt"));
+         ReplicatedObject model = pkg.loadPickle("model", "model.pkl");
+         Tensor x = Tensor.of(new float[] {1, 2})) {
+      Object out = model.call(x);
+      for (String line : Files.readAllLines(Path.of("/proc/self/maps"))) {
+        int at = line.indexOf('/');
+        if (at >= 0 && line.contains("libmanypy")) System.out.println("MAPPED " + line.substring(at));
+      }
+      System.out.println("RESULT served " + out);
+    }
   }
 }

@@ -73,6 +73,34 @@ class ProcessTest {
   }
 
   @Test
+  void theNativePathPropertyAndEnvironmentVariableNeedNoLibraryPath() throws Exception {
+    Path lib = TestSupport.buildDir().resolve("lib");
+    TestSupport.ChildResult byProperty = TestSupport.runChild(env(TUNABLES),
+        List.of("-Djava.library.path=/nonexistent", "-Dmanypy.native.path=" + lib), "load");
+    assertEquals("RESULT loaded " + Manypy.version(), resultLine(byProperty), byProperty.output());
+    Map<String, String> env = env(TUNABLES);
+    env.put("MANYPY_NATIVE_PATH", lib.resolve("libmanypy_jni.so").toString());
+    TestSupport.ChildResult byEnv =
+        TestSupport.runChild(env, List.of("-Djava.library.path=/nonexistent"), "load");
+    assertEquals("RESULT loaded " + Manypy.version(), resultLine(byEnv), byEnv.output());
+    // The property wins over the environment.
+    env.put("MANYPY_NATIVE_PATH", lib.toString());
+    TestSupport.ChildResult both = TestSupport.runChild(env,
+        List.of("-Djava.library.path=/nonexistent", "-Dmanypy.native.path=/no/such/dir"), "load");
+    assertTrue(resultLine(both).startsWith("RESULT load-failed manypy: could not load /no/such/dir"), both.output());
+  }
+
+  @Test
+  void aJarWithoutNativesSaysWhereToGetThem() throws Exception {
+    TestSupport.ChildResult child =
+        TestSupport.runChild(env(TUNABLES), List.of("-Djava.library.path=/nonexistent"), "load");
+    String line = resultLine(child);
+    assertTrue(line.contains("this jar carries no native libraries"), line);
+    assertTrue(line.contains("libmanypy-java"), line);
+    assertTrue(line.contains("org.manypy:manypy"), line);
+  }
+
+  @Test
   void aMismatchedLibraryIsRefusedAtLoad() throws Exception {
     // A libmanypy.so that says it is 1.0.0 (java/src/test/native), found
     // first through LD_LIBRARY_PATH.
