@@ -5,10 +5,13 @@
 #     found relative to libmanypy.so (core/src/runtime_paths.h)
 #   lib/pkgconfig/manypy.pc
 #   lib/cmake/manypy/: find_package(manypy 0.3), imported target manypy::manypy
-# and from the Java binding share/java/manypy-0.3.0.jar, lib/libmanypy_jni.so.
+# and from the Java binding share/java/manypy-0.3.0.jar, share/java/manypy.jar
+# and lib/jni/libmanypy_jni.so.
 # Nothing installed refers to the build tree: the .pc and CMake files find
-# the prefix from their own location, and the only RUNPATH is
-# libmanypy_jni.so's $ORIGIN. No test, benchmark or sample is installed.
+# the prefix from their own location, and the only RUNPATH of the first leg
+# is libmanypy_jni.so's $ORIGIN:$ORIGIN/.. (the second leg's also name the
+# wheel's libtorch and the Python, cmake/python_torch.cmake).
+# No test, benchmark or sample is installed.
 include(CMakePackageConfigHelpers)
 
 set(MANYPY_CMAKE_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/manypy)

@@ -17,7 +17,7 @@ set -eu
 dist=${MANYPY_DIST:-/dist}
 prep=${MANYPY_PREP:-/prep}
 model=${MANYPY_MODEL_DIR:-/model}
-jni_dir=${MANYPY_DEB_JNI_DIR:-/usr/lib/x86_64-linux-gnu/jni}
+jni_dir=${MANYPY_DEB_JNI_DIR:-/usr/lib/jni}
 plain_jar=${MANYPY_DEB_JAR:-/usr/share/java/manypy.jar}
 
 fail() { echo "FAIL: $*"; exit 1; }
@@ -112,10 +112,10 @@ step "(d) the Debian package's plain jar $plain_jar, no flags"
 if jar tf "$plain_jar" | grep -q '^org/manypy/native/'; then
   fail "$plain_jar carries natives; the Debian package's jar must not"
 fi
-# Debian's OpenJDK has /usr/lib/x86_64-linux-gnu/jni on java.library.path;
+# Debian's OpenJDK has /usr/lib/jni on java.library.path;
 # only a host run against another prefix needs to say where.
 flags=
-[ "$jni_dir" = /usr/lib/x86_64-linux-gnu/jni ] || flags=-Djava.library.path=$jni_dir
+[ "$jni_dir" = /usr/lib/jni ] || flags=-Djava.library.path=$jni_dir
 serve "(d) plain jar" "$work/d.log" $flags -cp "target/seed-consumer.jar:$plain_jar"
 mapped_from "$work/d.log" "$jni_dir" libmanypy_jni.so
 

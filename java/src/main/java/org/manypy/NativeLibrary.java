@@ -19,7 +19,7 @@ import org.manypy.internal.ManypyNativeConstants;
  * <li>the natives bundled in this jar for this platform (NativeBundle),
  *     extracted into the per-user cache;
  * <li>the JVM's java.library.path (where Debian's OpenJDK finds the
- *     libmanypy-java package's /usr/lib/x86_64-linux-gnu/jni).
+ *     libmanypy-java package's /usr/lib/jni).
  * </ol>
  */
 final class NativeLibrary {
@@ -108,7 +108,7 @@ final class NativeLibrary {
       String message = e.getMessage() != null && e.getMessage().startsWith("no " + NAME + " in")
           ? "manypy: this jar carries no native libraries and " + tried + " was not found. Install the"
               + " natives (Debian: apt-get install libmanypy-java puts libmanypy_jni.so in"
-              + " /usr/lib/x86_64-linux-gnu/jni), use the Maven artifact org.manypy:manypy, which carries"
+              + " /usr/lib/jni), use the Maven artifact org.manypy:manypy, which carries"
               + " them, or point -D" + NATIVE_PATH_PROPERTY + "=<dir> (or " + NATIVE_PATH_ENV
               + ") at the directory holding libmanypy_jni.so."
           : LinkErrors.explain(tried, e, null);
