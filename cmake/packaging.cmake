@@ -38,8 +38,10 @@ if(torch_from_wheel)
   # needs that Python environment on the machine that unpacks it.
   set(CPACK_GENERATOR TGZ)
   string(REGEX MATCH "^[0-9]+\\.[0-9]+" torch_minor "${MANYPY_TORCH_VERSION}")
-  set(CPACK_PACKAGE_FILE_NAME
+  # Kept apart for tests/install: include(CPack) reuses CPACK_PACKAGE_FILE_NAME.
+  set(MANYPY_TARBALL_NAME
       "manypy-${PROJECT_VERSION}-linux-${CMAKE_SYSTEM_PROCESSOR}-torch${torch_minor}-py${Python3_VERSION_MAJOR}.${Python3_VERSION_MINOR}")
+  set(CPACK_PACKAGE_FILE_NAME ${MANYPY_TARBALL_NAME})
   set(CPACK_ARCHIVE_COMPONENT_INSTALL OFF)
   include(CPack)
   return()

@@ -91,6 +91,21 @@ unshare --mount --propagation private \
   sh "$tmp/consumer_in_namespace.sh" "$tmp" "$prefix" "$version" "$build" "$source" ||
   fail "building or running the consumer against $prefix (output above)"
 
+# The tarball's interpreters use the Python that MANYPY_PYTHON_HOME names at
+# run time: the venv's base Python, which has no torch, must be refused with
+# the message that says so.
+if [ -n "$tarball" ]; then
+  base=$("$MANYPY_PYTHON_HOME/bin/python3" -c 'import sys; print(sys.base_prefix)')
+  [ "$base" != "$MANYPY_PYTHON_HOME" ] || fail "$MANYPY_PYTHON_HOME is not a virtual environment"
+  if out=$(MANYPY_PYTHON_HOME=$base "$tmp/consumer-cmake/consumer" 2>&1); then
+    fail "the consumer ran with MANYPY_PYTHON_HOME=$base, a Python without torch: $out"
+  fi
+  case "$out" in
+    *"the Python at $base cannot import torch"*) echo "MANYPY_PYTHON_HOME=$base: $out" ;;
+    *) fail "with MANYPY_PYTHON_HOME=$base (no torch) the error does not say so: $out" ;;
+  esac
+fi
+
 # Where the loader found manypy's libraries (LD_DEBUG=libs logs from the runs).
 for way in cmake pkg-config; do
   log=$(ls "$tmp"/ld.$way.* 2>/dev/null | head -n 1)
