@@ -15,7 +15,9 @@
 #     versions of both too old for the bindings) at /opt/rust and
 #     /usr/local/go, each bin/ on PATH.
 # A consumer's prepare.sh, if any, runs first on the host (with network) and
-# fills its own cached directory, mounted at /prep in the root.
+# fills its own cached directory, mounted at /prep in the root; its
+# before_install.sh, if any, runs in the root before the packages are
+# installed (the Java artifact's natives on a machine without libtorch).
 # Needs root (mmdebstrap, mounts, chroot); without it the test fails.
 # usage: clean_root.sh <build dir> <source dir> <consumer>...
 set -euo pipefail
@@ -117,6 +119,50 @@ bind_ro "$dist" /dist
 mkdir -p "$root/model"
 cp "$build/archives/seed_example.pt" "$build/archives/seed_example.expected.out.bin" "$root/model/"
 
+# Each consumer's run.sh (or before_install.sh) in the root, in its own copy
+# of the consumer's directory, without network, with the toolchains on PATH.
+run_consumer() {  # <consumer> <script>
+  rm -rf "$root/consumer"
+  cp -r "$source/tests/install/consumers/$1" "$root/consumer"
+  cp -r "$source/samples/consumer" "$root/consumer/sample"
+  if [[ -d "$cache/prep/$1" ]]; then bind_ro "$cache/prep/$1" /prep; fi
+  local start result=0
+  start=$(date +%s.%N)
+  unshare --net -- chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 PATH="$path" \
+    GLIBC_TUNABLES=glibc.rtld.optional_static_tls=16384 \
+    sh -c "cd /consumer && exec ./$2" || result=1
+  if mountpoint -q "$root/prep"; then umount "$root/prep"; fi
+  if ((result == 0)); then
+    echo "$1 consumer: $2 passed in $(since "$start") s"
+  else
+    echo "FAIL: the $1 consumer's $2 (output above)"
+  fi
+  return "$result"
+}
+
+# The toolchains Debian 12 has in versions too old for the bindings, from
+# the host: MANYPY_RUST_SYSROOT (rustc --print sysroot) and MANYPY_GOROOT
+# (go env GOROOT), which tests/install/CMakeLists.txt sets.
+path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+if [[ -n "${MANYPY_RUST_SYSROOT:-}" ]]; then
+  bind_ro "$MANYPY_RUST_SYSROOT" /opt/rust
+  path=/opt/rust/bin:$path
+fi
+if [[ -n "${MANYPY_GOROOT:-}" ]]; then
+  bind_ro "$MANYPY_GOROOT" /usr/local/go
+  path=/usr/local/go/bin:$path
+fi
+
+status=0
+# What a consumer checks on a machine that has the toolchains but not yet
+# manypy's packages nor their dependencies (python3-torch).
+for consumer in "${consumers[@]}"; do
+  if [[ -f "$source/tests/install/consumers/$consumer/before_install.sh" ]]; then
+    echo "== the $consumer consumer before the packages are installed"
+    run_consumer "$consumer" before_install.sh || status=1
+  fi
+done
+
 in_root() { chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 \
               PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
               DEBIAN_FRONTEND=noninteractive "$@"; }
@@ -140,36 +186,9 @@ printf 'installed %d packages in %s s: %d MiB in all, %d KiB of them manypy'"'"'
   "$(awk '/^libmanypy/ {printf "%s%s %s KiB", sep, $1, $2; sep=", "}' "$work/added")"
 grep -q '^python3-torch ' "$work/added" || fail "installing the packages did not pull python3-torch"
 
-# The toolchains Debian 12 has in versions too old for the bindings, from
-# the host: MANYPY_RUST_SYSROOT (rustc --print sysroot) and MANYPY_GOROOT
-# (go env GOROOT), which tests/install/CMakeLists.txt sets.
-path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-if [[ -n "${MANYPY_RUST_SYSROOT:-}" ]]; then
-  bind_ro "$MANYPY_RUST_SYSROOT" /opt/rust
-  path=/opt/rust/bin:$path
-fi
-if [[ -n "${MANYPY_GOROOT:-}" ]]; then
-  bind_ro "$MANYPY_GOROOT" /usr/local/go
-  path=/usr/local/go/bin:$path
-fi
-
-status=0
 for consumer in "${consumers[@]}"; do
   echo "== the $consumer consumer, in the root, without network"
-  rm -rf "$root/consumer"
-  cp -r "$source/tests/install/consumers/$consumer" "$root/consumer"
-  cp -r "$source/samples/consumer" "$root/consumer/sample"
-  if [[ -d "$cache/prep/$consumer" ]]; then bind_ro "$cache/prep/$consumer" /prep; fi
-  start=$(date +%s.%N)
-  if unshare --net -- chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 PATH="$path" \
-       GLIBC_TUNABLES=glibc.rtld.optional_static_tls=16384 \
-       sh -c 'cd /consumer && exec ./run.sh'; then
-    echo "$consumer consumer: passed in $(since "$start") s"
-  else
-    echo "FAIL: the $consumer consumer (output above)"
-    status=1
-  fi
-  if mountpoint -q "$root/prep"; then umount "$root/prep"; fi
+  run_consumer "$consumer" run.sh || status=1
 done
 ((status == 0)) && echo PASS
 exit "$status"
