@@ -119,6 +119,11 @@ bind_ro "$dist" /dist
 mkdir -p "$root/model"
 cp "$build/archives/seed_example.pt" "$build/archives/seed_example.expected.out.bin" "$root/model/"
 
+# A command in the root, with a clean environment: nothing of the host's.
+system_path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+in_root() { chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 PATH="$system_path" \
+              DEBIAN_FRONTEND=noninteractive "$@"; }
+
 # Each consumer's run.sh (or before_install.sh) in the root, in its own copy
 # of the consumer's directory, without network, with the toolchains on PATH.
 run_consumer() {  # <consumer> <script>
@@ -128,8 +133,7 @@ run_consumer() {  # <consumer> <script>
   if [[ -d "$cache/prep/$1" ]]; then bind_ro "$cache/prep/$1" /prep; fi
   local start result=0
   start=$(date +%s.%N)
-  unshare --net -- chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 PATH="$path" \
-    GLIBC_TUNABLES=glibc.rtld.optional_static_tls=16384 \
+  in_root unshare --net -- env PATH="$path" GLIBC_TUNABLES=glibc.rtld.optional_static_tls=16384 \
     sh -c "cd /consumer && exec ./$2" || result=1
   if mountpoint -q "$root/prep"; then umount "$root/prep"; fi
   if ((result == 0)); then
@@ -143,7 +147,7 @@ run_consumer() {  # <consumer> <script>
 # The toolchains Debian 12 has in versions too old for the bindings, from
 # the host: MANYPY_RUST_SYSROOT (rustc --print sysroot) and MANYPY_GOROOT
 # (go env GOROOT), which tests/install/CMakeLists.txt sets.
-path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+path=$system_path
 if [[ -n "${MANYPY_RUST_SYSROOT:-}" ]]; then
   bind_ro "$MANYPY_RUST_SYSROOT" /opt/rust
   path=/opt/rust/bin:$path
@@ -163,9 +167,6 @@ for consumer in "${consumers[@]}"; do
   fi
 done
 
-in_root() { chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 \
-              PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-              DEBIAN_FRONTEND=noninteractive "$@"; }
 installed() { in_root dpkg-query -W -f '${Package} ${Installed-Size}\n' | sort; }
 
 echo "== apt-get install ./libmanypy*.deb in a fresh copy of the root"
