@@ -146,7 +146,12 @@ typedef enum manypy_code {
   /* An archive the pool, or the trust of a host load, does not trust
    * (manypy_pool_options_add_trusted_sha256, _set_archive_verifier,
    * manypy_archive_trust): refused before any of it ran. */
-  MANYPY_ERR_UNTRUSTED_ARCHIVE = 21
+  MANYPY_ERR_UNTRUSTED_ARCHIVE = 21,
+  /* Refused at once, without running, because the pool already has as many
+   * calls waiting for an interpreter as its queue limit allows
+   * (manypy_pool_options_set_queue_limit). Retry later or shed the load.
+   * Since 0.3. */
+  MANYPY_ERR_OVERLOADED = 22
 } manypy_code;
 
 /* Owned by the caller; free with manypy_status_free(). Not thread safe:
@@ -553,6 +558,17 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_options_set_thread_mode(
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_options_set_stop_grace(
     manypy_pool_options* options, int64_t grace_ns);
 
+/* Admission control: the most calls that may wait for an interpreter of the
+ * pool at once. A call waits when the interpreter chosen for it is already
+ * running another (in DIRECT mode it waits for the interpreter's GIL, in
+ * HANDOFF mode and for asynchronous calls in its home thread's queue).
+ * Synchronous and asynchronous calls count alike, pinned or not. A call
+ * that would exceed the limit is refused at once with MANYPY_ERR_OVERLOADED
+ * and never runs; refusing costs a few atomic operations, whatever the
+ * load. 0, the default, sets no limit. See manypy_pool_queued. Since 0.3. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_options_set_queue_limit(
+    manypy_pool_options* options, size_t limit);
+
 /* ------------------------------------------------------------------------ */
 /* Pool                                                                     */
 /* ------------------------------------------------------------------------ */
@@ -593,6 +609,15 @@ MANYPY_API void manypy_pool_destroy(manypy_pool* pool);
 
 /* Number of interpreters in the pool. 0 for NULL. */
 MANYPY_API size_t manypy_pool_size(const manypy_pool* pool);
+
+/* The pool's load right now, for metrics and for a caller that sheds load
+ * itself: calls waiting for an interpreter (what the queue limit bounds),
+ * and calls admitted and not yet complete (waiting or running). Calls made
+ * through the pool's packages, objects and batchers count. Lock-free reads,
+ * so the two may be taken a moment apart. 0 for NULL. Thread safe. Since
+ * 0.3. */
+MANYPY_API size_t manypy_pool_queued(const manypy_pool* pool);
+MANYPY_API size_t manypy_pool_in_flight(const manypy_pool* pool);
 
 /* NULL if interpreter `interpreter` (an index in [0, manypy_pool_size)) can
  * serve calls. Otherwise a status owned by the caller:
@@ -785,6 +810,75 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_object_getattr(
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_object_hasattr(
     manypy_object* object, const char* name, int* out_has);
 
+/* ------------------------------------------------------------------------ */
+/* Asynchronous calls                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* Receives the outcome of an asynchronous call, exactly once. Exactly one of
+ * `result` (the call's value) and `status` (why it failed) is not NULL. The
+ * callback owns it, and frees it (manypy_value_free, manypy_status_free)
+ * whenever and on whichever thread it likes. `user_data` is the submitter's,
+ * passed through untouched.
+ *
+ * Where it runs: never on the submitting thread, always on a thread of
+ * manypy's:
+ *  - the home thread of the interpreter that ran the call (each interpreter
+ *    has one, for the life of the process);
+ *  - manypy's completion thread, for a call that stopped while it was still
+ *    waiting for its interpreter (its deadline passed, its token was
+ *    cancelled): it completes with MANYPY_ERR_DEADLINE_EXCEEDED or
+ *    MANYPY_ERR_CANCELLED without running;
+ *  - a host worker thread (one per core, started on first use), for
+ *    TorchScript (manypy_script_call_async).
+ * While the callback runs, that thread serves nothing else: the calls
+ * queued behind it on that interpreter wait. Return quickly, and hand long
+ * work to a thread of your own.
+ *
+ * What it may call: any manypy function. It may submit further
+ * asynchronous calls, and free handles, the one the call was made on
+ * included. It should not wait: a synchronous call made here runs on this
+ * thread (it cannot deadlock, but it holds up this interpreter's queue),
+ * and waiting for the completion of another asynchronous call (on a
+ * condition variable, a future) can deadlock, since that completion may be
+ * due on this very thread. It must not unwind (no C++ exception, Rust
+ * panic or longjmp leaves it). */
+typedef void (*manypy_call_done_fn)(void* user_data, manypy_value* result,
+                                    manypy_status* status);
+
+/* Submits a call of the object, as manypy_object_call, and returns at once.
+ *
+ * NULL: the call was accepted, and `done` will run exactly once, perhaps
+ * before this function returns (on another thread). A status (owned by the
+ * caller): the call was refused and `done` never runs. Refusals are
+ * immediate: NULL `object` or `done` (MANYPY_ERR_INVALID_ARGUMENT),
+ * arguments that are not a list/tuple and a dict, a deadline already past
+ * or a token already cancelled, a pinned interpreter out of range or
+ * retired, and MANYPY_ERR_OVERLOADED when the pool's queue limit is
+ * reached.
+ *
+ * `args`, `kwargs`, `method` and `options` are borrowed for this call only:
+ * they are copied before it returns, except tensors, which are shared, not
+ * copied (a tensor lent from a caller's buffer stays lent until the call
+ * completes). `options`' deadline, timeout and cancel token bound the call
+ * as they bound a synchronous one ("Deadlines and cancellation"): the wait
+ * in the queue included, and a call whose deadline passes while it waits
+ * completes with MANYPY_ERR_DEADLINE_EXCEEDED without running. A timeout
+ * runs from submission.
+ *
+ * The call runs on its interpreter's home thread, in either thread mode.
+ * Calls go to a free interpreter if there is one, else to the least loaded.
+ *
+ * Lifetimes: an accepted call holds its object, and so its package and
+ * pool, until `done` has returned. manypy_object_free, manypy_package_free
+ * and manypy_pool_destroy may be called at any time, also from `done`,
+ * while calls are in flight: the handle goes at once, the calls still
+ * queued run and complete as they would have, and the object, package and
+ * pool go when the last of them completes. To drop queued calls instead,
+ * cancel their token. Thread safe. Since 0.3. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_object_call_async(
+    manypy_object* object, const char* method, const manypy_value* args, const manypy_value* kwargs,
+    const manypy_call_options* options, manypy_call_done_fn done, void* user_data);
+
 /* Runs Python source (statements), as manypy_pool_exec, with `options`
  * (borrowed; NULL: as manypy_pool_exec with MANYPY_ANY_INTERPRETER): the
  * interpreter is the options' (manypy_call_options_set_interpreter;
@@ -883,6 +977,109 @@ MANYPY_API void manypy_script_free(manypy_script_module* module);
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_script_call(
     manypy_script_module* module, const char* method, const manypy_value* args,
     const manypy_value* kwargs, const manypy_call_options* options, manypy_value** out_result);
+
+/* Submits a call of the module, as manypy_script_call, and returns at once,
+ * with the conventions of manypy_object_call_async. The call runs on one of
+ * the process's host worker threads (as many as the machine has cores,
+ * started on first use), in submission order; TorchScript has no pool, so
+ * no queue limit applies. The call holds its module until `done` has
+ * returned: manypy_script_free may be called with calls in flight, which
+ * still run. Thread safe. Since 0.3. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_script_call_async(
+    manypy_script_module* module, const char* method, const manypy_value* args,
+    const manypy_value* kwargs, const manypy_call_options* options, manypy_call_done_fn done,
+    void* user_data);
+
+/* ------------------------------------------------------------------------ */
+/* Dynamic batching                                                         */
+/* ------------------------------------------------------------------------ */
+
+/* A batcher combines concurrent calls of one method of an object into one
+ * call, as TorchServe's and Triton's dynamic batching do:
+ *
+ *  - Requests are ordinary calls (manypy_batcher_call or _call_async) whose
+ *    arguments hold tensors with the batch dimension: each request brings
+ *    one or more rows along it (a batch-1 request's image is [1, 3, H, W]).
+ *    Every tensor of a request must have the same number of rows.
+ *  - Requests that can share a batch are concatenated along the batch
+ *    dimension, tensor by tensor, and the method runs once on the batch.
+ *    They can share one when their arguments have the same structure, every
+ *    argument that is not a tensor is equal, and their tensors match in
+ *    dtype and in every dimension but the batch one. Others wait for
+ *    batches of their own.
+ *  - A batch runs when it has `max_batch` rows, or `max_wait_us` after its
+ *    first request came, whichever is first. A request with more rows than
+ *    max_batch runs alone.
+ *  - Each tensor of the result (a tensor, or a list, tuple or dict of them,
+ *    nested) is split back along the batch dimension: each request gets its
+ *    rows, as views of one result tensor (nothing is copied). A result
+ *    tensor whose size along the batch dimension is not the batch's rows
+ *    fails every request of the batch with MANYPY_ERR_BAD_TENSOR. Values
+ *    that are not tensors are given to each request as they are.
+ *  - An error fails every request of its batch with that error.
+ *  - A request's deadline, timeout and cancel token bound it: a request
+ *    stopped before its batch runs is dropped from it, and completes with
+ *    its stop's status; one stopped while its batch runs completes with it
+ *    too (the batch runs on for the others, bound by the latest deadline
+ *    among its requests). Its context (model and request ids) is given to
+ *    operator callbacks: the first request's model id, and the request ids
+ *    joined by ','. The call options' interpreter is ignored.
+ *  - The pool's queue limit applies to requests as they come.
+ *
+ * The batch sizes formed (in rows) go into manypy_profiler_prometheus's
+ * output, as the histogram manypy_batch_size{batcher}. Thread safe. */
+typedef struct manypy_batcher manypy_batcher;
+
+/* Options for manypy_batcher_new. Owned by the caller; not thread safe. */
+typedef struct manypy_batcher_options manypy_batcher_options;
+
+/* Defaults: max_batch 8, max_wait_us 2000, batch dimension 0, and the
+ * method's name as the batcher's name. NULL only when out of memory. Since
+ * 0.3 (as every batcher function). */
+MANYPY_API manypy_batcher_options* manypy_batcher_options_new(void);
+MANYPY_API void manypy_batcher_options_free(manypy_batcher_options* options);
+/* The most rows in a batch, 1 to 65536 (MANYPY_ERR_OUT_OF_RANGE outside). */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_batcher_options_set_max_batch(
+    manypy_batcher_options* options, size_t max_batch);
+/* The longest a batch waits to fill after its first request, in
+ * microseconds, 0 to 60,000,000 (0: a batch takes only what is already
+ * waiting). */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_batcher_options_set_max_wait_us(
+    manypy_batcher_options* options, int64_t max_wait_us);
+/* The batch dimension, >= 0. Every tensor argument must have it. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_batcher_options_set_batch_dim(
+    manypy_batcher_options* options, int32_t batch_dim);
+/* The name in metrics (the `batcher` label). Copied. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_batcher_options_set_name(
+    manypy_batcher_options* options, const char* name);
+
+/* A batcher over `object`'s `method` (NULL: the object itself). `options`
+ * is borrowed (NULL: defaults). The batcher holds the object: either may be
+ * freed first. On success *out_batcher is owned by the caller. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_batcher_new(
+    manypy_object* object, const char* method, const manypy_batcher_options* options,
+    manypy_batcher** out_batcher);
+
+/* Frees the handle. Accepts NULL. Requests still waiting for their batch to
+ * fill are sent at once, and every accepted request completes as usual.
+ * Must not race with calls on the same handle. */
+MANYPY_API void manypy_batcher_free(manypy_batcher* batcher);
+
+/* One request through the batcher, waiting for its result: arguments,
+ * options and result as for manypy_object_call. Refused at once, as an
+ * asynchronous call is, for arguments the batcher cannot split (no tensor,
+ * tensors without the batch dimension or with different rows:
+ * MANYPY_ERR_INVALID_ARGUMENT) and when the pool is overloaded. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_batcher_call(
+    manypy_batcher* batcher, const manypy_value* args, const manypy_value* kwargs,
+    const manypy_call_options* options, manypy_value** out_result);
+
+/* The same, asynchronously, with the conventions of
+ * manypy_object_call_async: `done` runs exactly once unless this returns a
+ * status. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_batcher_call_async(
+    manypy_batcher* batcher, const manypy_value* args, const manypy_value* kwargs,
+    const manypy_call_options* options, manypy_call_done_fn done, void* user_data);
 
 /* ------------------------------------------------------------------------ */
 /* Operator callbacks                                                       */

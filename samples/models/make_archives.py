@@ -28,6 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)  # for python_heavy, identity, big_weights
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 
+from batching import Batching  # noqa: E402
 from big_weights import BigWeights  # noqa: E402
 from encoder import Encoder, Invert  # noqa: E402
 from hostile import Hostile, SlowToUnpickle  # noqa: E402
@@ -521,6 +522,14 @@ def main():
     check(torch.equal(loop(torch.zeros(2), 3), torch.full((2,), 3.0)), "loop: wrong result")
     torch.jit.save(loop, path("loop_script.pt"))
     record("loop_script.pt", "TorchScript of Loop: forward(x, n) adds 1 n times")
+
+    # batching: the dynamic batcher's tests ----------------------------------
+    export_package("batching.pt", Batching().eval(), intern=["batching"])
+    record("batching.pt", "torch.package of Batching: methods that report the batch they ran in "
+           "(dynamic batching tests)")
+    b = load_package("batching.pt")
+    check(torch.equal(b.rows(torch.zeros(3, 2)), torch.full((3,), 3.0)), "batching: rows")
+    check(torch.equal(b(torch.ones(2, 2)), torch.full((2, 2), 3.0)), "batching: forward")
 
     # pickles: one of each protocol, for the pickle check's tests ------------
     write_pickles()
