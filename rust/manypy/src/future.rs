@@ -40,6 +40,19 @@ use crate::value::{c_string, CValue, Value};
 ///   arrives frees what it carries.
 /// - Polling it again after it returned `Ready` panics, as an `async fn`'s
 ///   future does.
+///
+/// ```no_run
+/// # fn main() -> manypy::Result<()> {
+/// use manypy::{Pool, Tensor, Value};
+/// let pool = Pool::new(2)?;
+/// let model = pool.load_package("identity.pt")?.load_pickle("model", "model.pkl")?;
+/// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[1, 3])?;
+/// let call = model.call_async(&[Value::from(x)])?; // refusals are Err here
+/// drop(model); // the call holds what it needs
+/// // Send + 'static: any thread, any executor.
+/// let out = std::thread::spawn(move || futures::executor::block_on(call)).join().unwrap()?;
+/// # Ok(()) }
+/// ```
 #[must_use = "futures do nothing unless polled; dropping this one cancels the call"]
 pub struct CallFuture {
     completion: Arc<Completion>,
