@@ -118,3 +118,52 @@ impl CallToken {
         self.0.as_ptr()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cancelling_a_token_cancels_the_calls_linked_to_it() {
+        let caller = CancelToken::new().unwrap();
+        let calls: Vec<_> = (0..1000).map(|_| Arc::new(CallToken::new().unwrap())).collect();
+        for call in &calls {
+            caller.link(call);
+        }
+        // Calls whose futures went are pruned as the list grows.
+        let (kept, gone) = calls.split_at(10);
+        drop(gone.to_vec());
+        let kept = kept.to_vec();
+        drop(calls);
+        for _ in 0..200 {
+            caller.link(&Arc::new(CallToken::new().unwrap()));
+        }
+        assert!(caller.0.linked.lock().unwrap().calls.len() < 500);
+        assert!(kept.iter().all(|c| !c.is_cancelled()));
+        caller.cancel();
+        assert!(caller.is_cancelled());
+        assert!(kept.iter().all(|c| c.is_cancelled()));
+        assert!(caller.0.linked.lock().unwrap().calls.is_empty());
+        // Linked after the cancel: cancelled at once.
+        let late = Arc::new(CallToken::new().unwrap());
+        caller.link(&late);
+        assert!(late.is_cancelled());
+    }
+
+    #[test]
+    fn a_cancel_racing_links_misses_none() {
+        for _ in 0..50 {
+            let caller = CancelToken::new().unwrap();
+            let calls: Vec<_> = (0..64).map(|_| Arc::new(CallToken::new().unwrap())).collect();
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    for call in &calls {
+                        caller.link(call);
+                    }
+                });
+                s.spawn(|| caller.cancel());
+            });
+            assert!(calls.iter().all(|c| c.is_cancelled()));
+        }
+    }
+}
