@@ -7,7 +7,8 @@
 //! call runs reports the call's request id, and batching.pt's forward runs
 //! `x * 2 + 1`. A pool of one interpreter is held by stuck.pt's `spin`
 //! until a token is cancelled, so a call submitted meanwhile certainly
-//! waits, whatever the timing.
+//! waits, whatever the timing; a call is certainly running once stuck.pt's
+//! `spin_torch` (a loop of torch operators) reports operators.
 mod common;
 
 use std::collections::HashMap;
@@ -16,7 +17,10 @@ use std::time::Duration;
 
 use common::{expect_forward, held_pool, load, row, serial, wait_until};
 use futures::executor::block_on;
-use manypy::{CallOptions, CancelToken, Code, OpCallbackRegistration, OpCallbacks, Value};
+use manypy::{
+    CallFuture, CallOptions, CallOptionsBuilder, CancelToken, Code, Object, OpCallbackRegistration, OpCallbacks, Tensor,
+    Value,
+};
 
 /// Counts the operators run per request id.
 struct Ran {
@@ -48,6 +52,17 @@ fn context(request: &str) -> CallOptions {
     CallOptions::builder().context("batching", request).build().unwrap()
 }
 
+/// Submits stuck.pt's `spin_torch` (a loop of torch operators, stopped
+/// between two of them) with `options`, whose request id starts with
+/// "async-cancel-", and returns once its operators run: certainly running.
+fn running(ran: &Ran, stuck: &Object, request: &str, options: CallOptionsBuilder) -> CallFuture {
+    let x = Tensor::from_vec(vec![0.5f32, 0.0, 0.0, 0.5], &[2, 2]).unwrap();
+    let options = options.context("stuck", request).build().unwrap();
+    let call = stuck.call_with_async(Some("spin_torch"), &[Value::from(x)], &(), Some(&options)).unwrap();
+    wait_until("spin_torch to run", || ran.operators(request) > 0);
+    call
+}
+
 #[test]
 fn a_dropped_future_whose_call_waits_never_runs() {
     let _serial = serial();
@@ -73,17 +88,20 @@ fn a_dropped_future_whose_call_waits_never_runs() {
 #[test]
 fn a_dropped_future_stops_its_running_call() {
     let _serial = serial();
-    let held = held_pool(0);
-    // spin runs; dropping its future stops it, and the interpreter serves.
-    let pool = held.pool.clone();
-    drop(held.spin);
+    let ran = Ran::watch();
+    let pool = manypy::Pool::new(1).unwrap();
+    let stuck = load(&pool, "stuck.pt");
+    let token = CancelToken::new().unwrap();
+    let call = running(&ran, &stuck, "async-cancel-running", CallOptions::builder().cancel_token(&token));
+    // Dropping its future stops it, and the interpreter serves.
+    drop(call);
     wait_until("the stopped call to complete", || pool.in_flight() == 0);
     let batching = load(&pool, "batching.pt");
     let bounded = CallOptions::builder().timeout(Duration::from_secs(60)).build().unwrap();
     let out = block_on(batching.call_with_async(None, &[Value::from(row(2.0, 4))], &(), Some(&bounded)).unwrap());
     expect_forward(&out.unwrap(), 2.0);
     // The caller's token was never cancelled: only the dropped call stopped.
-    assert!(!held.token.is_cancelled());
+    assert!(!token.is_cancelled());
     // A future dropped after its call completed cancels nothing.
     let done = batching.call_async(&[Value::from(row(3.0, 4))]).unwrap();
     wait_until("the call to complete", || done.is_complete());
@@ -117,10 +135,9 @@ fn the_callers_token_stops_queued_and_running_async_calls() {
     let token = CancelToken::new().unwrap();
     let options = CallOptions::builder().cancel_token(&token).build().unwrap();
     let stuck = load(&pool, "stuck.pt");
-    let running = stuck.call_with_async(Some("spin"), &(), &(), Some(&options)).unwrap();
-    wait_until("spin to run", || pool.in_flight() == 1 && pool.queued() == 0);
+    let call = running(&ran, &stuck, "async-cancel-running-token", CallOptions::builder().cancel_token(&token));
     token.cancel();
-    let e = block_on(running).unwrap_err();
+    let e = block_on(call).unwrap_err();
     assert_eq!(e.code(), Code::Cancelled, "{e}");
     assert_eq!(e.python_type(), Some("manypy.Cancelled"), "stopped in Python: {e:?}");
     // Calls made with the cancelled token are refused at once.
@@ -158,10 +175,19 @@ fn a_deadline_passing_while_queued_completes_without_running() {
     held.release();
     assert_eq!(ran.operators("async-cancel-late"), 0, "the late call ran");
 
-    // A running call's timeout stops it.
+    // A running call's timeout stops it: spin_torch never returns by itself,
+    // so operators run and then DeadlineExceeded mean it was stopped running
+    // (3 s: a generous bound for it to start, not a timing check).
     let pool = batching.package().pool().clone();
     let stuck = load(&pool, "stuck.pt");
-    let e = block_on(stuck.call_with_async(Some("spin"), &(), &(), Some(&options)).unwrap()).unwrap_err();
+    let options = CallOptions::builder()
+        .timeout(Duration::from_secs(3))
+        .context("stuck", "async-cancel-running-late")
+        .build()
+        .unwrap();
+    let x = Tensor::from_vec(vec![0.5f32, 0.0, 0.0, 0.5], &[2, 2]).unwrap();
+    let call = stuck.call_with_async(Some("spin_torch"), &[Value::from(x)], &(), Some(&options)).unwrap();
+    let e = block_on(call).unwrap_err();
     assert_eq!(e.code(), Code::DeadlineExceeded, "{e}");
-    assert_eq!(e.python_type(), Some("manypy.DeadlineExceeded"), "stopped in Python: {e:?}");
+    assert!(ran.operators("async-cancel-running-late") > 0, "spin_torch never ran: {e:?}");
 }
