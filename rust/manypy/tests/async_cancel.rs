@@ -191,3 +191,31 @@ fn a_deadline_passing_while_queued_completes_without_running() {
     assert_eq!(e.code(), Code::DeadlineExceeded, "{e}");
     assert!(ran.operators("async-cancel-running-late") > 0, "spin_torch never ran: {e:?}");
 }
+
+#[test]
+fn a_dropped_future_stops_a_script_call_on_the_host() {
+    let _serial = serial();
+    let ran = Ran::watch();
+    // loop_script.pt: forward(x, n) adds 1 n times, stopped before its next
+    // operator; here it would run for days.
+    let script = manypy::ScriptModule::load(common::archive("loop_script.pt")).unwrap();
+    let options = CallOptions::builder().context("loop", "async-cancel-script").build().unwrap();
+    let x = Tensor::from_vec(vec![0.0f32], &[1]).unwrap();
+    let call = script.call_with_async(None, &[Value::from(&x), Value::Int(1 << 50)], &(), Some(&options)).unwrap();
+    wait_until("the script to run", || ran.operators("async-cancel-script") > 0);
+    drop(call);
+    // Stopped: its operators stop coming (checked over a few intervals, so
+    // that one still running when the cancel came is not counted).
+    let mut last = ran.operators("async-cancel-script");
+    let mut stable = 0;
+    wait_until("the script's operators to stop", || {
+        std::thread::sleep(Duration::from_millis(50));
+        let now = ran.operators("async-cancel-script");
+        stable = if now == last { stable + 1 } else { 0 };
+        last = now;
+        stable >= 4
+    });
+    // The host's workers serve on.
+    let out = block_on(script.call_async(&[Value::from(&x), Value::Int(3)]).unwrap()).unwrap();
+    assert_eq!(common::tensor_of(&out).as_slice::<f32>().unwrap(), &[3.0]);
+}
