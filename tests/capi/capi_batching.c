@@ -219,20 +219,29 @@ static void outcome_free(outcome* o, int n) {
   }
 }
 
-/* Submits `n` asynchronous requests of one row each (row k holds k) to
- * `b`, with `options` (may be NULL), and waits for all. */
-static void submit_rows(manypy_batcher* b, int n, int cols, const manypy_call_options* options,
-                        outcome* o, slot* slots) {
+/* Submits `n` asynchronous requests to `b`, request k with the arguments
+ * make_args(k) (freed here), with `options` (may be NULL), and waits for
+ * all their outcomes. */
+static void submit_each(manypy_batcher* b, int n, manypy_value* (*make_args)(int k),
+                        const manypy_call_options* options, outcome* o, slot* slots) {
   memset(o, 0, sizeof *o);
   pthread_mutex_init(&o->mu, NULL);
   pthread_cond_init(&o->cv, NULL);
   for (int k = 0; k < n; ++k) {
     slots[k] = (slot){o, k};
-    manypy_value* args = args_of(rows_tensor(1, cols, (float)k));
+    manypy_value* args = make_args(k);
     ASSERT_OK(manypy_batcher_call_async(b, args, NULL, options, outcome_done, &slots[k]));
     manypy_value_free(args);
   }
   outcome_wait(o, n);
+}
+
+/* (x,) with x one row of width 2 holding k. */
+static manypy_value* one_row(int k) { return args_of(rows_tensor(1, 2, (float)k)); }
+
+static void submit_rows(manypy_batcher* b, int n, const manypy_call_options* options,
+                        outcome* o, slot* slots) {
+  submit_each(b, n, one_row, options, o, slots);
 }
 
 static void test_an_error_fails_every_request_of_its_batch(void** state) {
@@ -240,7 +249,7 @@ static void test_an_error_fails_every_request_of_its_batch(void** state) {
   outcome o;
   slot slots[4];
   manypy_batcher* b = make_batcher(g.model, "fail", 4, 10 * 1000 * 1000);
-  submit_rows(b, 4, 2, NULL, &o, slots);
+  submit_rows(b, 4, NULL, &o, slots);
   for (int k = 0; k < 4; ++k) {
     assert_non_null(o.status[k]);
     assert_int_equal(manypy_status_code(o.status[k]), MANYPY_ERR_PYTHON);
@@ -256,7 +265,7 @@ static void test_fewer_rows_than_the_batch_fail_it(void** state) {
   outcome o;
   slot slots[4];
   manypy_batcher* b = make_batcher(g.model, "drop_row", 4, 10 * 1000 * 1000);
-  submit_rows(b, 4, 2, NULL, &o, slots);
+  submit_rows(b, 4, NULL, &o, slots);
   for (int k = 0; k < 4; ++k) {
     assert_int_equal(manypy_status_code(o.status[k]), MANYPY_ERR_BAD_TENSOR);
     ASSERT_CONTAINS(manypy_status_message(o.status[k]), "does not have the 4 rows of its batch");
@@ -265,22 +274,18 @@ static void test_fewer_rows_than_the_batch_fail_it(void** state) {
   manypy_batcher_free(b);
 }
 
+/* pair(x, y): x one row holding k, y one row holding 100. */
+static manypy_value* pair_args(int k) {
+  manypy_value* items[2] = {rows_tensor(1, 2, (float)k), rows_tensor(1, 2, 100)};
+  return capi_list_of(1, 2, items, __FILE__, __LINE__);
+}
+
 static void test_tuple_and_dict_results_are_split(void** state) {
   (void)state;
   manypy_batcher* b = make_batcher(g.model, "pair", 3, 10 * 1000 * 1000);
   outcome o;
-  memset(&o, 0, sizeof o);
-  pthread_mutex_init(&o.mu, NULL);
-  pthread_cond_init(&o.cv, NULL);
   slot slots[3];
-  for (int k = 0; k < 3; ++k) {
-    slots[k] = (slot){&o, k};
-    manypy_value* items[2] = {rows_tensor(1, 2, (float)k), rows_tensor(1, 2, 100)};
-    manypy_value* args = TUPLE_OF(2, items);
-    ASSERT_OK(manypy_batcher_call_async(b, args, NULL, NULL, outcome_done, &slots[k]));
-    manypy_value_free(args);
-  }
-  outcome_wait(&o, 3);
+  submit_each(b, 3, pair_args, NULL, &o, slots);
   for (int k = 0; k < 3; ++k) {
     assert_null(o.status[k]);
     /* (x + y, {"sum": x.sum(dim=1), "label": "pair"}) of its own row. */
@@ -307,23 +312,19 @@ static void test_tuple_and_dict_results_are_split(void** state) {
   manypy_batcher_free(b);
 }
 
+/* scale(x, factor): factor 5 for even k, 3 for odd. */
+static manypy_value* scale_args(int k) {
+  manypy_value* items[2] = {rows_tensor(1, 2, 1), manypy_value_new_double(k % 2 ? 3.0 : 5.0)};
+  return capi_list_of(1, 2, items, __FILE__, __LINE__);
+}
+
 static void test_other_arguments_must_match_to_share(void** state) {
   (void)state;
-  /* scale(x, factor): two factors, two batches; each result its own. */
+  /* Two factors, two batches; each result its own. */
   manypy_batcher* b = make_batcher(g.model, "scale", 4, 200 * 1000);
   outcome o;
-  memset(&o, 0, sizeof o);
-  pthread_mutex_init(&o.mu, NULL);
-  pthread_cond_init(&o.cv, NULL);
   slot slots[4];
-  for (int k = 0; k < 4; ++k) {
-    slots[k] = (slot){&o, k};
-    manypy_value* items[2] = {rows_tensor(1, 2, 1), manypy_value_new_double(k % 2 ? 3.0 : 5.0)};
-    manypy_value* args = TUPLE_OF(2, items);
-    ASSERT_OK(manypy_batcher_call_async(b, args, NULL, NULL, outcome_done, &slots[k]));
-    manypy_value_free(args);
-  }
-  outcome_wait(&o, 4);
+  submit_each(b, 4, scale_args, NULL, &o, slots);
   for (int k = 0; k < 4; ++k) {
     float f = k % 2 ? 3.0f : 5.0f;
     float want[2] = {f, f};
@@ -334,28 +335,25 @@ static void test_other_arguments_must_match_to_share(void** state) {
   manypy_batcher_free(b);
 }
 
+/* One row of width 2: float32 for even k, float64 for odd. */
+static manypy_value* mixed_dtype_args(int k) {
+  double d[2] = {1, 2};
+  float f[2] = {1, 2};
+  int64_t shape[2] = {1, 2};
+  manypy_value* x = NULL;
+  manypy_status* s = manypy_value_new_tensor_from_buffer(
+      k % 2 ? (void*)d : (void*)f, k % 2 ? sizeof d : sizeof f,
+      (DLDataType){kDLFloat, (uint8_t)(k % 2 ? 64 : 32), 1}, 2, shape, NULL, 1, NULL, NULL, &x);
+  ASSERT_OK(s);
+  return args_of(x);
+}
+
 static void test_dtypes_must_match_to_share(void** state) {
   (void)state;
   manypy_batcher* b = make_batcher(g.model, "rows", 8, 200 * 1000);
   outcome o;
-  memset(&o, 0, sizeof o);
-  pthread_mutex_init(&o.mu, NULL);
-  pthread_cond_init(&o.cv, NULL);
   slot slots[4];
-  for (int k = 0; k < 4; ++k) {
-    slots[k] = (slot){&o, k};
-    double d[2] = {1, 2};
-    float f[2] = {1, 2};
-    int64_t shape[2] = {1, 2};
-    manypy_value* x = NULL;
-    ASSERT_OK(manypy_value_new_tensor_from_buffer(
-        k % 2 ? (void*)d : (void*)f, k % 2 ? sizeof d : sizeof f,
-        (DLDataType){kDLFloat, (uint8_t)(k % 2 ? 64 : 32), 1}, 2, shape, NULL, 1, NULL, NULL, &x));
-    manypy_value* args = args_of(x);
-    ASSERT_OK(manypy_batcher_call_async(b, args, NULL, NULL, outcome_done, &slots[k]));
-    manypy_value_free(args);
-  }
-  outcome_wait(&o, 4);
+  submit_each(b, 4, mixed_dtype_args, NULL, &o, slots);
   for (int k = 0; k < 4; ++k) {
     assert_null(o.status[k]);
     DLManagedTensor* t = NULL;
@@ -430,7 +428,7 @@ static void test_stopped_requests_are_dropped_before_the_batch(void** state) {
   manypy_call_options* o = CALL_OPTIONS(MANYPY_ANY_INTERPRETER, 20);
   outcome out;
   slot slots[3];
-  submit_rows(b, 3, 2, o, &out, slots);
+  submit_rows(b, 3, o, &out, slots);
   for (int k = 0; k < 3; ++k) {
     assert_int_equal(manypy_status_code(out.status[k]), MANYPY_ERR_DEADLINE_EXCEEDED);
     ASSERT_CONTAINS(manypy_status_message(out.status[k]), "before its batch ran");
@@ -454,7 +452,7 @@ static void test_freeing_sends_waiting_requests_at_once(void** state) {
   slot slots[5];
   for (int k = 0; k < 5; ++k) {
     slots[k] = (slot){&o, k};
-    manypy_value* args = args_of(rows_tensor(1, 2, (float)k));
+    manypy_value* args = one_row(k);
     ASSERT_OK(manypy_batcher_call_async(b, args, NULL, NULL, outcome_done, &slots[k]));
     manypy_value_free(args);
   }
@@ -486,7 +484,7 @@ static void test_batch_sizes_reach_prometheus(void** state) {
   manypy_batcher_options_free(options);
   outcome o;
   slot slots[4];
-  submit_rows(b, 4, 2, NULL, &o, slots);
+  submit_rows(b, 4, NULL, &o, slots);
   outcome_free(&o, 4);
   manypy_value* text = NULL;
   ASSERT_OK(manypy_profiler_prometheus(profiler, &text));
