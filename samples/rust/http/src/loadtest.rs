@@ -3,8 +3,10 @@
 //! each under the same load: `--clients` concurrent clients, each on its own
 //! HTTP/1 keep-alive connection, sending the model's sample input as
 //! batch-1 requests for `--seconds`. Every answer is checked against eager
-//! Python's output; a failed or wrong answer fails the run. It prints
-//! requests/s and p50/p99 latency for both, and the mean batch formed.
+//! Python's output; a failed or wrong answer fails the run. The two run at
+//! once on one pool and take turns under the load, in `--rounds` rounds.
+//! It prints requests/s and p50/p99 latency for both, and the mean batch
+//! formed.
 use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -118,7 +120,6 @@ async fn load(addr: SocketAddr, case: &Arc<Case>, clients: usize, seconds: f64, 
     for task in tasks {
         latencies.extend(task.await.map_err(|e| format!("a client panicked: {e}"))??);
     }
-    latencies.sort();
     Ok(Run { elapsed: start.elapsed(), latencies })
 }
 
@@ -204,36 +205,43 @@ pub async fn run(pool: &Pool, model: &Arc<Object>, options: &Options) -> Result<
         }
     }
     println!(
-        "{name}.pt, batch-1 requests [{}] from {} loopback clients over HTTP, {} interpreters, {:.1} s per configuration (libmanypy {})",
+        "{name}.pt, batch-1 requests [{}] from {} loopback clients over HTTP, {} interpreters, {:.1} s per configuration in {} alternating rounds (libmanypy {})",
         case.shape,
         options.clients,
         pool.size(),
         options.seconds,
+        options.rounds,
         manypy::library_version().map_err(|e| e.to_string())?
     );
+    // Both services at once, on one pool: the rounds alternate between
+    // them, so that a machine whose load changes weighs on both alike.
+    let mut served = Vec::new();
+    for batched in [false, true] {
+        let served_one = Served::start(crate::service(pool, model, options, batched)?).await?;
+        check_service(served_one.addr).await?;
+        served.push((batched, served_one, Run { elapsed: Duration::ZERO, latencies: Vec::new() }));
+    }
+    let slice = options.seconds / options.rounds as f64;
+    for round in 0..options.rounds {
+        let n = served.len();
+        for k in 0..n {
+            let (batched, served_one, total) = &mut served[if round % 2 == 0 { k } else { n - 1 - k }];
+            let label = if *batched { "batched" } else { "unbatched" };
+            let run = load(served_one.addr, &case, options.clients, slice, label).await?;
+            total.elapsed += run.elapsed;
+            total.latencies.extend(run.latencies);
+        }
+    }
     println!("{:<36} {:>9} {:>9} {:>9} {:>11}", "configuration", "req/s", "p50 ms", "p99 ms", "mean batch");
     let mut rates = Vec::new();
-    for batched in [false, true] {
-        let service = Arc::new(crate::service(pool, model, options, batched)?);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
-        let addr = listener.local_addr().map_err(|e| e.to_string())?;
-        let stop = Arc::new(tokio::sync::Notify::new());
-        let stopped = stop.clone();
-        let server = tokio::spawn(
-            axum::serve(listener, router(service.clone()))
-                .with_graceful_shutdown(async move { stopped.notified().await })
-                .into_future(),
-        );
-        check_service(addr).await?;
-        let label = if batched { "batched" } else { "unbatched" };
-        let run = load(addr, &case, options.clients, options.seconds, label).await?;
-        let metrics = scrape(addr).await?;
+    for (batched, served_one, mut run) in served {
+        let metrics = scrape(served_one.addr).await?;
+        served_one.stop().await?;
         let (batch_rows, batches) = sum_and_count(&metrics, "manypy_batch_size");
         if batched && batches == 0.0 {
             return Err("the batched service's /metrics shows no manypy_batch_size samples".into());
         }
-        stop.notify_one();
-        server.await.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?;
+        run.latencies.sort();
         let rate = run.latencies.len() as f64 / run.elapsed.as_secs_f64();
         rates.push(rate);
         let configuration = if batched {
@@ -241,7 +249,8 @@ pub async fn run(pool: &Pool, model: &Arc<Object>, options: &Options) -> Result<
         } else {
             "unbatched (one call_async each)".to_owned()
         };
-        let mean_batch = if batches > 0.0 { format!("{:.2}", batch_rows / batches) } else { "-".to_owned() };
+        // The histogram is the process's, whichever service is scraped.
+        let mean_batch = if batched { format!("{:.2}", batch_rows / batches) } else { "-".to_owned() };
         println!(
             "{configuration:<36} {rate:>9.1} {:>9.2} {:>9.2} {mean_batch:>11}",
             percentile_ms(&run.latencies, 0.50),
@@ -250,4 +259,32 @@ pub async fn run(pool: &Pool, model: &Arc<Object>, options: &Options) -> Result<
     }
     println!("batched / unbatched throughput: {:.2}x", rates[1] / rates[0]);
     Ok(())
+}
+
+/// A service on a free loopback port, until `stop`.
+struct Served {
+    addr: SocketAddr,
+    stop: Arc<tokio::sync::Notify>,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Served {
+    async fn start(service: crate::service::Service) -> Result<Served, String> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        let stop = Arc::new(tokio::sync::Notify::new());
+        let stopped = stop.clone();
+        let server = tokio::spawn(
+            axum::serve(listener, router(Arc::new(service)))
+                .with_graceful_shutdown(async move { stopped.notified().await })
+                .into_future(),
+        );
+        Ok(Served { addr, stop, server })
+    }
+
+    /// Stops accepting and waits for the open connections to end.
+    async fn stop(self) -> Result<(), String> {
+        self.stop.notify_one();
+        self.server.await.map_err(|e| e.to_string())?.map_err(|e| e.to_string())
+    }
 }

@@ -16,13 +16,16 @@
 //!                       takes a free loopback port)
 //!   --interpreters N    the pool's interpreters (default 2)
 //!   --max-batch N       the Batcher's largest batch, 0 for none (default 8)
-//!   --max-wait-ms F     the Batcher's longest wait for a batch (default 2)
+//!   --max-wait-ms F     the Batcher's longest wait for a batch (default 10: with
+//!                       2, answers trickle back and batches of about 2 form;
+//!                       docs/rust.md, "The HTTP sample")
 //!   --queue-limit N     calls that may wait for an interpreter; past it 503
 //!                       (default 64)
 //!   --timeout-ms N      each call's bound, queueing included; past it 504
 //!                       (default 10000)
 //!   --clients N         the load test's concurrent clients (default 16)
 //!   --seconds S         the load test's seconds per configuration (default 4)
+//!   --rounds R          ... split into R alternating rounds (default 2)
 mod loadtest;
 mod metrics;
 mod service;
@@ -49,6 +52,7 @@ pub struct Options {
     loadtest: bool,
     clients: usize,
     seconds: f64,
+    rounds: usize,
 }
 
 fn parse() -> Result<Options, String> {
@@ -59,12 +63,13 @@ fn parse() -> Result<Options, String> {
         addr: "127.0.0.1:8080".into(),
         interpreters: 2,
         max_batch: 8,
-        max_wait: Duration::from_millis(2),
+        max_wait: Duration::from_millis(10),
         queue_limit: 64,
         timeout: Duration::from_secs(10),
         loadtest: false,
         clients: 16,
         seconds: 4.0,
+        rounds: 2,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -90,14 +95,15 @@ fn parse() -> Result<Options, String> {
             "--timeout-ms" => o.timeout = Duration::from_secs_f64(number(&value)? / 1e3),
             "--clients" => o.clients = number(&value)? as usize,
             "--seconds" => o.seconds = number(&value)?,
+            "--rounds" => o.rounds = number(&value)? as usize,
             _ => return Err(format!("unknown option {flag}")),
         }
     }
     if o.archives.as_os_str().is_empty() {
         return Err("give --archives DIR or set MANYPY_ARCHIVES".into());
     }
-    if o.interpreters == 0 || o.clients == 0 || o.seconds <= 0.0 {
-        return Err("--interpreters, --clients and --seconds must be positive".into());
+    if o.interpreters == 0 || o.clients == 0 || o.seconds <= 0.0 || o.rounds == 0 {
+        return Err("--interpreters, --clients, --seconds and --rounds must be positive".into());
     }
     Ok(o)
 }
