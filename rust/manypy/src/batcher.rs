@@ -30,8 +30,8 @@ use crate::version::check_library_version;
 ///   or [`max_wait`](BatcherBuilder::max_wait) after its first request came.
 /// - An error fails every request of its batch with that error; a result
 ///   with the wrong number of rows fails them with [`Code::BadTensor`].
-/// - A request's timeout and cancel token bound it: stopped before its
-///   batch runs, it is dropped from it. Dropping a [`CallFuture`] of
+/// - A request's timeout and cancel token bound it: stopped while it waits
+///   for its batch, it is dropped at once. Dropping a [`CallFuture`] of
 ///   [`call_async`](Self::call_async) cancels its request the same way.
 /// - The pool's queue limit applies to requests as they come.
 ///
