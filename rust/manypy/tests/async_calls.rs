@@ -1,8 +1,10 @@
 //! Asynchronous calls: CallFuture driven by a multi-threaded tokio runtime
 //! and by futures' block_on, on objects and TorchScript modules, with
 //! outputs checked; refusals from call_async itself, failures from the
-//! future; a waker that panics; OVERLOADED past the pool's queue limit; and
-//! every handle dropped with thousands of calls in flight.
+//! future; a waker that panics; OVERLOADED past the pool's queue limit;
+//! every handle dropped with thousands of calls in flight; a result nobody
+//! takes is freed; 16,000 calls from 8 threads awaited, dropped, timed out
+//! and cancelled at random.
 //!
 //! The tests run one at a time (common::serial): the queue tests fill a
 //! pool of one interpreter on purpose, with stuck.pt's `spin` holding it
@@ -271,4 +273,89 @@ fn a_lent_tensor_stays_lent_until_its_async_call_completes() {
     wait_until("the tensor to be released", || !x.is_lent());
     assert_eq!(x.as_slice::<f32>().unwrap(), &[1.0; 4]);
     held.release();
+}
+
+#[test]
+fn a_result_nobody_takes_is_freed() {
+    let _serial = serial();
+    // identity.pt returns its input: the result is a view of the caller's
+    // lent tensor, which stays lent for as long as the result lives.
+    let pool = Pool::new(1).unwrap();
+    let identity = load(&pool, "identity.pt");
+    let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]).unwrap();
+    let call = identity.call_async(&[Value::from(&x)]).unwrap();
+    wait_until("the call to complete", || call.is_complete());
+    assert!(x.is_lent(), "the stored result holds the tensor");
+    // The future goes with its result untaken: the result goes with it.
+    drop(call);
+    wait_until("the tensor to be released", || !x.is_lent());
+    assert_eq!(x.as_slice::<f32>().unwrap(), &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+}
+
+/// xorshift64*: the stress test's choices, reproducible from its seed.
+struct Choices(u64);
+
+impl Choices {
+    fn next(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
+    }
+}
+
+#[test]
+fn stress_drops_timeouts_and_cancels_racing_completions() {
+    let _serial = serial();
+    const THREADS: u64 = 8;
+    const CALLS: u64 = 2000;
+    let pool = Pool::new(2).unwrap();
+    let batching = load(&pool, "batching.pt");
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let batching = &batching;
+            s.spawn(move || {
+                let mut choices = Choices(0x9e37_79b9_7f4a_7c15 ^ (t + 1));
+                for i in 0..CALLS {
+                    let v = (t * CALLS + i) as f32;
+                    let args = [Value::from(row(v, 4))];
+                    match choices.next(5) {
+                        // Awaited: the right rows.
+                        0 => expect_forward(&block_on(batching.call_async(&args).unwrap()).unwrap(), v),
+                        // Dropped at once, racing its completion.
+                        1 => drop(batching.call_async(&args).unwrap()),
+                        // A timeout of 0 to 2 ms: the rows or DeadlineExceeded.
+                        2 => {
+                            let timeout = Duration::from_micros(1 + choices.next(2000));
+                            let options = CallOptions::builder().timeout(timeout).build().unwrap();
+                            match batching.call_with_async(None, &args, &(), Some(&options)).and_then(block_on) {
+                                Ok(out) => expect_forward(&out, v),
+                                Err(e) => assert_eq!(e.code(), Code::DeadlineExceeded, "{e}"),
+                            }
+                        }
+                        // The caller's token cancelled right after submission.
+                        3 => {
+                            let token = CancelToken::new().unwrap();
+                            let options = CallOptions::builder().cancel_token(&token).build().unwrap();
+                            let call = batching.call_with_async(None, &args, &(), Some(&options));
+                            token.cancel();
+                            match call.and_then(block_on) {
+                                Ok(out) => expect_forward(&out, v),
+                                Err(e) => assert_eq!(e.code(), Code::Cancelled, "{e}"),
+                            }
+                        }
+                        // Polled once, then dropped.
+                        _ => {
+                            let mut call = batching.call_async(&args).unwrap();
+                            let waker = Waker::from(Arc::new(CountingWaker(AtomicUsize::new(0))));
+                            let _ = std::pin::Pin::new(&mut call).poll(&mut Context::from_waker(&waker));
+                        }
+                    }
+                }
+            });
+        }
+    });
+    // Every completion arrived, the dropped calls' included.
+    wait_until("the pool to drain", || pool.in_flight() == 0);
+    expect_forward(&block_on(batching.call_async(&[Value::from(row(1.0, 4))]).unwrap()).unwrap(), 1.0);
 }
