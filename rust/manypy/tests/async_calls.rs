@@ -20,7 +20,7 @@ use std::time::Duration;
 use common::{archive, expect_forward, held_pool, load, row, serial, tensor_of, wait_until};
 use futures::executor::block_on;
 use futures::future::join_all;
-use manypy::{CallOptions, CancelToken, Code, Pool, ScriptModule, Tensor, Value};
+use manypy::{CallOptions, CancelToken, Code, Pool, ScriptModule, Tensor, ThreadMode, Value};
 
 #[test]
 fn tokio_multi_thread_runtime_drives_many_concurrent_calls() {
@@ -65,7 +65,9 @@ fn tokio_multi_thread_runtime_drives_many_concurrent_calls() {
 #[test]
 fn block_on_drives_calls_on_objects_and_script_modules() {
     let _serial = serial();
-    let pool = Pool::new(2).unwrap();
+    // HANDOFF here, DIRECT elsewhere: asynchronous calls run on the home
+    // threads in both.
+    let pool = Pool::builder().interpreters(2).thread_mode(ThreadMode::Handoff).build().unwrap();
     let batching = load(&pool, "batching.pt");
     let futures: Vec<_> = (0..200).map(|i| batching.call_async(&[Value::from(row(i as f32, 4))]).unwrap()).collect();
     for (i, out) in block_on(join_all(futures)).into_iter().enumerate() {
