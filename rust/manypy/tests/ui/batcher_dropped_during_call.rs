@@ -1,6 +1,6 @@
 // manypy_batcher_free must not race a call on the same batcher: Drop takes
 // the batcher by value, so it cannot run while a thread still borrows it
-// for a call (asynchronous calls in flight hold the C batcher themselves).
+// for a call (asynchronous requests already accepted complete after it).
 use manypy::{Batcher, Value};
 
 fn serve(batcher: Batcher, args: Vec<Value>) {
