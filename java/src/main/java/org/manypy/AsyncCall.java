@@ -127,14 +127,16 @@ final class AsyncCall {
   /**
    * Completes the future through the executor. One that refuses (shut down, saturated) or
    * throws is reported, and the common pool completes the future instead: a completion is
-   * never lost.
+   * never lost. One that runs the task on this (manypy's) thread, a direct executor or a
+   * CallerRunsPolicy, would run the caller's stages here: the common pool runs it then.
    */
   private void deliver(Object value, Throwable error) {
+    Thread manypyThread = Thread.currentThread();
     Runnable complete = () -> {
-      if (error != null) {
-        future.completeExceptionally(error);
-      } else if (!future.complete(value)) {
-        Values.closeTensors(value); // cancelled meanwhile: nobody will read it
+      if (Thread.currentThread() == manypyThread) {
+        ForkJoinPool.commonPool().execute(() -> complete(value, error));
+      } else {
+        complete(value, error);
       }
     };
     try {
@@ -144,8 +146,16 @@ final class AsyncCall {
       try {
         ForkJoinPool.commonPool().execute(complete);
       } catch (Throwable alsoRefused) {
-        complete.run();
+        complete(value, error); // the last resort: here, rather than never
       }
+    }
+  }
+
+  private void complete(Object value, Throwable error) {
+    if (error != null) {
+      future.completeExceptionally(error);
+    } else if (!future.complete(value)) {
+      Values.closeTensors(value); // cancelled meanwhile: nobody will read it
     }
   }
 

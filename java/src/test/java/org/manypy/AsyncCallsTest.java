@@ -179,6 +179,20 @@ class AsyncCallsTest {
     for (String name : stageThreads) {
       assertTrue(name.equals("caller-executor") || name.equals(Thread.currentThread().getName()), name);
     }
+    // A direct executor (or a CallerRunsPolicy) would run the task on
+    // manypy's thread: the binding sees that and the common pool runs it.
+    stageThreads.clear();
+    List<CompletableFuture<Object>> direct = new ArrayList<>();
+    for (int i = 0; i < 20; ++i) {
+      int seed = i;
+      direct.add(model.callAsync(null, List.of(Tensor.of(input(seed), 1, 4)), null, null, Runnable::run)
+          .thenApply(v -> {
+            stageThreads.add(Thread.currentThread().getName());
+            return v;
+          }));
+    }
+    for (int i = 0; i < 20; ++i) assertForward(i, TestSupport.value(direct.get(i)));
+    assertFalse(stageThreads.contains("manypy-native"), stageThreads.toString());
     // The default: the common pool. Its *Async stages run on the future's executor.
     CompletableFuture<Object> future = model.callAsync(Tensor.of(input(7), 1, 4));
     CompletableFuture<String> where =
