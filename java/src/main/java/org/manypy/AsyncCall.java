@@ -152,7 +152,11 @@ final class AsyncCall {
   }
 
   private void complete(Object value, Throwable error) {
-    if (error != null) {
+    if (error instanceof CancelledException && future.cancelRequested) {
+      // Stopped by Future.cancel, whose own completion of the future this
+      // one may have overtaken: the future is cancelled either way.
+      future.cancelled();
+    } else if (error != null) {
       future.completeExceptionally(error);
     } else if (!future.complete(value)) {
       Values.closeTensors(value); // cancelled meanwhile: nobody will read it
@@ -166,15 +170,27 @@ final class AsyncCall {
    */
   private static final class CallFuture extends CompletableFuture<Object> {
     private final AsyncCall call;
+    volatile boolean cancelRequested;
 
     CallFuture(AsyncCall call) {
       this.call = call;
     }
 
+    /**
+     * Stops the native call first, then cancels the future. The call's completion, which
+     * may come in between, cancels it too: true whenever the future ends up cancelled.
+     */
     @Override
     public boolean cancel(boolean mayInterruptIfRunning) {
-      if (!isDone()) call.cancelNative();
-      return super.cancel(mayInterruptIfRunning);
+      if (isDone()) return isCancelled();
+      cancelRequested = true;
+      call.cancelNative();
+      super.cancel(mayInterruptIfRunning);
+      return isCancelled();
+    }
+
+    void cancelled() {
+      super.cancel(false);
     }
 
     /** The *Async stages without an executor run on the call's. */

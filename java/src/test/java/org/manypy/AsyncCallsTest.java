@@ -24,6 +24,7 @@ import java.util.concurrent.Future;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Consumer;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
@@ -131,19 +132,38 @@ class AsyncCallsTest {
     }
   }
 
-  /** An executor that runs tasks on its own named threads and counts them. */
+  /**
+   * An executor that runs tasks on its own named threads, once `gate` is open, and counts
+   * them.
+   */
   static final class CountingExecutor implements java.util.concurrent.Executor, AutoCloseable {
     final AtomicInteger tasks = new AtomicInteger();
+    final CountDownLatch gate;
     final ExecutorService threads = Executors.newFixedThreadPool(2, r -> {
       Thread thread = new Thread(r, "caller-executor");
       thread.setDaemon(true);
       return thread;
     });
 
+    CountingExecutor() {
+      this(new CountDownLatch(0));
+    }
+
+    CountingExecutor(CountDownLatch gate) {
+      this.gate = gate;
+    }
+
     @Override
     public void execute(Runnable task) {
       tasks.incrementAndGet();
-      threads.execute(task);
+      threads.execute(() -> {
+        try {
+          gate.await();
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+        }
+        task.run();
+      });
     }
 
     @Override
@@ -205,20 +225,32 @@ class AsyncCallsTest {
   @Test
   void aSlowStageHoldsUpNoInterpreter() throws Exception {
     // One interpreter. The first call's stage waits until 20 later calls on
-    // the same interpreter have completed: if stages ran on the
-    // interpreter's thread, those calls could never run, and this would hang.
+    // the same interpreter have completed: if it ran on the interpreter's
+    // thread, those calls could never run, and this would hang. Its
+    // executor holds the completion until the stage is attached, so that
+    // the stage runs where the completion is delivered (and not on this
+    // thread, as a stage attached to a completed future would). The stage
+    // blocks, so it has an executor of its own: on the common pool (one
+    // worker on a 2-core machine) it would hold up the other completions,
+    // as docs/java.md says.
+    CountDownLatch attached = new CountDownLatch(1);
     try (Pool one = Pool.create(1);
         TorchPackage p = one.loadPackage(TestSupport.archive("batching.pt"));
-        ReplicatedObject m = p.loadPickle("model", "model.pkl")) {
+        ReplicatedObject m = p.loadPickle("model", "model.pkl");
+        CountingExecutor own = new CountingExecutor(attached)) {
       CountDownLatch later = new CountDownLatch(20);
-      CompletableFuture<Object> slow = m.callAsync(Tensor.of(input(1), 1, 4)).thenApply(v -> {
-        try {
-          assertTrue(later.await(TestSupport.HANG_SECONDS, TimeUnit.SECONDS), "later calls never ran");
-        } catch (InterruptedException e) {
-          throw new AssertionError(e);
-        }
-        return v;
-      });
+      AtomicReference<String> stageThread = new AtomicReference<>();
+      CompletableFuture<Object> slow =
+          m.callAsync(null, List.of(Tensor.of(input(1), 1, 4)), null, null, own).thenApply(v -> {
+            stageThread.set(Thread.currentThread().getName());
+            try {
+              assertTrue(later.await(TestSupport.HANG_SECONDS, TimeUnit.SECONDS), "later calls never ran");
+            } catch (InterruptedException e) {
+              throw new AssertionError(e);
+            }
+            return v;
+          });
+      attached.countDown();
       List<CompletableFuture<Object>> others = new ArrayList<>();
       for (int i = 0; i < 20; ++i) {
         others.add(m.callAsync(Tensor.of(input(100 + i), 1, 4))
@@ -226,6 +258,7 @@ class AsyncCallsTest {
       }
       for (int i = 0; i < 20; ++i) assertForward(100 + i, TestSupport.value(others.get(i)));
       assertForward(1, TestSupport.value(slow));
+      assertEquals("caller-executor", stageThread.get());
     }
   }
 

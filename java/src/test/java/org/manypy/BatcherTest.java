@@ -259,20 +259,34 @@ class BatcherTest {
   }
 
   @Test
-  void aCancelledRequestIsDroppedFromItsBatch() {
+  void aCancelledRequestIsDroppedFromItsBatch() throws InterruptedException {
     try (Batcher batcher = model.batcher("rows", new BatcherOptions().maxBatch(4)
         .maxWait(Duration.ofSeconds(60)))) {
-      // Three requests wait for a fourth; one is cancelled while it waits.
+      // Four requests fill a batch; one is cancelled while it waits. It is
+      // dropped when the batch runs (until then it counts towards filling
+      // it): the batch runs the other three, and the cancelled one's native
+      // completion arrives then.
       CompletableFuture<Object> a = batcher.callAsync(row(0, 4));
       CompletableFuture<Object> dropped = batcher.callAsync(row(1, 4));
       CompletableFuture<Object> b = batcher.callAsync(row(2, 4));
       assertTrue(dropped.cancel(true));
       assertThrows(CancellationException.class, dropped::join);
-      TestSupport.await(() -> TestSupport.pendingAsync() == 2, "the cancelled request leaving");
-      // Two more fill the batch: the cancelled request is not in it.
       CompletableFuture<Object> c = batcher.callAsync(row(3, 4));
-      CompletableFuture<Object> d = batcher.callAsync(row(4, 4));
-      assertEquals(List.of(4, 4, 4, 4), batchSizes(List.of(a, b, c, d)));
+      assertEquals(List.of(3, 3, 3), batchSizes(List.of(a, b, c)));
+    }
+    // The same for a request whose deadline passes while it waits: it fails
+    // with DeadlineExceededException, and the others run without it.
+    try (Batcher batcher = model.batcher("rows", new BatcherOptions().maxBatch(3)
+        .maxWait(Duration.ofSeconds(60)));
+        CallOptions soon = new CallOptions().timeout(Duration.ofMillis(1))) {
+      CompletableFuture<Object> late = batcher.callAsync(List.of(row(0, 4)), null, soon);
+      Thread.sleep(5); // past its 1 ms timeout, whatever the machine's load
+      CompletableFuture<Object> a = batcher.callAsync(row(1, 4));
+      CompletableFuture<Object> b = batcher.callAsync(row(2, 4));
+      DeadlineExceededException e =
+          assertInstanceOf(DeadlineExceededException.class, TestSupport.failure(late));
+      assertTrue(e.getMessage().contains("before its batch ran"), e.getMessage());
+      assertEquals(List.of(2, 2), batchSizes(List.of(a, b)));
     }
   }
 
