@@ -12,7 +12,8 @@ import org.manypy.internal.ManypyNative;
  * {@link ReplicatedObject#getAttr(String, CallOptions)}, {@link
  * ScriptModule#call(String, java.util.List, java.util.Map, CallOptions)},
  * {@link Pool#exec(String, CallOptions)} and {@link Pool#eval(String,
- * CallOptions)}.
+ * CallOptions)}, to the callAsync forms of the calls (a timeout then runs
+ * from submission), and to {@link Batcher} requests.
  * Configure before sharing: once set up, one CallOptions may serve any number
  * of threads at once.
  *
