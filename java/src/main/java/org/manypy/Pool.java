@@ -11,7 +11,8 @@ import org.manypy.internal.ManypyNative;
  * Manypy#maxInterpreters()} in all) and start on first use (each imports
  * torch, about a second). Closing the pool gives them back, cleaned, for the
  * next pool. Thread safe: any number of threads may use one pool at once;
- * {@link #close()} waits for calls in flight.
+ * {@link #close()} waits for synchronous calls in flight, and asynchronous
+ * ones, which hold the pool, run and complete after it.
  */
 public final class Pool extends NativeResource {
   /** Lets the pool choose: a free interpreter if there is one, else the least loaded. */
