@@ -118,6 +118,31 @@ class AsyncCallsTest {
   }
 
   @Test
+  void aHandoffPoolMixesSynchronousAndAsynchronousCalls() throws Exception {
+    try (Pool handoff = Pool.create(new PoolOptions().interpreters(2).threadMode(ThreadMode.HANDOFF));
+        TorchPackage p = handoff.loadPackage(TestSupport.archive("batching.pt"));
+        ReplicatedObject m = p.loadPickle("model", "model.pkl")) {
+      ExecutorService sync = Executors.newFixedThreadPool(2);
+      try {
+        List<Future<?>> syncCalls = new ArrayList<>();
+        for (int t = 0; t < 2; ++t) {
+          int base = 10_000 * (t + 1);
+          syncCalls.add(sync.submit(() -> {
+            for (int i = 0; i < 100; ++i) assertForward(base + i, m.call(Tensor.of(input(base + i), 1, 4)));
+            return null;
+          }));
+        }
+        List<CompletableFuture<Object>> futures = new ArrayList<>();
+        for (int i = 0; i < 300; ++i) futures.add(m.callAsync(Tensor.of(input(i), 1, 4)));
+        for (int i = 0; i < 300; ++i) assertForward(i, TestSupport.value(futures.get(i)));
+        for (Future<?> f : syncCalls) f.get(TestSupport.HANG_SECONDS, TimeUnit.SECONDS);
+      } finally {
+        sync.shutdownNow();
+      }
+    }
+  }
+
+  @Test
   void torchScriptOnTheHostAsynchronously() {
     List<CompletableFuture<Object>> futures = new ArrayList<>();
     for (int n = 0; n < 64; ++n) {
