@@ -98,7 +98,11 @@ final class TestSupport {
     }
   }
 
-  /** Asynchronous calls whose native completion has not yet finished (the glue's count). */
+  /**
+   * Asynchronous calls whose native completion has not yet finished (the glue's count). It
+   * drops just after the completion hands the future to its executor, so it may lag a
+   * future that is already complete: wait for it, never compare it at once.
+   */
   static long pendingAsync() {
     return ManypyNative.manypy_jni_async_calls_pending();
   }
