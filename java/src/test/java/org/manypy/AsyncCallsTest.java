@@ -413,16 +413,23 @@ class AsyncCallsTest {
 
   @Test
   void optionsApplyToAsynchronousCalls() {
-    // Context, pinning and a bound that does not expire: the call serves as usual.
-    for (int interpreter = 0; interpreter < 2; ++interpreter) {
-      try (CancelToken token = new CancelToken();
-          CallOptions options = new CallOptions().interpreter(interpreter)
-              .timeout(Duration.ofSeconds(60)).cancelToken(token).context("batching", "r-" + interpreter)) {
-        assertForward(interpreter,
-            TestSupport.value(model.callAsync(null, List.of(Tensor.of(input(interpreter), 1, 4)), null, options)));
-        assertFalse(token.isCancelled());
+    // Context, pinning and a bound that does not expire: the call serves as
+    // usual, and operator callbacks see the options' context (which the
+    // binding copies into the call's own options).
+    Set<String> contexts = ConcurrentHashMap.newKeySet();
+    try (OpCallbackRegistration registration = Manypy.addOpCallbacks(
+        event -> contexts.add(event.modelId() + "/" + event.requestId()), null, 1.0, false)) {
+      for (int interpreter = 0; interpreter < 2; ++interpreter) {
+        try (CancelToken token = new CancelToken();
+            CallOptions options = new CallOptions().interpreter(interpreter)
+                .timeout(Duration.ofSeconds(60)).cancelToken(token).context("batching", "r-" + interpreter)) {
+          assertForward(interpreter, TestSupport.value(
+              model.callAsync(null, List.of(Tensor.of(input(interpreter), 1, 4)), null, options)));
+          assertFalse(token.isCancelled());
+        }
       }
     }
+    assertTrue(contexts.contains("batching/r-0") && contexts.contains("batching/r-1"), contexts.toString());
   }
 
   @Test

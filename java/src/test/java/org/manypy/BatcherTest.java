@@ -11,8 +11,10 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -305,6 +307,24 @@ class BatcherTest {
     // They wait for 59 more rows, or 60 s; closing sends them at once.
     batcher.close();
     assertBatchesArePartitions(batchSizes(waiting), 5);
+  }
+
+  @Test
+  void operatorCallbacksSeeTheBatchsContext() {
+    Set<String> contexts = ConcurrentHashMap.newKeySet();
+    try (OpCallbackRegistration registration = Manypy.addOpCallbacks(
+            event -> contexts.add(event.modelId() + "/" + event.requestId()), null, 1.0, false);
+        Batcher batcher = model.batcher(null, new BatcherOptions().maxBatch(2).maxWait(Duration.ofSeconds(60)));
+        CallOptions first = new CallOptions().context("ranker", "a");
+        CallOptions second = new CallOptions().context("ranker", "b")) {
+      // Two requests fill a batch of 2: the batch's context is the first
+      // request's model id and both request ids.
+      CompletableFuture<Object> a = batcher.callAsync(List.of(row(0, 4)), null, first);
+      CompletableFuture<Object> b = batcher.callAsync(List.of(row(1, 4)), null, second);
+      Values.closeTensors(TestSupport.value(a));
+      Values.closeTensors(TestSupport.value(b));
+    }
+    assertTrue(contexts.contains("ranker/a,b") || contexts.contains("ranker/b,a"), contexts.toString());
   }
 
   @Test
