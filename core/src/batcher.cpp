@@ -261,10 +261,12 @@ void Batcher::call_async(const CallOptions& options, const Value* args, const Va
   const Value no_args = Value::container(ValueKind::kTuple);
   const Value& positional = args ? *args : no_args;
   const BatchShape shape = batch_shape(positional, kwargs, state_->options.batch_dim);
-  if (state_->object->pool().dispatcher().chooser().at_queue_limit()) {
-    throw Error(Code::kOverloaded,
-                "the pool is overloaded: its queue limit of calls already wait for an "
-                "interpreter; the request was refused without running");
+  const dispatch::Chooser& chooser = state_->object->pool().dispatcher().chooser();
+  if (chooser.at_queue_limit()) {
+    throw Error(Code::kOverloaded, "the pool is overloaded: " +
+                                       std::to_string(chooser.queue_limit()) +
+                                       " calls already wait for an interpreter (its queue "
+                                       "limit); the request was refused without running");
   }
   auto request = std::make_unique<Request>();
   if (options.limits.bounded()) {
