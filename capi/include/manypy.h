@@ -1014,7 +1014,11 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_script_call_async(
  *    dtype and in every dimension but the batch one. Others wait for
  *    batches of their own.
  *  - A batch runs when it has `max_batch` rows, or `max_wait_us` after its
- *    first request came, whichever is first. A request with more rows than
+ *    first request came, whichever is first. But while as many of the
+ *    batcher's batches run as the pool has interpreters, a batch that has
+ *    waited that long goes on filling until one of them completes (as
+ *    Triton's dynamic batcher waits for a free model instance): under load,
+ *    batches grow instead of queuing. A request with more rows than
  *    max_batch runs alone.
  *  - Each tensor of the result (a tensor, or a list, tuple or dict of them,
  *    nested) is split back along the batch dimension: each request gets its

@@ -52,8 +52,22 @@ struct Batcher::State final : std::enable_shared_from_this<Batcher::State>, Stop
   std::map<std::string, Group> filling;   // by signature (batch_values.h)
   std::deque<Group> due;                  // full or waited long enough
   bool closing = false;
+  // Batches submitted and not complete. While there are as many as the pool
+  // has interpreters, a batch that has waited its time keeps filling until
+  // one completes (as Triton's dynamic batcher waits for a free model
+  // instance): under load, batches grow instead of queuing in the pool.
+  size_t running = 0;
+  size_t interpreters = 1;
 
   void add(std::unique_ptr<Request> request, const std::string& signature);
+  // A batch completed (or never ran): a waiting one may go.
+  void batch_done() noexcept {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      --running;
+    }
+    cv.notify_one();
+  }
   void poke() noexcept override {
     { std::lock_guard<std::mutex> lock(mu); }
     cv.notify_one();
@@ -115,21 +129,27 @@ void Batcher::State::run() {
     if (!stopped.empty()) {
       lock.unlock();
       for (const auto& r : stopped) r->fail(r->stop->error("while it waited for its batch"));
+      // Unlocked: a request's stop leaves its token, whose lock a cancel
+      // holds while it pokes this thread (poke takes mu).
+      stopped.clear();
       lock.lock();
       continue;
     }
+    const bool interpreter_free = running < interpreters;
     for (auto it = filling.begin(); it != filling.end();) {
-      if (closing || it->second.due_ns <= now) {
+      if (closing || (it->second.due_ns <= now && interpreter_free)) {
         due.push_back(std::move(it->second));
         it = filling.erase(it);
       } else {
-        next = std::min(next, it->second.due_ns);
+        // A due batch waiting for an interpreter is woken by a completion.
+        if (it->second.due_ns > now) next = std::min(next, it->second.due_ns);
         ++it;
       }
     }
     if (!due.empty()) {
       Group group = std::move(due.front());
       due.pop_front();
+      ++running;
       lock.unlock();
       run_batch(std::move(group));
       lock.lock();
@@ -164,7 +184,10 @@ void Batcher::State::run_batch(Group group) {
     }
     requests->push_back(std::move(r));
   }
-  if (requests->empty()) return;
+  if (requests->empty()) {
+    batch_done();
+    return;
+  }
   BatchSizes::get().record(options.name, rows);
   try {
     std::vector<const Value*> args, kwargs;
@@ -191,11 +214,14 @@ void Batcher::State::run_batch(Group group) {
                        // The state outlives the requests' stops, which
                        // may poke it (State::poke).
                        [state = shared_from_this(), requests, dim](Value* result, Error* error) {
+                         state->batch_done();
                          complete(*requests, dim, result, error);
                        });
   } catch (const Error& e) {
+    batch_done();
     for (const auto& r : *requests) r->fail(e);
   } catch (const std::exception& e) {
+    batch_done();
     for (const auto& r : *requests) r->fail(Error(Code::kInternal, e.what()));
   }
 }
@@ -243,6 +269,7 @@ Batcher::Batcher(std::shared_ptr<ReplicatedObject> object, const std::string* me
   state_->object = std::move(object);
   if (method) state_->method = *method;
   state_->options = std::move(options);
+  state_->interpreters = state_->object->pool().size();
   thread_ = std::thread([state = state_] { state->run(); });
 }
 
