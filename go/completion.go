@@ -1,0 +1,59 @@
+package manypy
+
+// Completions of asynchronous C calls (manypy_call_done_fn): the library
+// runs the completion on one of its own threads, glue.c's call_done takes
+// the outcome, and mpgoCallDone hands it to the goroutine waiting for it
+// on a channel. The goroutine parks as any goroutine waiting on a channel:
+// it holds no OS thread and no P while the call waits and runs, which
+// matters for a Batcher, whose requests wait for batches to fill by the
+// dozen.
+
+/*
+#include "glue.h"
+*/
+import "C"
+
+import (
+	"runtime/cgo"
+)
+
+// completion is the outcome of an asynchronous call, as mpgo_object_call
+// returns a synchronous one: a status, or the result (a tensor taken as a
+// manypy_tensor, any other value as it is).
+type completion = C.mpgo_call_result
+
+// pendingCall is one submitted asynchronous call: its handle is the
+// user_data given to C, and done receives the outcome, exactly once.
+type pendingCall struct {
+	handle cgo.Handle
+	done   chan completion
+}
+
+func newPendingCall() *pendingCall {
+	// Buffered: the completion never waits for the goroutine, so the
+	// library's thread goes back to its queue at once.
+	done := make(chan completion, 1)
+	return &pendingCall{handle: cgo.NewHandle(done), done: done}
+}
+
+// refused is the end of a call that C refused at submission: its
+// completion will never run, so the handle is deleted here.
+func (p *pendingCall) refused() { p.handle.Delete() }
+
+// wait returns the outcome once the completion has run.
+func (p *pendingCall) wait() completion { return <-p.done }
+
+// mpgoCallDone is the completion of every asynchronous call (glue.c's
+// call_done): it runs once per accepted call, on a thread of the library's,
+// and must return quickly and never unwind into C. The handle is the
+// call's own, deleted here, after the one send.
+//
+//export mpgoCallDone
+func mpgoCallDone(h C.uintptr_t, status *C.manypy_status, value *C.manypy_value,
+	tensor *C.manypy_tensor, dl *C.DLTensor) {
+	defer recoverCallback("call completion")
+	handle := cgo.Handle(h)
+	done := handle.Value().(chan completion)
+	handle.Delete()
+	done <- completion{status: status, value: value, tensor: tensor, dl: dl}
+}
