@@ -92,3 +92,96 @@ manypy_pool_queued_calls{pool="main"} ` + strconv.Itoa(queued) + `
 	pool.Close()
 	expect(0, 0) // a closed pool reports nothing waiting or running
 }
+
+// The batch sizes a batcher formed reach the registry as the histogram
+// manypy_batch_size{batcher}: 8 concurrent one-row requests with a
+// MaxBatch of 8 make one batch of 8 rows.
+func TestCollectorBatchSizes(t *testing.T) {
+	prof, err := manypy.StartProfiler(1.0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prof.Close()
+	pool, err := manypy.NewPool(manypy.PoolOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	pkg, err := pool.LoadPackage(archive(t, "batching.pt"))
+	if err != nil {
+		t.Fatalf("%v (MANYPY_ARCHIVES must name <build>/archives)", err)
+	}
+	defer pkg.Close()
+	model, err := pkg.LoadPickle("model", "model.pkl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer model.Close()
+	const name = "collector_test_batches"
+	batcher, err := model.NewBatcher("", manypy.BatcherOptions{MaxBatch: 8, MaxWait: time.Minute, Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer batcher.Close()
+	errs := make(chan error, 8)
+	for i := 0; i < 8; i++ {
+		go func() {
+			x, err := manypy.NewTensor([]float32{float32(i)}, 1, 1)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer x.Close()
+			out, err := batcher.Call(context.Background(), x)
+			if err == nil {
+				out.(*manypy.Tensor).Close()
+			}
+			errs <- err
+		}()
+	}
+	for i := 0; i < 8; i++ {
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("the batch of 8 did not run")
+		}
+	}
+
+	registry := prometheus.NewPedanticRegistry()
+	registry.MustRegister(NewCollector(prof))
+	families, err := registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, f := range families {
+		if f.GetName() != "manypy_batch_size" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if m.GetLabel()[0].GetValue() != name {
+				continue
+			}
+			found = true
+			h := m.GetHistogram()
+			if h.GetSampleCount() != 1 || h.GetSampleSum() != 8 {
+				t.Errorf("batches: count %d, sum %v; want 1 batch of 8 rows", h.GetSampleCount(), h.GetSampleSum())
+			}
+			for _, b := range h.GetBucket() {
+				if want := uint64(0); b.GetUpperBound() >= 8 {
+					if b.GetCumulativeCount() != 1 {
+						t.Errorf("bucket le=%v: %d, want 1", b.GetUpperBound(), b.GetCumulativeCount())
+					}
+				} else if b.GetCumulativeCount() != want {
+					t.Errorf("bucket le=%v: %d, want 0", b.GetUpperBound(), b.GetCumulativeCount())
+				}
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no manypy_batch_size{batcher=%q} in the registry", name)
+	}
+}
