@@ -1,8 +1,11 @@
 package manypy
 
 import (
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // go test -run=^$ -bench=. : the binding's per-call cost on identity.pt
@@ -70,4 +73,66 @@ func BenchmarkPythonHeavy2Goroutines(b *testing.B) {
 		}()
 	}
 	wg.Wait()
+}
+
+// ResNet-18, batch-1 requests from 16 goroutines on 2 interpreters, as the
+// issue's batching benchmark: each call straight to the object, then
+// through a Batcher (largest batch 8, wait 2 ms). Reports calls/s and the
+// p99 latency; compare the two in one run:
+//
+//	go test -run='^$' -bench=ResNet18From16 -benchtime=200x
+func BenchmarkResNet18From16Goroutines(b *testing.B) {
+	pool := newPool(b, PoolOptions{Interpreters: 2})
+	model := loadModel(b, pool, "resnet18.pt")
+	x := must(NewTensor(readFloats(b, "resnet18.input.bin"), caseShape(b, "resnet18")...))
+	defer x.Close()
+	direct := func(x *Tensor) (any, error) { return model.Call(bg, x) }
+	batcher := must(model.NewBatcher("", BatcherOptions{MaxBatch: 8, MaxWait: 2 * time.Millisecond}))
+	defer batcher.Close()
+	batched := func(x *Tensor) (any, error) { return batcher.Call(bg, x) }
+	for _, c := range []struct {
+		name string
+		call func(*Tensor) (any, error)
+	}{{"unbatched", direct}, {"batched", batched}} {
+		b.Run(c.name, func(b *testing.B) { benchmarkFrom(b, 16, x, c.call) })
+	}
+}
+
+// benchmarkFrom makes b.N calls from goroutines goroutines, and reports
+// calls/s and the p99 latency.
+func benchmarkFrom(b *testing.B, goroutines int, x *Tensor, call func(*Tensor) (any, error)) {
+	for i := 0; i < 2*goroutines; i++ { // every interpreter has its replica
+		out, err := call(x)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out.(*Tensor).Close()
+	}
+	var next atomic.Int64
+	latencies := make([]time.Duration, b.N)
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1) - 1; i < int64(b.N); i = next.Add(1) - 1 {
+				t0 := time.Now()
+				out, err := call(x)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				latencies[i] = time.Since(t0)
+				out.(*Tensor).Close()
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	slices.Sort(latencies)
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "calls/s")
+	b.ReportMetric(float64(latencies[b.N*99/100].Microseconds())/1000, "p99-ms")
 }
