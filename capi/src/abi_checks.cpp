@@ -43,6 +43,8 @@ static_assert(same(MANYPY_ERR_DEADLINE_EXCEEDED, Code::kDeadlineExceeded,
 static_assert(same(MANYPY_ERR_CANCELLED, Code::kCancelled, MPI_ERR_CANCELLED));
 static_assert(same(MANYPY_ERR_UNTRUSTED_ARCHIVE, Code::kUntrustedArchive,
                    MPI_ERR_UNTRUSTED_ARCHIVE));
+// Only the host refuses calls for overload: the interpreter side has no such code.
+static_assert(MANYPY_ERR_OVERLOADED == static_cast<int>(Code::kOverloaded));
 
 constexpr bool same_kind(manypy_value_kind k, ValueKind core, int interp) {
   return static_cast<int>(k) == static_cast<int>(core) && static_cast<int>(k) == interp;

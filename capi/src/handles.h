@@ -8,6 +8,7 @@
 #include <new>
 #include <string>
 
+#include "batcher.h"
 #include "error.h"
 #include "manypy.h"
 #include "package.h"
@@ -41,12 +42,21 @@ struct manypy_package {
   std::shared_ptr<manypy::Package> package;
 };
 
+// Shared ownership: asynchronous calls and batchers hold the object too.
 struct manypy_object {
-  std::unique_ptr<manypy::ReplicatedObject> object;
+  std::shared_ptr<manypy::ReplicatedObject> object;
 };
 
 struct manypy_call_options {
   manypy::CallOptions options;
+};
+
+struct manypy_batcher_options {
+  manypy::BatcherOptions options;
+};
+
+struct manypy_batcher {
+  std::unique_ptr<manypy::Batcher> batcher;
 };
 
 // Shared ownership: call options that name a token keep it alive.
@@ -64,8 +74,9 @@ struct manypy_tensor {
   std::atomic<uint64_t> refs{1};
 };
 
+// Shared ownership: asynchronous calls hold the module until they complete.
 struct manypy_script_module {
-  std::unique_ptr<manypy::ScriptModule> module;
+  std::shared_ptr<manypy::ScriptModule> module;
 };
 
 namespace manypy::capi {
@@ -97,6 +108,10 @@ manypy_value* new_value(manypy::Value value);
 
 // The options a NULL manypy_call_options* stands for.
 const CallOptions& options_of(const manypy_call_options* options);
+
+// An asynchronous call's completion as the core gives it, passed on to the
+// caller's callback as a new value or status, which the callback owns.
+dispatch::Done completion_of(manypy_call_done_fn done, void* user_data);
 
 // Runs `body(function)`, which returns a manypy_status* (usually nullptr),
 // and turns any exception it throws into a status. Every public entry point

@@ -46,7 +46,7 @@ manypy_status* manypy_package_load_pickle(manypy_package* package, const char* m
     MANYPY_UTF8(name);
     MANYPY_NOT_NULL(out_object);
     auto handle = std::make_unique<manypy_object>();
-    handle->object = std::make_unique<manypy::ReplicatedObject>(package->package, module, name);
+    handle->object = manypy::ReplicatedObject::load(package->package, module, name);
     *out_object = handle.release();
     return nullptr;
   });
@@ -127,6 +127,23 @@ manypy_status* manypy_object_call(manypy_object* object, const char* method,
         args ? &manypy::capi::value_of(args) : nullptr,
         kwargs ? &manypy::capi::value_of(kwargs) : nullptr);
     *out_result = manypy::capi::new_value(std::move(result));
+    return nullptr;
+  });
+}
+
+manypy_status* manypy_object_call_async(manypy_object* object, const char* method,
+                                        const manypy_value* args, const manypy_value* kwargs,
+                                        const manypy_call_options* options,
+                                        manypy_call_done_fn done, void* user_data) {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
+    MANYPY_NOT_NULL(object);
+    MANYPY_NOT_NULL(done);
+    MANYPY_UTF8(method);
+    std::string method_name = method ? method : "";
+    object->object->call_async(options_of(options), method ? &method_name : nullptr,
+                               args ? &manypy::capi::value_of(args) : nullptr,
+                               kwargs ? &manypy::capi::value_of(kwargs) : nullptr,
+                               manypy::capi::completion_of(done, user_data));
     return nullptr;
   });
 }

@@ -48,6 +48,14 @@ manypy_status* manypy_pool_options_set_intra_op_threads(manypy_pool_options* opt
   });
 }
 
+manypy_status* manypy_pool_options_set_queue_limit(manypy_pool_options* options, size_t limit) {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
+    MANYPY_NOT_NULL(options);
+    options->options.queue_limit = limit;
+    return nullptr;
+  });
+}
+
 manypy_status* manypy_pool_options_set_thread_mode(manypy_pool_options* options,
                                                    manypy_thread_mode mode) {
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
@@ -120,6 +128,12 @@ void manypy_pool_destroy(manypy_pool* pool) {
 }
 
 size_t manypy_pool_size(const manypy_pool* pool) { return pool ? pool->pool->size() : 0; }
+
+size_t manypy_pool_queued(const manypy_pool* pool) { return pool ? pool->pool->queued() : 0; }
+
+size_t manypy_pool_in_flight(const manypy_pool* pool) {
+  return pool ? pool->pool->in_flight() : 0;
+}
 
 manypy_status* manypy_pool_check_interpreter(const manypy_pool* pool, int32_t interpreter) {
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {

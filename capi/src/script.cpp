@@ -77,6 +77,24 @@ manypy_status* manypy_script_call(manypy_script_module* module, const char* meth
   });
 }
 
+manypy_status* manypy_script_call_async(manypy_script_module* module, const char* method,
+                                        const manypy_value* args, const manypy_value* kwargs,
+                                        const manypy_call_options* options,
+                                        manypy_call_done_fn done, void* user_data) {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
+    MANYPY_NOT_NULL(module);
+    MANYPY_NOT_NULL(done);
+    MANYPY_UTF8(method);
+    std::string method_name = method ? method : "";
+    manypy::ScriptModule::call_async(module->module, method ? &method_name : nullptr,
+                                     args ? &manypy::capi::value_of(args) : nullptr,
+                                     kwargs ? &manypy::capi::value_of(kwargs) : nullptr,
+                                     manypy::capi::options_of(options),
+                                     manypy::capi::completion_of(done, user_data));
+    return nullptr;
+  });
+}
+
 manypy_status* manypy_script_set_intra_op_threads(int threads) {
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     if (threads < 1) {

@@ -31,6 +31,7 @@ enum class Code : int {
   kDeadlineExceeded = 19,
   kCancelled = 20,
   kUntrustedArchive = 21,
+  kOverloaded = 22,
 };
 
 class Error : public std::exception {

@@ -1,17 +1,17 @@
-// One embedded interpreter: a namespace, the Python in it, and its home
-// thread. Interpreters live as long as the process (docs/isolation.md,
-// hazard 8); pools lease them from the InterpreterSet.
+// One embedded interpreter: a namespace and the Python in it. Every call
+// runs on the thread that makes it: which thread that is (a caller's, the
+// interpreter's home thread) is the dispatch layer's choice (dispatch/).
+// Interpreters live as long as the process (docs/isolation.md, hazard 8);
+// pools lease them from the InterpreterSet.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "archive_trust.h"
@@ -20,11 +20,8 @@
 #include "interp_values.h"
 #include "isolation/namespace.h"
 #include "value.h"
-#include "watchdog.h"
 
 namespace manypy {
-
-enum class ThreadMode { kDirect = 0, kHandoff = 1 };
 
 struct LeaseSettings {
   std::vector<std::string> extra_sys_path;
@@ -51,11 +48,13 @@ class Interpreter {
   Interpreter(const Interpreter&) = delete;
   Interpreter& operator=(const Interpreter&) = delete;
 
-  // Starts the home thread, which opens the namespace and starts Python in it
-  // with torch imported. Returns at once; wait_started() waits.
-  void begin_start();
-  // Waits for begin_start's work; throws its Error if it failed. An
-  // interpreter that failed to start stays broken for good.
+  // Opens the namespace and starts Python in it with torch imported, on the
+  // calling thread, which becomes the interpreter's main thread and must
+  // live as long as the process (its home thread, dispatch/lane.h). Never
+  // throws: a failure is kept for wait_started.
+  void start() noexcept;
+  // Waits for start's work; throws its Error if it failed. An interpreter
+  // that failed to start stays broken for good.
   void wait_started();
   // Failed to start, or retired: never serves again.
   bool broken() const;
@@ -80,32 +79,32 @@ class Interpreter {
   // that the interpreter may serve a pool with that trust.
   bool trusted_by(const ArchiveTrust& trust) const;
 
-  // Calls into Python. `mode` says which thread runs the call. Each throws
-  // Error on failure.
+  // Calls into Python, on the calling thread. Each throws Error on failure.
+  // `stop` (nullptr: unbounded) stops the code early (call_stop.h); the
+  // caller has the interpreter's watchdog watch it (dispatch/lane.h).
   // exec and eval: `model_id` and `request_id` (both empty: none) are what
-  // operator callbacks report, and `stop` (nullptr: unbounded) stops the
-  // code early, as for object_call.
-  void exec(ThreadMode mode, const std::string& source, const std::string& model_id,
+  // operator callbacks report.
+  void exec(const std::string& source, const std::string& model_id,
             const std::string& request_id, CallStop* stop);
-  Value eval(ThreadMode mode, const std::string& expression, const std::string& model_id,
+  Value eval(const std::string& expression, const std::string& model_id,
              const std::string& request_id, CallStop* stop);
 
-  // `stop` (nullptr: unbounded) bounds the work: a lazy replica is part of
-  // the call that needs it.
-  void package_open(ThreadMode mode, uint64_t package_id, const void* data, size_t size,
-                    CallStop* stop);
+  // `stop` bounds the work: a lazy replica is part of the call that needs it.
+  void package_open(uint64_t package_id, const void* data, size_t size, CallStop* stop);
   void package_close(uint64_t package_id) noexcept;
-  void object_load(ThreadMode mode, uint64_t object_id, uint64_t package_id,
-                   const std::string& module, const std::string& name, CallStop* stop);
+  void object_load(uint64_t object_id, uint64_t package_id, const std::string& module,
+                   const std::string& name, CallStop* stop);
   void object_drop(uint64_t object_id) noexcept;
   // `method` empty: call the object itself. args: a list/tuple or none.
-  // `stop` (nullptr: unbounded) stops the call early (call_stop.h).
-  Value object_call(ThreadMode mode, uint64_t object_id, const std::string* method,
-                    const Value* args, const Value* kwargs, const std::string& model_id,
+  Value object_call(uint64_t object_id, const std::string* method, const Value* args,
+                    const Value* kwargs, const std::string& model_id,
                     const std::string& request_id, CallStop* stop);
-  Value object_getattr(ThreadMode mode, uint64_t object_id, const std::string& name,
-                       CallStop* stop);
-  bool object_hasattr(ThreadMode mode, uint64_t object_id, const std::string& name);
+  Value object_getattr(uint64_t object_id, const std::string& name, CallStop* stop);
+  bool object_hasattr(uint64_t object_id, const std::string& name);
+
+  // Stops the call `stop` belongs to, which is running in this interpreter
+  // on another thread: its watchdog's interrupt (watchdog.h).
+  void interrupt(CallStop& stop);
 
   // torch.ops.load_library(path).
   void load_library(const std::string& path);
@@ -118,19 +117,15 @@ class Interpreter {
  private:
   using Call = std::function<int(const manypy_interp_api&, const mpi_sink&)>;
 
-  // Runs `call` inside the interpreter and turns its sink output into a Value
-  // or an Error. With a `stop`, the watchdog watches the call, and a call
-  // still waiting for the home thread gives up when the stop is set.
-  Value run(ThreadMode mode, const Call& call, CallStop* stop = nullptr);
+  // Runs `call` inside the interpreter on this thread and turns its sink
+  // output into a Value or an Error. After a bounded call, retires the
+  // interpreter if the stop left it unfit, and drops a result that came
+  // after the deadline.
+  Value run(const Call& call, CallStop* stop = nullptr);
   // Runs a step that cannot fail usefully (closing, dropping, removing),
   // swallowing any error.
-  void run_clean_up(ThreadMode mode,
-                    const std::function<void(const manypy_interp_api&)>& step) noexcept;
+  void run_clean_up(const std::function<void(const manypy_interp_api&)>& step) noexcept;
   void run_here(const Call& call, Outcome& outcome);
-  void run_on_home(const Call& call, Outcome& outcome, CallStop* stop);
-  void home_main();
-  // The watchdog's interrupt: runs on its thread.
-  void interrupt(CallStop& stop);
 
   const unsigned slot_;
   const isolation::KeyBands& keys_;
@@ -140,17 +135,11 @@ class Interpreter {
 
   mutable std::mutex mu_;
   std::condition_variable started_cv_;  // start_done_ became true
-  std::condition_variable tasks_cv_;    // tasks_ became non-empty
   bool start_done_ = false;
   std::atomic<bool> healthy_{false};  // started without error
   std::optional<Error> start_error_;
   std::string retired_because_;  // under mu_; "" while not retired
   TrustHistory history_;          // under mu_
-  std::deque<std::function<void()>> tasks_;
-  std::atomic<int> queued_{0};  // tasks_.size(), polled by the home thread
-  bool home_sleeping_ = false;  // under mu_: the home thread waits on tasks_cv_
-  std::thread home_;
-  Watchdog watchdog_{[this](CallStop& stop) { interrupt(stop); }};
 };
 
 }  // namespace manypy

@@ -42,15 +42,15 @@ void InterpreterSet::join(Interpreter& interp) {
   }
 }
 
-std::vector<Interpreter*> InterpreterSet::lease(size_t count, const LeaseSettings& settings,
-                                                 const ArchiveTrust& trust) {
+std::vector<dispatch::Lane*> InterpreterSet::lease(size_t count, const LeaseSettings& settings,
+                                                    const ArchiveTrust& trust) {
   const size_t limit = capacity();
   if (count == 0 || count > limit) {
     throw Error(Code::kOutOfRange, "a pool needs 1 to " + std::to_string(limit) +
                                        " interpreters on this platform, not " +
                                        std::to_string(count));
   }
-  std::vector<Interpreter*> chosen;
+  std::vector<dispatch::Lane*> chosen;
   size_t missing = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -60,8 +60,8 @@ std::vector<Interpreter*> InterpreterSet::lease(size_t count, const LeaseSetting
     // pool that trusts it, or one that checks nothing.
     size_t distrusted = 0;
     for (size_t i = 0; i < all_.size() && chosen.size() < count; ++i) {
-      if (!idle_[i] || all_[i]->broken()) continue;
-      if (!all_[i]->trusted_by(trust)) {
+      if (!idle_[i] || all_[i]->interpreter().broken()) continue;
+      if (!all_[i]->interpreter().trusted_by(trust)) {
         ++distrusted;
         continue;
       }
@@ -71,9 +71,9 @@ std::vector<Interpreter*> InterpreterSet::lease(size_t count, const LeaseSetting
     missing = count - chosen.size();
     if (all_.size() + reserved_ + missing > limit) {
       size_t broken = 0;
-      for (const auto& interp : all_) broken += interp->broken() ? 1 : 0;
+      for (const auto& lane : all_) broken += lane->interpreter().broken() ? 1 : 0;
       const size_t leased = all_.size() + reserved_ - broken - chosen.size() - distrusted;
-      for (Interpreter* interp : chosen) idle_[interp->slot()] = true;
+      for (dispatch::Lane* lane : chosen) idle_[lane->interpreter().slot()] = true;
       throw Error(Code::kResourceExhausted,
                   "cannot start " + std::to_string(missing) + " more interpreter(s): of this "
                   "process's " + std::to_string(limit) + ", " + std::to_string(leased) +
@@ -86,35 +86,39 @@ std::vector<Interpreter*> InterpreterSet::lease(size_t count, const LeaseSetting
                           : std::string()));
     }
     if (missing > 0 && static_tls_failure_) {
-      for (Interpreter* interp : chosen) idle_[interp->slot()] = true;
+      for (dispatch::Lane* lane : chosen) idle_[lane->interpreter().slot()] = true;
       throw *static_tls_failure_;
     }
     reserved_ += missing;
   }
-  const std::vector<Interpreter*> started = start(missing);
+  const std::vector<dispatch::Lane*> started = start(missing);
 
   std::optional<Error> failure;
-  for (Interpreter* interp : started) {
+  for (dispatch::Lane* lane : started) {
+    Interpreter& interp = lane->interpreter();
     try {
-      interp->wait_started();
-      join(*interp);
-      chosen.push_back(interp);
+      interp.wait_started();
+      join(interp);
+      chosen.push_back(lane);
     } catch (const Error& e) {
-      if (!failure) failure = e.prefixed("interpreter " + std::to_string(interp->slot()) + ": ");
+      if (!failure) failure = e.prefixed("interpreter " + std::to_string(interp.slot()) + ": ");
       if (e.code() == Code::kStaticTls) {
         std::lock_guard<std::mutex> lock(mu_);
         if (!static_tls_failure_) static_tls_failure_ = e;
       }
     }
   }
-  std::vector<Interpreter*> begun;
+  std::vector<dispatch::Lane*> begun;
   if (!failure) {
-    for (Interpreter* interp : chosen) {
+    for (dispatch::Lane* lane : chosen) {
       try {
-        interp->lease_begin(settings);
-        begun.push_back(interp);
+        lane->run_on_home([&](Interpreter* interp, CallStop*) {
+          interp->lease_begin(settings);
+          return Value();
+        });
+        begun.push_back(lane);
       } catch (const Error& e) {
-        failure = e.prefixed("interpreter " + std::to_string(interp->slot()) + ": ");
+        failure = e.prefixed("interpreter " + std::to_string(lane->interpreter().slot()) + ": ");
         break;
       }
     }
@@ -122,13 +126,13 @@ std::vector<Interpreter*> InterpreterSet::lease(size_t count, const LeaseSetting
   if (failure) {
     give_back(begun);
     std::lock_guard<std::mutex> lock(mu_);
-    for (Interpreter* interp : chosen) idle_[interp->slot()] = true;
+    for (dispatch::Lane* lane : chosen) idle_[lane->interpreter().slot()] = true;
     throw *failure;
   }
   return chosen;
 }
 
-std::vector<Interpreter*> InterpreterSet::start(size_t missing) {
+std::vector<dispatch::Lane*> InterpreterSet::start(size_t missing) {
   // Start in parallel: the dynamic loader serializes the library loads, but
   // Python's own start and import work overlap. Not so when static TLS may
   // run out: glibc 2.36 can then fail an assertion (_dl_add_to_slotinfo:
@@ -140,28 +144,28 @@ std::vector<Interpreter*> InterpreterSet::start(size_t missing) {
   const bool parallel = static_tls_raised();
   std::unique_lock<std::mutex> one_at_a_time(sequential_start_mu_, std::defer_lock);
   if (!parallel) one_at_a_time.lock();
-  std::vector<Interpreter*> started;
+  std::vector<dispatch::Lane*> started;
   size_t unclaimed = missing;
   try {
     while (unclaimed > 0) {
-      Interpreter* interp;
+      dispatch::Lane* lane;
       {
         std::lock_guard<std::mutex> lock(mu_);
         if (static_tls_failure_) break;
         unsigned slot = static_cast<unsigned>(all_.size());
-        all_.push_back(std::make_unique<Interpreter>(slot, key_bands(),
-                                                     key_bands().band_of_slot(slot), host_));
+        all_.push_back(std::make_unique<dispatch::Lane>(slot, key_bands(),
+                                                        key_bands().band_of_slot(slot), host_));
         idle_.push_back(false);
         size_.store(all_.size(), std::memory_order_release);
         --reserved_;
         --unclaimed;
-        interp = all_.back().get();
+        lane = all_.back().get();
       }
-      interp->begin_start();
-      started.push_back(interp);
+      lane->begin_start();
+      started.push_back(lane);
       if (parallel) continue;
       try {
-        interp->wait_started();
+        lane->interpreter().wait_started();
       } catch (const Error& e) {
         if (e.code() == Code::kStaticTls) {
           std::lock_guard<std::mutex> lock(mu_);
@@ -179,17 +183,20 @@ std::vector<Interpreter*> InterpreterSet::start(size_t missing) {
   return started;
 }
 
-void InterpreterSet::give_back(const std::vector<Interpreter*>& interpreters) noexcept {
-  for (Interpreter* interp : interpreters) {
+void InterpreterSet::give_back(const std::vector<dispatch::Lane*>& lanes) noexcept {
+  for (dispatch::Lane* lane : lanes) {
     bool clean = true;
     try {
-      interp->lease_end();
+      lane->run_on_home([](Interpreter* interp, CallStop*) {
+        interp->lease_end();
+        return Value();
+      });
     } catch (...) {
       // An interpreter that cannot be cleaned is not handed to another pool.
       clean = false;
     }
     std::lock_guard<std::mutex> lock(mu_);
-    if (clean) idle_[interp->slot()] = true;
+    if (clean) idle_[lane->interpreter().slot()] = true;
   }
 }
 

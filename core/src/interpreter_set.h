@@ -10,6 +10,7 @@
 #include <optional>
 #include <vector>
 
+#include "dispatch/lane.h"
 #include "interpreter.h"
 #include "isolation/key_bands.h"
 #include "operator_callbacks.h"
@@ -36,12 +37,13 @@ class InterpreterSet {
   // are, and begins a lease on each with `settings`. All or nothing: on
   // failure whatever was leased is given back, and the Error says why.
   // Thread safe; `trust`'s verifier may be called, under the set's lock.
-  std::vector<Interpreter*> lease(size_t count, const LeaseSettings& settings,
-                                  const ArchiveTrust& trust);
+  // Each interpreter comes with its lane: the threads that run its calls.
+  std::vector<dispatch::Lane*> lease(size_t count, const LeaseSettings& settings,
+                                     const ArchiveTrust& trust);
 
   // Ends the lease on each interpreter and makes it idle again; one whose
   // clean-up fails is never leased again. Never throws. Thread safe.
-  void give_back(const std::vector<Interpreter*>& interpreters) noexcept;
+  void give_back(const std::vector<dispatch::Lane*>& lanes) noexcept;
 
  private:
   // The pthread-key plan, made at the first need: making it claims most of
@@ -53,7 +55,7 @@ class InterpreterSet {
   void join(Interpreter& interp);
   // Starts `missing` new interpreters for a lease (their slots already
   // reserved) without holding mu_; returns those begun.
-  std::vector<Interpreter*> start(size_t missing);
+  std::vector<dispatch::Lane*> start(size_t missing);
 
   const HostServices host_;
   OperatorLibraries& libraries_;
@@ -62,7 +64,7 @@ class InterpreterSet {
   mutable std::unique_ptr<isolation::KeyBands> key_bands_;
 
   std::mutex mu_;  // guards the members below; never held across a start
-  std::vector<std::unique_ptr<Interpreter>> all_;
+  std::vector<std::unique_ptr<dispatch::Lane>> all_;
   std::vector<bool> idle_;
   size_t reserved_ = 0;  // slots promised to leases whose starts are under way
   std::atomic<size_t> size_{0};  // all_.size(), readable without mu_

@@ -26,7 +26,11 @@ Package::Package(std::shared_ptr<Pool> pool, std::shared_ptr<Archive> archive)
 }
 
 Package::~Package() {
-  opened_.for_each_done([this](Interpreter& interp) { interp.package_close(id_); });
+  if (pool_) {
+    opened_.for_each_done([this](Interpreter& interp) {
+      pool_->clean_up(interp, [this](Interpreter& in) { in.package_close(id_); });
+    });
+  }
   Runtime::get().open_archives().remove(id_);
 }
 
@@ -38,7 +42,7 @@ void Package::ensure_open(Interpreter& interp, CallStop* stop) {
     // can patch the installed ones, which outlive this pool.
     in.ran_archive(digest_, archive_->origin());
     try {
-      in.package_open(pool_->mode(), id_, archive_->data(), archive_->size(), stop);
+      in.package_open(id_, archive_->data(), archive_->size(), stop);
     } catch (const Error& e) {
       throw e.prefixed(archive_->origin() + ": ");
     }

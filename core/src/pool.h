@@ -1,16 +1,15 @@
-// A pool: interpreters leased from the process-wide set, and the choice of
-// which one serves each call.
+// A pool: interpreters leased from the process-wide set, and the dispatcher
+// that admits each call and runs it on one of them (dispatch/).
 #pragma once
 
-#include <atomic>
-#include <condition_variable>
+#include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "archive_trust.h"
 #include "call_options.h"
+#include "dispatch/dispatcher.h"
 #include "interpreter.h"
 
 namespace manypy {
@@ -22,11 +21,13 @@ struct PoolOptions {
   ArchiveTrust trust;
   // How long a stopped call's clean-up may run (call_stop.h).
   int64_t stop_grace_ns = CallStop::kDefaultGraceNs;
+  // The most calls that may wait for an interpreter (0: no limit).
+  size_t queue_limit = 0;
 };
 
 class Pool {
  public:
-  static constexpr int kAnyInterpreter = -1;
+  static constexpr int kAnyInterpreter = dispatch::Chooser::kAnyInterpreter;
 
   explicit Pool(const PoolOptions& options);  // throws Error
   Pool(const Pool&) = delete;
@@ -34,7 +35,7 @@ class Pool {
   // Waits for calls in flight, then gives the interpreters back.
   ~Pool();
 
-  size_t size() const { return slots_.size(); }
+  size_t size() const { return dispatcher_.chooser().size(); }
 
   void exec(int interpreter, const std::string& source);
   void exec_all(const std::string& source);
@@ -45,63 +46,33 @@ class Pool {
   void exec(const CallOptions& options, const std::string& source);
   Value eval(const CallOptions& options, const std::string& expression);
 
-  ThreadMode mode() const { return mode_; }
+  ThreadMode mode() const { return dispatcher_.mode(); }
   // Which archives packages of this pool may come from.
   const ArchiveTrust& trust() const { return trust_; }
-  int64_t stop_grace_ns() const { return stop_grace_ns_; }
+  dispatch::Dispatcher& dispatcher() { return dispatcher_; }
 
   // Throws Error(kInterpreterBroken) saying why interpreter `index` cannot
   // serve (it was retired), or kOutOfRange for a bad index.
   void check_interpreter(int index) const;
 
-  // Runs fn(Interpreter&) on interpreter `interpreter` of the pool (or a free
-  // or least loaded one for kAnyInterpreter), holding a unit of its load. An
-  // Error from fn gets the pool index put before its message.
-  template <typename Fn>
-  auto with_interpreter(int interpreter, Fn&& fn) {
-    Slot& slot = pick(interpreter);
-    Lease lease(*this, slot);
-    try {
-      return fn(*slot.interp);
-    } catch (const Error& e) {
-      throw e.prefixed("interpreter " + std::to_string(index_of(slot)) + ": ");
-    }
-  }
+  // Runs a clean-up step (closing a package, dropping an object) in
+  // `interp`, one of the pool's, on its home thread, and waits for it.
+  // Never throws: clean-up has nothing a caller could act on.
+  void clean_up(Interpreter& interp, const std::function<void(Interpreter&)>& step) noexcept;
 
   // Every interpreter of the pool, for work that must reach all of them.
   std::vector<Interpreter*> interpreters() const;
 
   // Calls in flight on interpreter `index` right now (for tests and stats).
-  int load(size_t index) const { return slots_.at(index)->load.load(); }
+  int load(size_t index) const { return dispatcher_.chooser().load(index); }
+  // Calls waiting for an interpreter, and calls admitted and not complete.
+  size_t queued() const { return dispatcher_.chooser().queued(); }
+  size_t in_flight() const { return dispatcher_.chooser().in_flight(); }
 
  private:
-  struct Slot {
-    Interpreter* interp;
-    std::atomic<int> load{0};
-  };
-  // Holds one unit of load on a slot for the duration of one call.
-  class Lease {
-   public:
-    Lease(Pool& pool, Slot& slot) : pool_(pool), slot_(slot) {}
-    ~Lease();
-
-   private:
-    Pool& pool_;
-    Slot& slot_;
-  };
-
-  Slot& pick(int interpreter);
-  void check_index(int interpreter) const;  // throws kOutOfRange
-  size_t index_of(const Slot& slot) const;
-
-  ThreadMode mode_;
   ArchiveTrust trust_;
-  int64_t stop_grace_ns_;
-  std::vector<std::unique_ptr<Slot>> slots_;
-  std::atomic<unsigned> next_{0};
-  std::mutex idle_mu_;
-  std::condition_variable idle_cv_;
-  std::atomic<int> in_flight_{0};
+  std::vector<dispatch::Lane*> lanes_;
+  dispatch::Dispatcher dispatcher_;
 };
 
 }  // namespace manypy

@@ -1,5 +1,8 @@
 #include "profiler.h"
 
+#include "batch_sizes.h"
+#include "prometheus_text.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,20 +18,6 @@ int64_t percentile(std::vector<int64_t> samples, double q) {
   size_t k = static_cast<size_t>(q * double(samples.size() - 1) + 0.5);
   std::nth_element(samples.begin(), samples.begin() + k, samples.end());
   return samples[k];
-}
-
-// A label value in the Prometheus text format: \, " and newline escaped.
-std::string label(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '\\' || c == '"') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out;
 }
 
 std::string seconds(int64_t ns) {
@@ -100,7 +89,7 @@ std::string Profiler::prometheus_text() const {
       "model id and operator.\n"
       "# TYPE manypy_operator_duration_seconds summary\n";
   for (const Entry& e : snapshot()) {
-    std::string labels = "model=\"" + label(e.model_id) + "\",operator=\"" + label(e.op_name) + "\"";
+    std::string labels = "model=\"" + prometheus_label(e.model_id) + "\",operator=\"" + prometheus_label(e.op_name) + "\"";
     out += "manypy_operator_duration_seconds{" + labels + ",quantile=\"0.5\"} " +
            seconds(e.p50_ns) + "\n";
     out += "manypy_operator_duration_seconds{" + labels + ",quantile=\"0.99\"} " +
@@ -109,6 +98,8 @@ std::string Profiler::prometheus_text() const {
     out += "manypy_operator_duration_seconds_count{" + labels + "} " + std::to_string(e.count) +
            "\n";
   }
+  // The batch sizes dynamic batchers formed, beside the operators.
+  out += BatchSizes::get().prometheus_text();
   return out;
 }
 

@@ -9,6 +9,7 @@
 
 #include "archive.h"
 #include "archive_trust.h"
+#include "dispatch/host_workers.h"
 #include "error.h"
 #include "ivalue_convert.h"
 #include "op_callbacks.h"
@@ -98,23 +99,69 @@ std::unique_ptr<ScriptModule> ScriptModule::load_bytes(const void* data, size_t 
   return load(*Archive::from_bytes(data, size), trust);
 }
 
+void ScriptModule::check_call(const std::string* method, const Value* args,
+                              const Value* kwargs) const {
+  const std::string name = method ? *method : "forward";
+  if (!impl_->module.find_method(name)) {
+    throw Error(Code::kNoSuchName, "the TorchScript module has no method '" + name + "'");
+  }
+  check_call_arguments(args, kwargs);
+}
+
 Value ScriptModule::call(const std::string* method, const Value* args, const Value* kwargs,
                          const CallOptions& options) {
+  check_call(method, args, kwargs);
+  std::optional<CallStop> stop;
+  if (options.limits.bounded()) stop.emplace(options.limits);
+  return run(method, args, kwargs, options, stop ? &*stop : nullptr);
+}
+
+// An asynchronous call: owns copies of its arguments, and holds the module
+// until it completes.
+class ScriptModule::AsyncCall final : public dispatch::Job {
+ public:
+  AsyncCall(std::shared_ptr<ScriptModule> module, const std::string* method, const Value* args,
+            const Value* kwargs, const CallOptions& options, dispatch::Done done)
+      : Job(options.limits, CallStop::kDefaultGraceNs),
+        module_(std::move(module)),
+        method_(method ? std::optional<std::string>(*method) : std::nullopt),
+        options_(options),
+        done_(std::move(done)) {
+    if (args) args_.emplace(args->clone());
+    if (kwargs) kwargs_.emplace(kwargs->clone());
+  }
+
+ protected:
+  Value run(Interpreter*) override {
+    return module_->run(method_ ? &*method_ : nullptr, args_ ? &*args_ : nullptr,
+                        kwargs_ ? &*kwargs_ : nullptr, options_, stop());
+  }
+  void succeeded(Value value) noexcept override { done_(&value, nullptr); }
+  void failed(Error error) noexcept override { done_(nullptr, &error); }
+
+ private:
+  const std::shared_ptr<ScriptModule> module_;
+  const std::optional<std::string> method_;
+  std::optional<Value> args_, kwargs_;
+  const CallOptions options_;
+  const dispatch::Done done_;
+};
+
+void ScriptModule::call_async(std::shared_ptr<ScriptModule> module, const std::string* method,
+                              const Value* args, const Value* kwargs, const CallOptions& options,
+                              dispatch::Done done) {
+  module->check_call(method, args, kwargs);
+  dispatch::run_on_host_worker(std::make_shared<AsyncCall>(std::move(module), method, args,
+                                                           kwargs, options, std::move(done)));
+}
+
+Value ScriptModule::run(const std::string* method, const Value* args, const Value* kwargs,
+                        const CallOptions& options, CallStop* stop) {
   const std::string name = method ? *method : "forward";
   auto found = impl_->module.find_method(name);
   if (!found) {
     throw Error(Code::kNoSuchName, "the TorchScript module has no method '" + name + "'");
   }
-  if (args != nullptr && !args->is_sequence()) {
-    throw Error(Code::kInvalidArgument,
-                std::string("args must be a list or tuple, not ") + kind_name(args->kind));
-  }
-  if (kwargs != nullptr && kwargs->kind != ValueKind::kDict) {
-    throw Error(Code::kInvalidArgument,
-                std::string("kwargs must be a dict, not ") + kind_name(kwargs->kind));
-  }
-  std::optional<CallStop> stop;
-  if (options.limits.bounded()) stop.emplace(options.limits);
   c10::InferenceMode inference;
   std::vector<c10::IValue> stack;
   if (args) {
@@ -136,7 +183,7 @@ Value ScriptModule::call(const std::string* method, const Value* args, const Val
   } pop_context{context};
   c10::IValue result;
   try {
-    ScriptStopScope stop_scope(stop ? &*stop : nullptr);
+    ScriptStopScope stop_scope(stop);
     result = (*found)(std::move(stack), named);
   } catch (const c10::Error& e) {
     std::string text = e.what_without_backtrace();

@@ -8,6 +8,7 @@
 #include "archive.h"
 #include "archive_trust.h"
 #include "call_options.h"
+#include "dispatch/job.h"
 #include "value.h"
 
 namespace manypy {
@@ -29,6 +30,14 @@ class ScriptModule {
   // ignored).
   Value call(const std::string* method, const Value* args, const Value* kwargs,
              const CallOptions& options);
+  // The same, asynchronously, on a host worker (dispatch/host_workers.h):
+  // `done` gets the outcome exactly once. Arguments are copied (tensors are
+  // shared); the call holds `module`. Throws Error if the call is refused
+  // (a missing method, bad arguments, a stop already set); `done` then
+  // never runs.
+  static void call_async(std::shared_ptr<ScriptModule> module, const std::string* method,
+                         const Value* args, const Value* kwargs, const CallOptions& options,
+                         dispatch::Done done);
 
   // torch.jit.save to `path` with `extra_files` (a dict of name -> bytes or
   // string, or nullptr) under extra/, plus the export hook's files.
@@ -36,7 +45,14 @@ class ScriptModule {
 
  private:
   struct Impl;
+  class AsyncCall;
   explicit ScriptModule(std::unique_ptr<Impl> impl);
+  // Throws Error(kNoSuchName) unless the module has `method` (nullptr:
+  // forward), and checks the arguments' kinds.
+  void check_call(const std::string* method, const Value* args, const Value* kwargs) const;
+  // The call, within `stop` (nullptr: unbounded).
+  Value run(const std::string* method, const Value* args, const Value* kwargs,
+            const CallOptions& options, CallStop* stop);
   static std::unique_ptr<ScriptModule> load(const Archive& archive, const ArchiveTrust* trust);
   std::unique_ptr<Impl> impl_;
 };

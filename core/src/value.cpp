@@ -1,5 +1,7 @@
 #include "value.h"
 
+#include "error.h"
+
 namespace manypy {
 
 const char* kind_name(ValueKind kind) {
@@ -89,6 +91,17 @@ Value& Value::put(std::string key, Value item) {
   Value& entry = items.push_back(std::move(item));
   index_key(keys.size() - 1);
   return entry;
+}
+
+void check_call_arguments(const Value* args, const Value* kwargs) {
+  if (args != nullptr && !args->is_sequence()) {
+    throw Error(Code::kInvalidArgument, std::string("args must be a list or tuple, not ") +
+                                            kind_name(args->kind));
+  }
+  if (kwargs != nullptr && kwargs->kind != ValueKind::kDict) {
+    throw Error(Code::kInvalidArgument,
+                std::string("kwargs must be a dict, not ") + kind_name(kwargs->kind));
+  }
 }
 
 }  // namespace manypy

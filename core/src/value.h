@@ -116,4 +116,8 @@ struct Value {
   std::unique_ptr<std::unordered_map<std::string_view, size_t>> index_;
 };
 
+// A call's arguments: args a list or tuple, kwargs a dict (either may be
+// null). Throws Error(kInvalidArgument) otherwise.
+void check_call_arguments(const Value* args, const Value* kwargs);
+
 }  // namespace manypy

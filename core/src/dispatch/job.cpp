@@ -1,0 +1,109 @@
+#include "dispatch/job.h"
+
+#include "dispatch/completer.h"
+#include "spin.h"
+#include "watchdog.h"
+
+namespace manypy::dispatch {
+
+Job::Job(const CallLimits& limits, int64_t grace_ns) {
+  if (limits.bounded()) stop_.emplace(limits, grace_ns);
+}
+
+void Job::watch(Watchdog& watchdog, bool queued, const char* waiting_for) {
+  if (!stop_) return;
+  watchdog_ = &watchdog;
+  waiting_for_ = waiting_for;
+  watchdog.watch(*stop_);
+  if (queued) watchdog.set_waiter(*stop_, &Job::stopped_while_queued, this);
+}
+
+void Job::stopped_while_queued(void* raw) {
+  Job* job = static_cast<Job*>(raw);
+  // Whoever holds the job now (its queue, or the thread that took it from
+  // the queue) holds it at least until the claim below is decided.
+  std::shared_ptr<Job> self = job->shared_from_this();
+  int expected = kWaiting;
+  if (!job->state_.compare_exchange_strong(expected, kStopped, std::memory_order_acq_rel)) {
+    return;  // it runs: the watchdog interrupts it instead
+  }
+  complete_later([self] {
+    self->complete(std::nullopt,
+                   self->stop_->error(std::string("while waiting for ") + self->waiting_for_ +
+                                      " (busy with earlier calls)"));
+  });
+}
+
+bool Job::claim_to_run() {
+  int expected = kWaiting;
+  return state_.compare_exchange_strong(expected, kRunning, std::memory_order_acq_rel);
+}
+
+void Job::execute(Interpreter* interp) noexcept {
+  state_.store(kRunning, std::memory_order_relaxed);
+  std::optional<Value> value;
+  std::optional<Error> error;
+  try {
+    value = run(interp);
+  } catch (const Error& e) {
+    error = e;
+  } catch (const std::bad_alloc&) {
+    error.emplace(Code::kResourceExhausted, "out of memory");
+  } catch (const std::exception& e) {
+    error.emplace(Code::kInternal, std::string("internal error: ") + e.what());
+  } catch (...) {
+    error.emplace(Code::kInternal, "internal error: unknown exception");
+  }
+  complete(std::move(value), std::move(error));
+}
+
+void Job::complete(std::optional<Value> value, std::optional<Error> error) noexcept {
+  if (watchdog_ != nullptr) watchdog_->unwatch(*stop_);
+  const bool indexed = ticket_.held();
+  const size_t index = ticket_.index();
+  // Before the outcome is reported: its receiver may free the pool.
+  ticket_.release();
+  if (error) {
+    if (indexed) {
+      failed(error->prefixed("interpreter " + std::to_string(index) + ": "));
+    } else {
+      failed(std::move(*error));
+    }
+  } else {
+    succeeded(std::move(*value));
+  }
+}
+
+void SyncJob::succeeded(Value value) noexcept {
+  value_.emplace(std::move(value));
+  finish();
+}
+
+void SyncJob::failed(Error error) noexcept {
+  error_.emplace(std::move(error));
+  finish();
+}
+
+void SyncJob::finish() noexcept {
+  bool wake;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_.store(true, std::memory_order_release);
+    wake = sleeping_;
+  }
+  if (wake) cv_.notify_all();
+}
+
+Value SyncJob::wait() {
+  // A short call is done before a sleep would even begin.
+  if (!done_.load(std::memory_order_acquire)) {
+    spin_until([this] { return done_.load(std::memory_order_acquire); });
+    std::unique_lock<std::mutex> lock(mu_);
+    sleeping_ = true;
+    cv_.wait(lock, [this] { return done_.load(std::memory_order_acquire); });
+  }
+  if (error_) throw *error_;
+  return std::move(*value_);
+}
+
+}  // namespace manypy::dispatch

@@ -1,0 +1,114 @@
+// One call for an interpreter (or for a host worker): the work, the stop that
+// bounds it, the load it holds, and where its outcome goes. Synchronous and
+// asynchronous calls are both jobs; a synchronous call is a job whose
+// completion wakes the caller waiting for it (SyncJob).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "call_stop.h"
+#include "dispatch/chooser.h"
+#include "error.h"
+#include "value.h"
+
+namespace manypy {
+class Interpreter;
+class Watchdog;
+}  // namespace manypy
+
+namespace manypy::dispatch {
+
+// Where an asynchronous call's outcome goes: exactly one of `value` and
+// `error` is not null. Called exactly once; must not throw.
+using Done = std::function<void(Value* value, Error* error)>;
+
+class Job : public std::enable_shared_from_this<Job> {
+ public:
+  // Starts the stop's clock when `limits` bound the call; throws the
+  // stop's Error if its deadline has passed or its token is cancelled.
+  Job(const CallLimits& limits, int64_t grace_ns);
+  virtual ~Job() = default;
+  Job(const Job&) = delete;
+  Job& operator=(const Job&) = delete;
+
+  CallStop* stop() { return stop_ ? &*stop_ : nullptr; }
+
+  // What dispatch does with it (lane.h, host_workers.h, dispatcher.h).
+  // The load it holds until it completes, and the index it reports errors
+  // under ("interpreter 1: ...").
+  void hold(Ticket ticket) { ticket_ = std::move(ticket); }
+  // Has `watchdog` watch its stop (if it has one) until it completes; with
+  // `queued`, a stop while it waits completes it at once, unrun, with the
+  // stop's Error saying `waiting_for` ("the interpreter").
+  void watch(Watchdog& watchdog, bool queued, const char* waiting_for);
+  // For a queued job: true if this thread is to run it, false if a stop
+  // took it first.
+  bool claim_to_run();
+  // Runs it on this thread in `interp` (nullptr on a host worker), then
+  // completes it.
+  void execute(Interpreter* interp) noexcept;
+
+ protected:
+  // The work: throws Error.
+  virtual Value run(Interpreter* interp) = 0;
+  // The outcome, exactly once. Must not throw. After it returns, dispatch
+  // touches the job only to drop its reference.
+  virtual void succeeded(Value value) noexcept = 0;
+  virtual void failed(Error error) noexcept = 0;
+
+ private:
+  enum State : int { kWaiting, kRunning, kStopped };
+  // The watchdog's wake-up for a queued job whose stop was set: runs under
+  // the watchdog's lock, so the completion is left to the completion thread.
+  static void stopped_while_queued(void* job);
+  // Lets go of the watchdog and the load, then reports.
+  void complete(std::optional<Value> value, std::optional<Error> error) noexcept;
+
+  std::optional<CallStop> stop_;
+  Ticket ticket_;
+  Watchdog* watchdog_ = nullptr;
+  const char* waiting_for_ = "";
+  std::atomic<int> state_{kWaiting};
+};
+
+// The work of a synchronous call: runs in `interp` (nullptr on a host
+// worker) within `stop` (nullptr: unbounded).
+using Work = std::function<Value(Interpreter* interp, CallStop* stop)>;
+
+// A synchronous call: runs the caller's `work` and hands the outcome to the
+// caller waiting in wait(). `work` outlives the wait; a job left in a queue
+// after its caller stopped waiting never calls it.
+class SyncJob final : public Job {
+ public:
+  SyncJob(const CallLimits& limits, int64_t grace_ns, const Work& work)
+      : Job(limits, grace_ns), work_(work) {}
+
+  // Waits for completion (returns at once if the job ran on this thread),
+  // then returns the result or throws the Error.
+  Value wait();
+
+ protected:
+  Value run(Interpreter* interp) override { return work_(interp, stop()); }
+  void succeeded(Value value) noexcept override;
+  void failed(Error error) noexcept override;
+
+ private:
+  void finish() noexcept;
+
+  const Work& work_;
+  std::optional<Value> value_;
+  std::optional<Error> error_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<bool> done_{false};  // set under mu_, also polled without it
+  bool sleeping_ = false;          // under mu_: the caller waits on cv_
+};
+
+}  // namespace manypy::dispatch

@@ -1,0 +1,49 @@
+#include "dispatch/lane.h"
+
+#include <thread>
+
+#include "dispatch/threads.h"
+
+namespace manypy::dispatch {
+
+Lane::Lane(unsigned slot, const isolation::KeyBands& keys, unsigned band,
+           const HostServices& host)
+    : interp_(slot, keys, band, host) {}
+
+void Lane::begin_start() {
+  std::thread([this] { home_main(); }).detach();  // lives as long as the process
+}
+
+void Lane::home_main() {
+  set_this_thread_kind(ThreadKind::kHome);
+  interp_.start();
+  // Serve queued calls for the rest of the process. The queue polls briefly
+  // before sleeping: a caller that finds the home thread awake needs no
+  // wake-up (docs/threads.md, "The two modes").
+  for (;;) {
+    std::shared_ptr<Job> job = queue_.pop();
+    if (job->claim_to_run()) job->execute(&interp_);
+  }
+}
+
+void Lane::run_here(Job& job) {
+  job.watch(watchdog_, /*queued=*/false, "the interpreter");
+  job.execute(&interp_);
+}
+
+void Lane::post(std::shared_ptr<Job> job) {
+  job->watch(watchdog_, /*queued=*/true, "the interpreter");
+  queue_.push(std::move(job));
+}
+
+Value Lane::run_on_home(const Work& work) {
+  auto job = std::make_shared<SyncJob>(CallLimits{}, 0, work);
+  if (on_manypy_thread()) {
+    run_here(*job);
+  } else {
+    post(job);
+  }
+  return job->wait();
+}
+
+}  // namespace manypy::dispatch

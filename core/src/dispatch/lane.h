@@ -1,0 +1,53 @@
+// An interpreter with what runs calls in it: its home thread, the queue in
+// front of that thread, and the watchdog that stops its calls. One per
+// interpreter, for the life of the process, like the interpreter.
+//
+// A call reaches the interpreter one of two ways: on the thread that makes
+// it (run_here: DIRECT mode), or through the queue on the home thread
+// (post: HANDOFF mode, and every asynchronous call).
+#pragma once
+
+#include <memory>
+
+#include "dispatch/job.h"
+#include "dispatch/work_queue.h"
+#include "interpreter.h"
+#include "watchdog.h"
+
+namespace manypy::dispatch {
+
+class Lane {
+ public:
+  // The interpreter's arguments (interpreter.h).
+  Lane(unsigned slot, const isolation::KeyBands& keys, unsigned band, const HostServices& host);
+  Lane(const Lane&) = delete;
+  Lane& operator=(const Lane&) = delete;
+
+  Interpreter& interpreter() { return interp_; }
+  const Interpreter& interpreter() const { return interp_; }
+
+  // Starts the home thread, which starts the interpreter (so that it is the
+  // interpreter's main thread), then serves the queue for the rest of the
+  // process. Returns at once; Interpreter::wait_started waits.
+  void begin_start();
+
+  // Runs `job` on the calling thread now, watched by the watchdog.
+  void run_here(Job& job);
+  // Queues `job` for the home thread. Its stop covers its time in the
+  // queue: stopped there, it completes at once without running.
+  void post(std::shared_ptr<Job> job);
+
+  // Runs `work` on the home thread and waits for it; on one of manypy's own
+  // threads, runs it right here instead (threads.h). For the work of leases
+  // and clean-ups, which holds no unit of any pool's load. Throws its Error.
+  Value run_on_home(const Work& work);
+
+ private:
+  void home_main();
+
+  Interpreter interp_;
+  WorkQueue queue_{/*spin=*/true};
+  Watchdog watchdog_{[this](CallStop& stop) { interp_.interrupt(stop); }};
+};
+
+}  // namespace manypy::dispatch
