@@ -13,8 +13,10 @@ import (
 
 // Admission control: PoolOptions.QueueLimit, ErrOverloaded, Pool.Queued
 // and Pool.InFlight, on a pool of 1 interpreter kept busy by stuck.pt's
-// sleep (time.sleep: no Python line runs while it blocks, so only its
-// end frees the interpreter).
+// sleep. A call counts as waiting while another call on its interpreter is
+// in flight: in HANDOFF mode it waits in the interpreter's queue; in DIRECT
+// mode it runs on its own thread as soon as it gets the GIL, which
+// time.sleep releases, and still counts until it completes.
 
 // eventually polls cond until it holds, or fails the test after hangBound.
 func eventually(t *testing.T, what string, cond func() bool) {
@@ -56,7 +58,7 @@ func testQueueLimit(t *testing.T, mode ThreadMode) {
 	// One call runs, one waits: the queue is full.
 	running := sleepIn(stuck, 1.5)
 	eventually(t, "the sleep running", func() bool { return pool.InFlight() == 1 })
-	waiting := sleepIn(stuck, 0)
+	waiting := sleepIn(stuck, 1.0)
 	eventually(t, "a call queued behind it", func() bool { return pool.Queued() == 1 })
 	if n := pool.InFlight(); n != 2 {
 		t.Errorf("in flight with one running and one queued: %d", n)
@@ -82,7 +84,7 @@ func testQueueLimit(t *testing.T, mode ThreadMode) {
 	for _, c := range []struct {
 		done chan sleepResult
 		want float64
-	}{{running, 1.5}, {waiting, 0}} {
+	}{{running, 1.5}, {waiting, 1.0}} {
 		r := <-c.done
 		if r.err != nil || r.value != c.want {
 			t.Errorf("admitted sleep(%v): %v, %v", c.want, r.value, r.err)

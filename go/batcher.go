@@ -148,11 +148,15 @@ func (b *Batcher) Close() { closeOwned(b.h, b.cleanup) }
 // Call makes one request through the batcher and returns its share of the
 // batch's result, with the arguments and the context of Object.Call: the
 // context's deadline and cancellation bound the request, its wait for a
-// batch included. A request stopped before its batch runs is dropped from
-// it; one stopped while its batch runs returns at once, and the batch runs
-// on for the others. Its CallOptions' model and request ids reach operator
-// callbacks (the first request's model id, the batch's request ids joined
-// by ','); its pinned interpreter is ignored.
+// batch included, and Call returns when the context is done, with an error
+// matching context.DeadlineExceeded or context.Canceled. A request stopped
+// before its batch runs is dropped from it when the batch forms (it still
+// counts towards MaxBatch until then); one stopped while its batch runs
+// leaves the batch running for the others. A tensor of NewTensorNoCopy
+// stays lent until the request is dropped or its batch has run. The
+// CallOptions' model and request ids reach operator callbacks (the first
+// request's model id, the batch's request ids joined by ','); a pinned
+// interpreter is ignored.
 func (b *Batcher) Call(ctx context.Context, args ...any) (any, error) {
 	return b.CallKw(ctx, args, nil)
 }
@@ -165,8 +169,10 @@ func (b *Batcher) Call(ctx context.Context, args ...any) (any, error) {
 // channel, not in C, so the dozens of requests waiting for a batch to fill
 // hold no OS threads and no Ps. Blocked in C, each would hold its thread,
 // and its P until the scheduler retook it (docs/go.md, "Long calls and the
-// Go scheduler"). The context still cancels the request through its C
-// cancel token, so C drops it from its batch and completes it at once.
+// Go scheduler"). The context also cancels the request through its C
+// cancel token (and bounds it by its deadline), so C drops it from its
+// batch, and the goroutine returns when the context is done without
+// waiting for that (pendingCall.wait).
 func (b *Batcher) CallKw(ctx context.Context, args []any, kwargs any) (any, error) {
 	scope, err := beginCall(ctx)
 	if err != nil {
@@ -178,7 +184,10 @@ func (b *Batcher) CallKw(ctx context.Context, args []any, kwargs any) (any, erro
 	if err != nil {
 		return nil, finish(ctx, err)
 	}
-	r := call.wait()
+	r, err := call.wait(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if err := statusError(r.status); err != nil {
 		return nil, finish(ctx, err)
 	}

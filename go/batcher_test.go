@@ -450,15 +450,17 @@ func TestBatcherBadInput(t *testing.T) {
 	}
 }
 
-// A request's context bounds it while it waits for its batch: a deadline,
-// a cancel, a context already done; one stopped before its batch runs is
-// dropped from it, and the batch runs for the others.
+// A request's context bounds it while it waits for its batch: a deadline
+// and a cancel return at once (long before MaxWait), a context already
+// done submits nothing; one stopped before its batch runs is dropped from
+// it, and the batch runs for the others.
 func TestBatcherContext(t *testing.T) {
 	pool := newPool(t, PoolOptions{Interpreters: 2})
 	model := loadModel(t, pool, "batching.pt")
 	rows := newBatcher(t, model, "rows", BatcherOptions{MaxBatch: 4, MaxWait: longWait})
 	x := rowsOf(t, 1, 4, 0)
 	defer x.Close()
+	abandoned := abandonedCalls.Load()
 
 	ctx, cancel := context.WithTimeout(bg, 200*time.Millisecond)
 	start := time.Now()
@@ -480,17 +482,23 @@ func TestBatcherContext(t *testing.T) {
 	_, err = rows.Call(ctx, x) // already cancelled: nothing submitted
 	expectStopped(t, "cancelled before", err, 0, hangBound, context.Canceled, CodeCancelled)
 
-	// A cancelled request leaves its batch: with it, three requests and
-	// then two more would make a full batch of 4 with one left over, which
-	// waits for longWait; without it, the four make exactly one.
+	// The stopped requests wait in their batch's slot in C until it forms:
+	// Close sends it, they are dropped from it, and their late outcomes are
+	// freed (discard).
+	rows.Close()
+	eventually(t, "the abandoned outcomes freed", func() bool { return abandonedCalls.Load() >= abandoned+2 })
+
+	// A cancelled request is dropped from its batch: of three requests in
+	// one batch, one cancelled, the other two run in a batch of 2 rows.
+	rows = newBatcher(t, model, "rows", BatcherOptions{MaxBatch: 4, MaxWait: time.Second})
 	ctx, cancel = context.WithCancel(bg)
 	dropped := make(chan error, 1)
 	go func() {
 		_, err := rows.Call(ctx, x)
 		dropped <- err
 	}()
-	results := make(chan []float32, 4)
-	errs := make(chan error, 4)
+	results := make(chan []float32, 2)
+	errs := make(chan error, 2)
 	request := func() {
 		out, err := rows.Call(bg, x)
 		if err != nil {
@@ -506,18 +514,16 @@ func TestBatcherContext(t *testing.T) {
 	}
 	go request()
 	go request()
-	time.Sleep(200 * time.Millisecond) // the three wait in one batch
+	time.Sleep(100 * time.Millisecond) // the three wait in one batch
 	cancel()
 	if err := <-dropped; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the dropped request: %v", err)
 	}
-	go request()
-	go request()
-	for i := 0; i < 4; i++ {
+	for i := 0; i < 2; i++ {
 		select {
 		case got := <-results:
-			if !reflect.DeepEqual(got, []float32{4}) {
-				t.Errorf("a request saw a batch of %v rows, want 4", got)
+			if !reflect.DeepEqual(got, []float32{2}) {
+				t.Errorf("a request saw a batch of %v rows, want 2", got)
 			}
 		case err := <-errs:
 			t.Errorf("a request failed: %v", err)

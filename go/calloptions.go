@@ -169,10 +169,13 @@ func finish(ctx context.Context, err error) error {
 }
 
 // stoppedBy is the error of a call its context stopped before it started.
-func stoppedBy(cause error) error {
+func stoppedBy(cause error) error { return stoppedWhen(cause, "before the call started") }
+
+// stoppedWhen is the error of a call its context stopped, when says when.
+func stoppedWhen(cause error, when string) error {
 	code := CodeCancelled
 	if cause == context.DeadlineExceeded {
 		code = CodeDeadlineExceeded
 	}
-	return &Error{Code: code, Message: cause.Error() + " before the call started", cause: cause}
+	return &Error{Code: code, Message: cause.Error() + " " + when, cause: cause}
 }

@@ -14,7 +14,9 @@ package manypy
 import "C"
 
 import (
+	"context"
 	"runtime/cgo"
+	"sync/atomic"
 )
 
 // completion is the outcome of an asynchronous call, as mpgo_object_call
@@ -40,8 +42,43 @@ func newPendingCall() *pendingCall {
 // completion will never run, so the handle is deleted here.
 func (p *pendingCall) refused() { p.handle.Delete() }
 
-// wait returns the outcome once the completion has run.
-func (p *pendingCall) wait() completion { return <-p.done }
+// wait returns the outcome once the completion has run, or the context's
+// error if ctx is done first. The call's C options carry the
+// same deadline and cancel token, but C may complete a stopped call only
+// later (a Batcher drops a stopped request when its batch forms, which may
+// be MaxWait later): the goroutine does not wait for that, and the late
+// outcome is freed when it comes (discard).
+func (p *pendingCall) wait(ctx context.Context) (completion, error) {
+	if ctx == nil {
+		return <-p.done, nil
+	}
+	select {
+	case r := <-p.done:
+		return r, nil
+	case <-ctx.Done():
+		select {
+		case r := <-p.done: // it completed too: keep its outcome
+			return r, nil
+		default:
+		}
+		go discard(p.done)
+		return completion{}, stoppedWhen(ctx.Err(), "before the call completed")
+	}
+}
+
+// discard frees the outcome of a call nobody waits for any more.
+func discard(done chan completion) {
+	r := <-done
+	C.manypy_status_free(r.status)
+	C.manypy_value_free(r.value)
+	if r.tensor != nil {
+		C.manypy_tensor_release(r.tensor)
+	}
+	abandonedCalls.Add(1)
+}
+
+// abandonedCalls counts the outcomes discard freed (for the tests).
+var abandonedCalls atomic.Int64
 
 // mpgoCallDone is the completion of every asynchronous call (glue.c's
 // call_done): it runs once per accepted call, on a thread of the library's,
