@@ -24,8 +24,8 @@ import (
 // The service with -batch, serving batching.pt (forward(x) = x*2+1;
 // rows(x) gives each row its batch's row count): 16 concurrent clients
 // each get their own rows back from batched forward calls; a request with
-// a method bypasses the batcher; /metrics has the pool's gauges; the load
-// test's batched mode runs.
+// a method bypasses the batcher; /metrics has the pool's gauges and the
+// batch sizes.
 func TestBatchedServiceOverHTTP(t *testing.T) {
 	dir := archives(t)
 	cfg := config{Archive: filepath.Join(dir, "batching.pt"), ModelID: "batching",
@@ -92,6 +92,16 @@ func TestBatchedServiceOverHTTP(t *testing.T) {
 		if f == nil || len(f.GetMetric()) != 1 || f.GetMetric()[0].GetLabel()[0].GetValue() != "batching" {
 			t.Errorf("%s: %v", name, f)
 		}
+	}
+	// The batches the 64 forward requests made, by the batcher's name.
+	var batched uint64
+	for _, m := range families["manypy_batch_size"].GetMetric() {
+		if m.GetLabel()[0].GetValue() == "batching" {
+			batched = uint64(m.GetHistogram().GetSampleSum())
+		}
+	}
+	if batched < 64 {
+		t.Errorf("manypy_batch_size{batcher=\"batching\"} counts %d rows, want at least 64", batched)
 	}
 
 	stop()
