@@ -719,7 +719,11 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_package_load_pickle(
  * are not stopped; give them a deadline or a cancel token to bound the
  * wait). A call must not start with this handle concurrently with, or
  * after, this free. Then the replica in every interpreter is dropped; the
- * package and pool stay alive while other handles hold them. */
+ * package and pool stay alive while other handles hold them. Asynchronous
+ * calls and batchers hold the object too (manypy_object_call_async): while
+ * any does, this returns at once, and the last of them unloads the object
+ * when it completes (on manypy's completion thread if it completes on one
+ * of manypy's threads). */
 MANYPY_API void manypy_object_free(manypy_object* object);
 
 /* A cancel token: created by the caller, cancelled from any thread, and
@@ -967,6 +971,8 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_script_load_file_trusted(
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_script_load_bytes_trusted(
     const void* data, size_t size, const manypy_archive_trust* trust,
     manypy_script_module** out_module);
+/* Frees the handle. Accepts NULL. Asynchronous calls in flight hold the
+ * module, which goes when the last of them completes. */
 MANYPY_API void manypy_script_free(manypy_script_module* module);
 
 /* Calls `method` (NULL: forward) with the same value conventions as

@@ -29,6 +29,9 @@ namespace manypy::dispatch {
 // `error` is not null. Called exactly once; must not throw.
 using Done = std::function<void(Value* value, Error* error)>;
 
+// A job that is queued is owned through shared_ptrs (its queue, the thread
+// that runs it, the completion thread); one run on the calling thread
+// (Lane::run_here) may live on that thread's stack.
 class Job : public std::enable_shared_from_this<Job> {
  public:
   // Starts the stop's clock when `limits` bound the call; throws the

@@ -37,12 +37,13 @@ void Lane::post(std::shared_ptr<Job> job) {
 }
 
 Value Lane::run_on_home(const Work& work) {
-  auto job = std::make_shared<SyncJob>(CallLimits{}, 0, work);
   if (on_manypy_thread()) {
-    run_here(*job);
-  } else {
-    post(job);
+    SyncJob job(CallLimits{}, 0, work);
+    run_here(job);
+    return job.wait();
   }
+  auto job = std::make_shared<SyncJob>(CallLimits{}, 0, work);
+  post(job);
   return job->wait();
 }
 
