@@ -55,10 +55,11 @@ func testQueueLimit(t *testing.T, mode ThreadMode) {
 	must(batcher.Call(bg, x)).(*Tensor).Close()
 	eventually(t, "an idle pool", func() bool { return pool.Queued() == 0 && pool.InFlight() == 0 })
 
-	// One call runs, one waits: the queue is full.
-	running := sleepIn(stuck, 1.5)
+	// One call runs, one waits: the queue is full. (Seconds long, so that
+	// the checks below see it so even on a loaded machine under -race.)
+	running := sleepIn(stuck, 3.0)
 	eventually(t, "the sleep running", func() bool { return pool.InFlight() == 1 })
-	waiting := sleepIn(stuck, 1.0)
+	waiting := sleepIn(stuck, 2.5)
 	eventually(t, "a call queued behind it", func() bool { return pool.Queued() == 1 })
 	if n := pool.InFlight(); n != 2 {
 		t.Errorf("in flight with one running and one queued: %d", n)
@@ -84,7 +85,7 @@ func testQueueLimit(t *testing.T, mode ThreadMode) {
 	for _, c := range []struct {
 		done chan sleepResult
 		want float64
-	}{{running, 1.5}, {waiting, 1.0}} {
+	}{{running, 3.0}, {waiting, 2.5}} {
 		r := <-c.done
 		if r.err != nil || r.value != c.want {
 			t.Errorf("admitted sleep(%v): %v, %v", c.want, r.value, r.err)

@@ -490,7 +490,9 @@ func TestBatcherContext(t *testing.T) {
 
 	// A cancelled request is dropped from its batch: of three requests in
 	// one batch, one cancelled, the other two run in a batch of 2 rows.
-	rows = newBatcher(t, model, "rows", BatcherOptions{MaxBatch: 4, MaxWait: time.Second})
+	// (MaxWait is far above the time the three take to come and the cancel,
+	// even on a loaded machine under cgocheck2.)
+	rows = newBatcher(t, model, "rows", BatcherOptions{MaxBatch: 4, MaxWait: 5 * time.Second})
 	ctx, cancel = context.WithCancel(bg)
 	dropped := make(chan error, 1)
 	go func() {

@@ -79,9 +79,9 @@ manypy_pool_queued_calls{pool="main"} ` + strconv.Itoa(queued) + `
 	}
 	// In DIRECT mode the second runs while the first sleeps (time.sleep
 	// releases the GIL) but counts as waiting until it completes.
-	go sleep(2.0)
+	go sleep(3.0)
 	waitFor(t, "the sleep running", func() bool { return pool.InFlight() == 1 })
-	go sleep(1.0)
+	go sleep(2.5)
 	waitFor(t, "a call queued", func() bool { return pool.Queued() == 1 })
 	expect(1, 2)
 	for i := 0; i < 2; i++ {
