@@ -119,7 +119,8 @@ func TestCollectorBatchSizes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer model.Close()
-	const name = "collector_test_batches"
+	// The histograms are the process's: a name of this run's own.
+	name := "collector_test_" + strconv.FormatInt(time.Now().UnixNano(), 10)
 	batcher, err := model.NewBatcher("", manypy.BatcherOptions{MaxBatch: 8, MaxWait: time.Minute, Name: name})
 	if err != nil {
 		t.Fatal(err)
