@@ -1,6 +1,8 @@
 package manypy
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -135,4 +137,49 @@ func benchmarkFrom(b *testing.B, goroutines int, x *Tensor, call func(*Tensor) (
 	slices.Sort(latencies)
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "calls/s")
 	b.ReportMetric(float64(latencies[b.N*99/100].Microseconds())/1000, "p99-ms")
+}
+
+// The cost of a call the queue limit refuses, from Go: a pool of 1
+// interpreter with a queue limit of 1, busy with one call and one waiting
+// (stuck.pt's spin, stopped at the end), then b.N calls that each get
+// ErrOverloaded. Reports the p50 and p99 of one refusal.
+func BenchmarkOverloadedRefusal(b *testing.B) {
+	pool := newPool(b, PoolOptions{Interpreters: 1, QueueLimit: 1})
+	model := loadModel(b, pool, "stuck.pt")
+	x := must(NewTensor([]float32{1, 2}))
+	defer x.Close()
+	must(model.Call(bg, x)).(*Tensor).Close()
+	busy, stop := context.WithCancel(bg)
+	done := make(chan error, 2)
+	for i := 0; i < 2; i++ {
+		go func() {
+			_, err := model.CallMethod(busy, "spin")
+			done <- err
+		}()
+		for deadline := time.Now().Add(20 * time.Second); pool.InFlight() < i+1; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				b.Fatal("the pool did not get busy")
+			}
+		}
+	}
+	latencies := make([]time.Duration, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		_, err := model.Call(bg, x)
+		latencies[i] = time.Since(t0)
+		if !errors.Is(err, ErrOverloaded) {
+			b.Fatalf("call %d: %v, want ErrOverloaded", i, err)
+		}
+	}
+	b.StopTimer()
+	stop()
+	for i := 0; i < 2; i++ {
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			b.Errorf("the spin: %v", err)
+		}
+	}
+	slices.Sort(latencies)
+	b.ReportMetric(float64(latencies[b.N/2].Nanoseconds())/1000, "p50-us")
+	b.ReportMetric(float64(latencies[b.N*99/100].Nanoseconds())/1000, "p99-us")
 }
