@@ -29,15 +29,16 @@ source "$root/scripts/env.sh"
 #   libraries);
 # - install_consumer: `cmake --install` and the consumer, which
 #   install_tarball runs on the same install rules through CPack;
-# - sample_java, sample_rust: the Java and Rust samples drive the bindings
-#   that java_tests and rust_tests test in this leg (the C samples, the Go
-#   HTTP sample and the demo run);
+# - sample_java*, sample_rust*: the Java and Rust samples (synchronous and
+#   asynchronous) drive the bindings that java_tests and rust_tests test in
+#   this leg (the C samples, the Go HTTP sample and the demo run);
 # - rust_clippy, go_vet*: lints of the same sources;
 # - go_fuzz_values, go_test_cgocheck2: Go-side value fuzzing and pointer
 #   checks, the same code as in the first leg (go_test_race runs);
-# - bench_*_vs_c_quick: the bindings' side-by-side benchmarks' smoke runs,
-#   whose calls the binding suites and the C API suites make in this leg.
-torch2_exclude='^(go_install_build|install_consumer|sample_java|sample_rust|rust_clippy|go_vet.*|go_fuzz_values|go_test_cgocheck2|bench_.*_vs_c_quick)$'
+# - bench_*_vs_c_quick, bench_*async_quick: the side-by-side benchmarks'
+#   smoke runs, whose calls the binding suites and the C API suites
+#   (capi_async, capi_batching, capi_async_stress) make in this leg.
+torch2_exclude='^(go_install_build|install_consumer|sample_java.*|sample_rust.*|rust_clippy|go_vet.*|go_fuzz_values|go_test_cgocheck2|bench_.*_vs_c_quick|bench_.*async_quick)$'
 
 status=0
 run_ctest() {

@@ -1024,10 +1024,10 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_script_call_async(
  *    that are not tensors are given to each request as they are.
  *  - An error fails every request of its batch with that error.
  *  - A request's deadline, timeout and cancel token bound it: a request
- *    stopped before its batch runs is dropped from it, and completes with
- *    its stop's status; one stopped while its batch runs completes with it
- *    too (the batch runs on for the others, bound by the latest deadline
- *    among its requests). Its context (model and request ids) is given to
+ *    stopped while it waits for its batch is dropped at once, and completes
+ *    with its stop's status; one stopped while its batch runs completes
+ *    with it too (the batch runs on for the others, bound by the latest
+ *    deadline among its requests). Its context (model and request ids) is given to
  *    operator callbacks: the first request's model id, and the request ids
  *    joined by ','. The call options' interpreter is ignored.
  *  - The pool's queue limit applies to requests as they come.

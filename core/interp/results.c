@@ -354,7 +354,7 @@ int mpi_result_own_tensors(mpi_result* r) {
   return 0;
 }
 
-static void release(mpi_result* r) {
+static void release_result(mpi_result* r) {
   for (size_t k = 0; k < r->count; k++) {
     event* e = &r->events[k];
     if (e->op == EVENT_VALUE && e->value.kind == MPI_VALUE_TENSOR && e->value.tensor != NULL) {
@@ -371,7 +371,7 @@ static void release(mpi_result* r) {
 }
 
 void mpi_result_discard(mpi_result* r) {
-  if (r != NULL) release(r);
+  if (r != NULL) release_result(r);
 }
 
 int mpi_result_send(mpi_result* r, const mpi_sink* sink) {
@@ -400,6 +400,6 @@ int mpi_result_send(mpi_result* r, const mpi_sink* sink) {
       }
     }
   }
-  release(r);
+  release_result(r);
   return rc;
 }

@@ -39,7 +39,10 @@ struct Group {
 
 }  // namespace
 
-struct Batcher::State : std::enable_shared_from_this<Batcher::State> {
+// Also the StopObserver of its requests' stops: a token cancelled while a
+// request waits for its batch pokes the batcher's thread, which drops the
+// request at once, as it does one whose deadline passes.
+struct Batcher::State final : std::enable_shared_from_this<Batcher::State>, StopObserver {
   std::shared_ptr<ReplicatedObject> object;
   std::optional<std::string> method;
   BatcherOptions options;
@@ -51,6 +54,13 @@ struct Batcher::State : std::enable_shared_from_this<Batcher::State> {
   bool closing = false;
 
   void add(std::unique_ptr<Request> request, const std::string& signature);
+  void poke() noexcept override {
+    { std::lock_guard<std::mutex> lock(mu); }
+    cv.notify_one();
+  }
+  // Takes the requests stopped while they wait out of their groups, and
+  // returns when the next waiting one's deadline comes. Under mu.
+  int64_t drop_stopped(int64_t now, Requests& stopped);
   void run();
   void run_batch(Group group);
   static void complete(const Requests& requests, int dim, Value* result, Error* error);
@@ -75,12 +85,39 @@ void Batcher::State::add(std::unique_ptr<Request> request, const std::string& si
   cv.notify_one();
 }
 
+int64_t Batcher::State::drop_stopped(int64_t now, Requests& stopped) {
+  int64_t next = CallStop::kNoDeadline;
+  for (auto it = filling.begin(); it != filling.end();) {
+    Group& group = it->second;
+    Requests kept;
+    for (std::unique_ptr<Request>& r : group.requests) {
+      if (r->stop && r->stop->check(now) != 0) {
+        group.rows -= r->rows;
+        stopped.push_back(std::move(r));
+      } else {
+        if (r->stop) next = std::min(next, r->stop->deadline_ns());
+        kept.push_back(std::move(r));
+      }
+    }
+    group.requests = std::move(kept);
+    it = group.requests.empty() ? filling.erase(it) : std::next(it);
+  }
+  return next;
+}
+
 void Batcher::State::run() {
   dispatch::set_this_thread_kind(dispatch::ThreadKind::kBatcher);
   std::unique_lock<std::mutex> lock(mu);
   for (;;) {
     const int64_t now = monotonic_ns();
-    int64_t next = CallStop::kNoDeadline;
+    Requests stopped;
+    int64_t next = drop_stopped(now, stopped);
+    if (!stopped.empty()) {
+      lock.unlock();
+      for (const auto& r : stopped) r->fail(r->stop->error("while it waited for its batch"));
+      lock.lock();
+      continue;
+    }
     for (auto it = filling.begin(); it != filling.end();) {
       if (closing || it->second.due_ns <= now) {
         due.push_back(std::move(it->second));
@@ -151,7 +188,9 @@ void Batcher::State::run_batch(Group group) {
     const int dim = options.batch_dim;
     object->call_async(call, method ? &*method : nullptr, &batch_args,
                        batch_kwargs ? &*batch_kwargs : nullptr,
-                       [requests, dim](Value* result, Error* error) {
+                       // The state outlives the requests' stops, which
+                       // may poke it (State::poke).
+                       [state = shared_from_this(), requests, dim](Value* result, Error* error) {
                          complete(*requests, dim, result, error);
                        });
   } catch (const Error& e) {
@@ -222,14 +261,17 @@ void Batcher::call_async(const CallOptions& options, const Value* args, const Va
   const Value no_args = Value::container(ValueKind::kTuple);
   const Value& positional = args ? *args : no_args;
   const BatchShape shape = batch_shape(positional, kwargs, state_->options.batch_dim);
-  if (state_->object->pool().dispatcher().chooser().at_queue_limit()) {
-    throw Error(Code::kOverloaded,
-                "the pool is overloaded: its queue limit of calls already wait for an "
-                "interpreter; the request was refused without running");
+  const dispatch::Chooser& chooser = state_->object->pool().dispatcher().chooser();
+  if (chooser.at_queue_limit()) {
+    throw Error(Code::kOverloaded, "the pool is overloaded: " +
+                                       std::to_string(chooser.queue_limit()) +
+                                       " calls already wait for an interpreter (its queue "
+                                       "limit); the request was refused without running");
   }
   auto request = std::make_unique<Request>();
   if (options.limits.bounded()) {
     request->stop = std::make_unique<CallStop>(options.limits, CallStop::kDefaultGraceNs);
+    request->stop->watch.watchdog.store(state_.get(), std::memory_order_release);
   }
   request->args = positional.clone();
   if (kwargs) request->kwargs.emplace(kwargs->clone());

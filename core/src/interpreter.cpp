@@ -62,7 +62,7 @@ void Interpreter::retire(const std::string& why) {
   healthy_.store(false, std::memory_order_release);
 }
 
-void Interpreter::run_here(const Call& call, Outcome& outcome) {
+void Interpreter::enter(const Call& call, Outcome& outcome) {
   ns_->prepare_thread();
   mpi_sink sink = outcome.sink();
   if (call(ns_->api(), sink) != MPI_OK && !outcome.error) {
@@ -76,7 +76,7 @@ Value Interpreter::run(const Call& call, CallStop* stop) {
   }
   Outcome outcome(ns_.get());
   if (stop) stop->in_interpreter.store(true, std::memory_order_seq_cst);
-  run_here(call, outcome);
+  enter(call, outcome);
   if (stop != nullptr) {
     const std::string retire_reason = stop->retire_reason();
     if (!retire_reason.empty()) {

@@ -125,7 +125,7 @@ class Interpreter {
   // Runs a step that cannot fail usefully (closing, dropping, removing),
   // swallowing any error.
   void run_clean_up(const std::function<void(const manypy_interp_api&)>& step) noexcept;
-  void run_here(const Call& call, Outcome& outcome);
+  void enter(const Call& call, Outcome& outcome);
 
   const unsigned slot_;
   const isolation::KeyBands& keys_;

@@ -5,6 +5,8 @@
  *
  *   capi_exit_live_pools return       main returns 0 without destroying the pool
  *   capi_exit_live_pools thread-exit  a non-main pthread calls exit(0)
+ *   capi_exit_live_pools async        main returns 0 while asynchronous calls
+ *                                     run and wait in both interpreters
  *
  * Not a cmocka program: cmocka's runner would own the exit path under test.
  * run_exit_live_pools.sh checks the exit code and the marker lines:
@@ -86,13 +88,51 @@ static void* exiting_thread(void* arg) {
   exit(0);
 }
 
+static void ignore_outcome(void* user_data, manypy_value* result, manypy_status* status) {
+  (void)user_data;
+  manypy_value_free(result);
+  manypy_status_free(status);
+}
+
+/* Queues 200 calls of stuck.pt's sleep(0.05) (10 s of work): the process
+ * exits while one runs in each interpreter and the rest wait. */
+static void queue_async_calls(manypy_pool* pool) {
+  manypy_package* package = NULL;
+  manypy_status* s = manypy_package_load_file(pool, MANYPY_ARCHIVES_DIR "/stuck.pt", &package);
+  if (s != NULL) fail("stuck.pt", s);
+  manypy_object* stuck = NULL;
+  s = manypy_package_load_pickle(package, "model", "model.pkl", &stuck);
+  if (s != NULL) fail("load_pickle", s);
+  manypy_value* args = manypy_value_new_tuple();
+  s = manypy_value_append(args, manypy_value_new_double(0.05));
+  if (s != NULL) fail("append", s);
+  for (int k = 0; k < 200; ++k) {
+    s = manypy_object_call_async(stuck, "sleep", args, NULL, NULL, ignore_outcome, NULL);
+    if (s != NULL) fail("manypy_object_call_async", s);
+  }
+  manypy_value_free(args);
+  usleep(100 * 1000); /* both interpreters are inside a call */
+  if (manypy_pool_in_flight(pool) < 150) {
+    fprintf(stderr, "capi_exit_live_pools[async]: only %zu calls in flight\n",
+            manypy_pool_in_flight(pool));
+    exit(2);
+  }
+}
+
 int main(int argc, char** argv) {
-  if (argc != 2 || (strcmp(argv[1], "return") != 0 && strcmp(argv[1], "thread-exit") != 0)) {
-    fprintf(stderr, "usage: %s return|thread-exit\n", argv[0]);
+  if (argc != 2 || (strcmp(argv[1], "return") != 0 && strcmp(argv[1], "thread-exit") != 0 &&
+                    strcmp(argv[1], "async") != 0)) {
+    fprintf(stderr, "usage: %s return|thread-exit|async\n", argv[0]);
     return 2;
   }
   g_mode = argv[1];
   manypy_pool* pool = make_live_pool();
+  if (strcmp(g_mode, "async") == 0) {
+    queue_async_calls(pool);
+    printf("capi_exit_live_pools[async]: reached exit\n");
+    fflush(stdout);
+    return 0; /* the calls are deliberately left running and queued */
+  }
   if (strcmp(g_mode, "return") == 0) {
     printf("capi_exit_live_pools[return]: reached exit\n");
     fflush(stdout);

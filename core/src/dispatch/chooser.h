@@ -68,6 +68,7 @@ class Chooser {
   size_t queued() const { return queued_.load(std::memory_order_relaxed); }
   // Whether a call that would wait is refused right now.
   bool at_queue_limit() const { return queue_limit_ != 0 && queued() >= queue_limit_; }
+  size_t queue_limit() const { return queue_limit_; }
   size_t in_flight() const { return in_flight_.load(std::memory_order_relaxed); }
   // Calls admitted on interpreter `index` and not complete.
   int load(size_t index) const { return slots_.at(index)->load.load(); }

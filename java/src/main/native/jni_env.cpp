@@ -81,8 +81,11 @@ extern "C" JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM* vm, void*) {
   g_dispatch.export_hook = env->GetStaticMethodID(type, "exportHook", "(Ljava/lang/Object;)J");
   g_dispatch.verify_archive =
       env->GetStaticMethodID(type, "verifyArchive", "(Ljava/lang/Object;[B[B)Z");
+  g_dispatch.call_done = env->GetStaticMethodID(type, "callDone", "(Ljava/lang/Object;JJ)V");
+  g_dispatch.call_lost =
+      env->GetStaticMethodID(type, "callLost", "(Ljava/lang/Object;Ljava/lang/Throwable;)V");
   if (!g_dispatch.op_event || !g_dispatch.api_usage || !g_dispatch.export_hook ||
-      !g_dispatch.verify_archive) {
+      !g_dispatch.verify_archive || !g_dispatch.call_done || !g_dispatch.call_lost) {
     return JNI_ERR;
   }
   manypy_jni::g_vm = vm;

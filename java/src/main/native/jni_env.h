@@ -22,6 +22,8 @@ struct Dispatch {
   jmethodID api_usage;   /* (Object, byte[])V */
   jmethodID export_hook; /* (Object)J */
   jmethodID verify_archive; /* (Object, byte[], byte[])Z */
+  jmethodID call_done;      /* (Object, long, long)V: an asynchronous call's outcome */
+  jmethodID call_lost;      /* (Object, Throwable)V: what escaped call_done */
 };
 const Dispatch& dispatch();
 

@@ -90,6 +90,35 @@ manypy_status* manypy_jni_archive_trust_set_verifier(JNIEnv* jenv, manypy_archiv
  * its trust goes. For the tests. */
 int64_t manypy_jni_archive_verifiers_held(void);
 
+/* ---- asynchronous calls ------------------------------------------------- */
+/* manypy_object_call_async, manypy_script_call_async and
+ * manypy_batcher_call_async with `completion` (an org.manypy.AsyncCall) as
+ * the callback, held by a JNI global reference until the call completes.
+ * The completion runs on a manypy thread, attached to the JVM once as a
+ * daemon (jni_env.h); it calls CallbackDispatch.callDone(completion, result,
+ * status), which reads the outcome (borrowed), and then frees the outcome
+ * and the reference itself, whatever Java did: nothing leaks and nothing is
+ * freed twice. A Throwable that escapes callDone is handed to
+ * CallbackDispatch.callLost, so the future still completes. A refused call
+ * (a status returned) releases the reference at once: it never completes. */
+manypy_status* manypy_jni_object_call_async(JNIEnv* jenv, manypy_object* object,
+                                            const char* method, const manypy_value* args,
+                                            const manypy_value* kwargs,
+                                            const manypy_call_options* options,
+                                            jobject completion);
+manypy_status* manypy_jni_script_call_async(JNIEnv* jenv, manypy_script_module* module,
+                                            const char* method, const manypy_value* args,
+                                            const manypy_value* kwargs,
+                                            const manypy_call_options* options,
+                                            jobject completion);
+manypy_status* manypy_jni_batcher_call_async(JNIEnv* jenv, manypy_batcher* batcher,
+                                             const manypy_value* args, const manypy_value* kwargs,
+                                             const manypy_call_options* options,
+                                             jobject completion);
+/* Asynchronous calls accepted and not yet completed (their global
+ * references not yet released). For the tests: every completion arrives. */
+int64_t manypy_jni_async_calls_pending(void);
+
 /* ---- profiler snapshots ------------------------------------------------- */
 jbyteArray manypy_jni_profile_entry_model(JNIEnv* jenv, const manypy_profile_entry* entries,
                                           size_t index);

@@ -21,6 +21,10 @@
  * pool settings: manypy_pool_options_set_stop_grace (int64_t nanoseconds,
  * a long) and manypy_pool_check_interpreter (a status, a long), which
  * PoolOptions.stopGrace and Pool.checkInterpreter call.
+ * Admission control and the batcher are wrapped as declared too
+ * (manypy_pool_options_set_queue_limit, manypy_pool_queued/_in_flight,
+ * manypy_batcher_options_*, manypy_batcher_new/_free/_call): size_t is a
+ * long, a manypy_batcher** a long[1].
  */
 %module ManypyNative
 
@@ -60,7 +64,8 @@
   const manypy_value** out_item, manypy_pool** out_pool,
   manypy_package** out_package, manypy_object** out_object,
   manypy_script_module** out_module, manypy_profiler** out_profiler,
-  manypy_profile_entry** out_entries, manypy_tensor** out_tensor
+  manypy_profile_entry** out_entries, manypy_tensor** out_tensor,
+  manypy_batcher** out_batcher
 };
 
 /* Scalar out-parameters: a one-element Java array. */
@@ -156,6 +161,12 @@ MANYPY_OUT_SCALAR(double, jdouble, jdoubleArray, double[], SetDoubleArrayRegion)
 %ignore manypy_op_callback_fn;
 %ignore manypy_api_usage_fn;
 %ignore manypy_export_hook_fn;
+/* Asynchronous calls take a C callback: the glue's manypy_jni_*_call_async
+ * register a Java completion instead (jni_async.cpp). */
+%ignore manypy_call_done_fn;
+%ignore manypy_object_call_async;
+%ignore manypy_script_call_async;
+%ignore manypy_batcher_call_async;
 
 %include "manypy.h"
 %include "jni_glue.h"

@@ -12,7 +12,8 @@ import org.manypy.internal.ManypyNative;
  * {@link ReplicatedObject#getAttr(String, CallOptions)}, {@link
  * ScriptModule#call(String, java.util.List, java.util.Map, CallOptions)},
  * {@link Pool#exec(String, CallOptions)} and {@link Pool#eval(String,
- * CallOptions)}.
+ * CallOptions)}, to the callAsync forms of the calls (a timeout then runs
+ * from submission), and to {@link Batcher} requests.
  * Configure before sharing: once set up, one CallOptions may serve any number
  * of threads at once.
  *
@@ -30,6 +31,17 @@ import org.manypy.internal.ManypyNative;
  * Pool#checkInterpreter(int)}). See docs/java.md.
  */
 public final class CallOptions extends NativeResource {
+  // What the setters gave the native options, kept here too: an
+  // asynchronous call needs native options of its own (its own cancel
+  // token, for Future.cancel), and the C API has no copy of options. Set
+  // before sharing, as the native ones.
+  private int interpreter = Pool.ANY_INTERPRETER;
+  private long timeoutNanos; // 0: none
+  private long deadlineNanos; // 0: none; at most one of the two is set
+  private CancelToken token;
+  private String modelId;
+  private String requestId;
+
   public CallOptions() {
     super(NativeLibrary.newHandle(ManypyNative::manypy_call_options_new),
         ManypyNative::manypy_call_options_free, "CallOptions");
@@ -46,6 +58,7 @@ public final class CallOptions extends NativeResource {
   /** Pins calls to interpreter `index` of the pool, or Pool.ANY_INTERPRETER. */
   public CallOptions interpreter(int index) {
     check(options -> ManypyNative.manypy_call_options_set_interpreter(options, index));
+    interpreter = index;
     return this;
   }
 
@@ -62,6 +75,8 @@ public final class CallOptions extends NativeResource {
     }
     long nanos = saturatedNanos(timeout);
     check(options -> ManypyNative.manypy_call_options_set_timeout(options, nanos));
+    timeoutNanos = nanos;
+    deadlineNanos = 0;
     return this;
   }
 
@@ -76,6 +91,8 @@ public final class CallOptions extends NativeResource {
    */
   public CallOptions deadlineNanos(long monotonicNanos) {
     check(options -> ManypyNative.manypy_call_options_set_deadline(options, monotonicNanos));
+    deadlineNanos = monotonicNanos;
+    timeoutNanos = 0;
     return this;
   }
 
@@ -88,13 +105,55 @@ public final class CallOptions extends NativeResource {
     check(options -> token == null
         ? ManypyNative.manypy_call_options_set_cancel_token(options, 0)
         : token.with(t -> ManypyNative.manypy_call_options_set_cancel_token(options, t)));
+    this.token = token;
     return this;
   }
 
   /** The context operator callbacks report for calls with these options (null is ""). */
   public CallOptions context(String modelId, String requestId) {
     check(options -> ManypyNative.manypy_call_options_set_context(options, modelId, requestId));
+    this.modelId = modelId;
+    this.requestId = requestId;
     return this;
+  }
+
+  /** The cancel token of `options` (null: none, or no options). */
+  static CancelToken tokenOf(CallOptions options) {
+    return options == null ? null : options.token;
+  }
+
+  /**
+   * New native options (the caller's to free) for one asynchronous call:
+   * the settings of `options` (null: the defaults), with `callToken`, the
+   * call's own native cancel token, in place of theirs (which reaches the
+   * call through {@link CancelToken#link}). Throws IllegalStateException if
+   * `options` is closed, as a synchronous call would.
+   */
+  static long forAsyncCall(CallOptions options, long callToken) {
+    long made = allocated(ManypyNative.manypy_call_options_new());
+    try {
+      if (options != null) options.with(open -> options.copyTo(made));
+      Status.check(ManypyNative.manypy_call_options_set_cancel_token(made, callToken));
+      return made;
+    } catch (RuntimeException | Error e) {
+      ManypyNative.manypy_call_options_free(made);
+      throw e;
+    }
+  }
+
+  private Void copyTo(long native_) {
+    if (interpreter != Pool.ANY_INTERPRETER) {
+      Status.check(ManypyNative.manypy_call_options_set_interpreter(native_, interpreter));
+    }
+    if (timeoutNanos != 0) {
+      Status.check(ManypyNative.manypy_call_options_set_timeout(native_, timeoutNanos));
+    } else if (deadlineNanos != 0) {
+      Status.check(ManypyNative.manypy_call_options_set_deadline(native_, deadlineNanos));
+    }
+    if (modelId != null || requestId != null) {
+      Status.check(ManypyNative.manypy_call_options_set_context(native_, modelId, requestId));
+    }
+    return null;
   }
 
   /** A duration in nanoseconds, clamped to the range of a long instead of overflowing. */

@@ -45,6 +45,27 @@ final class CallbackDispatch {
     }
   }
 
+  /**
+   * An asynchronous call's outcome (jni_async.cpp), on a manypy thread: `result` or
+   * `status` (the other is 0), borrowed, freed by the glue after this returns.
+   */
+  static void callDone(Object call, long result, long status) {
+    try {
+      ((AsyncCall) call).completed(result, status);
+    } catch (Throwable error) {
+      ((AsyncCall) call).lost(error);
+    }
+  }
+
+  /** A Throwable that escaped {@link #callDone}: the call's future fails with it. */
+  static void callLost(Object call, Throwable error) {
+    try {
+      ((AsyncCall) call).lost(error);
+    } catch (Throwable again) {
+      Manypy.reportCallbackError(again);
+    }
+  }
+
   /** A new native dict of the hook's files (ownership passes to manypy), or 0. */
   static long exportHook(Object hook) {
     try {

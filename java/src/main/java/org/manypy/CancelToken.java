@@ -1,5 +1,7 @@
 package org.manypy;
 
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import org.manypy.internal.ManypyNative;
 
 /**
@@ -16,6 +18,13 @@ import org.manypy.internal.ManypyNative;
  * closed token throws IllegalStateException, as every closed handle does).
  */
 public final class CancelToken extends NativeResource {
+  // Asynchronous calls run with a native token of their own (for
+  // Future.cancel), so this token reaches them through these links.
+  private final Set<AsyncCall> linked = ConcurrentHashMap.newKeySet();
+  // Set by cancel() before it cancels anything: the native token can only
+  // be cancelled through it, and a closed token can still be read here.
+  private volatile boolean cancelled;
+
   /** A new, uncancelled token. */
   public CancelToken() {
     super(NativeLibrary.newHandle(ManypyNative::manypy_cancel_token_new),
@@ -29,9 +38,25 @@ public final class CancelToken extends NativeResource {
    */
   public void cancel() {
     with(token -> {
+      cancelled = true;
       ManypyNative.manypy_cancel_token_cancel(token);
       return null;
     });
+    for (AsyncCall call : linked) call.cancelNative();
+  }
+
+  /**
+   * Makes this token cancel `call` too, at once if it is already cancelled.
+   * Either this sees the call in `linked` or the call's link sees
+   * `cancelled`: both are written before the other is read.
+   */
+  void link(AsyncCall call) {
+    linked.add(call);
+    if (cancelled) call.cancelNative();
+  }
+
+  void unlink(AsyncCall call) {
+    linked.remove(call);
   }
 
   /** Whether {@link #cancel()} was called. */

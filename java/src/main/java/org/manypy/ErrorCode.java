@@ -26,6 +26,7 @@ public enum ErrorCode {
   DEADLINE_EXCEEDED(ManypyNativeConstants.MANYPY_ERR_DEADLINE_EXCEEDED),
   CANCELLED(ManypyNativeConstants.MANYPY_ERR_CANCELLED),
   UNTRUSTED_ARCHIVE(ManypyNativeConstants.MANYPY_ERR_UNTRUSTED_ARCHIVE),
+  OVERLOADED(ManypyNativeConstants.MANYPY_ERR_OVERLOADED),
   /** A code newer than this binding. */
   UNKNOWN(-1);
 

@@ -11,7 +11,8 @@ import org.manypy.internal.ManypyNative;
  * Manypy#maxInterpreters()} in all) and start on first use (each imports
  * torch, about a second). Closing the pool gives them back, cleaned, for the
  * next pool. Thread safe: any number of threads may use one pool at once;
- * {@link #close()} waits for calls in flight.
+ * {@link #close()} waits for synchronous calls in flight, and asynchronous
+ * ones, which hold the pool, run and complete after it.
  */
 public final class Pool extends NativeResource {
   /** Lets the pool choose: a free interpreter if there is one, else the least loaded. */
@@ -55,6 +56,11 @@ public final class Pool extends NativeResource {
         Status.check(ManypyNative.manypy_pool_options_set_stop_grace(
             native_, CallOptions.saturatedNanos(options.stopGrace)));
       }
+      if (options.queueLimit < 0) {
+        throw Status.of(ErrorCode.OUT_OF_RANGE,
+            "manypy: queue limit " + options.queueLimit + " is negative (0 sets no limit)", "", "");
+      }
+      Status.check(ManypyNative.manypy_pool_options_set_queue_limit(native_, options.queueLimit));
       return createWithRetries(native_);
     } finally {
       ManypyNative.manypy_pool_options_free(native_);
@@ -86,6 +92,23 @@ public final class Pool extends NativeResource {
   /** Number of interpreters. */
   public int size() {
     return size;
+  }
+
+  /**
+   * Calls waiting for an interpreter right now: what {@link PoolOptions#queueLimit(long)}
+   * bounds. Calls through the pool's packages, objects and batchers count. For metrics, and
+   * for a caller that sheds load itself.
+   */
+  public long queued() {
+    return with(ManypyNative::manypy_pool_queued);
+  }
+
+  /**
+   * Calls admitted and not yet complete (waiting or running), asynchronous ones included.
+   * Read a moment apart from {@link #queued()}, without a lock.
+   */
+  public long inFlight() {
+    return with(ManypyNative::manypy_pool_in_flight);
   }
 
   /**

@@ -8,7 +8,7 @@ import java.util.List;
  * Options for {@link Pool#create(PoolOptions)}; plain Java, checked when the
  * pool is created. Defaults: 1 interpreter, no extra sys.path entries, 1
  * intra-op thread per interpreter, {@link ThreadMode#DIRECT}, a stop grace of
- * 100 ms. Not thread safe.
+ * 100 ms, no queue limit. Not thread safe.
  */
 public final class PoolOptions {
   int interpreters = 1;
@@ -18,6 +18,7 @@ public final class PoolOptions {
   ArchiveTrust trust = ArchiveTrust.NONE;
   boolean allowProcessExit = false;
   Duration stopGrace = null; // null: the library's default, 100 ms
+  long queueLimit = 0; // 0: no limit
 
   /** Number of interpreters, 1 to {@link Manypy#maxInterpreters()}. */
   public PoolOptions interpreters(int count) {
@@ -94,6 +95,20 @@ public final class PoolOptions {
       throw new IllegalArgumentException("manypy: stop grace is null (Duration.ZERO escalates at once)");
     }
     this.stopGrace = grace;
+    return this;
+  }
+
+  /**
+   * Admission control: the most calls that may wait for an interpreter of the pool at once
+   * (a call waits when the interpreter chosen for it is running another). Synchronous,
+   * asynchronous and batched calls count alike, pinned or not. A call past the limit is
+   * refused at once, without running, with {@link OverloadedException}, thrown by the call
+   * itself ({@code callAsync} included), whatever the load. 0, the default, sets no limit; a
+   * negative limit makes {@link Pool#create(PoolOptions)} throw {@link OutOfRangeException}.
+   * {@link Pool#queued()} and {@link Pool#inFlight()} report the load.
+   */
+  public PoolOptions queueLimit(long limit) {
+    this.queueLimit = limit;
     return this;
   }
 }

@@ -4,6 +4,8 @@ import java.nio.file.Path;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.Executor;
 import org.manypy.internal.ManypyNative;
 
 /**
@@ -71,6 +73,36 @@ public final class ScriptModule extends NativeResource {
   public Object call(String method, List<?> args, Map<String, ?> kwargs, CallOptions options) {
     return with(module -> CallOptions.with(options, o -> Values.call(args, kwargs,
         (a, k, out) -> ManypyNative.manypy_script_call(module, method, a, k, o, out))));
+  }
+
+  /** {@link #call(Object...)}, asynchronously. */
+  public CompletableFuture<Object> callAsync(Object... args) {
+    return callAsync(null, Arrays.asList(args), null, null);
+  }
+
+  /** {@link #call(String, List, Map)}, asynchronously. */
+  public CompletableFuture<Object> callAsync(String method, List<?> args, Map<String, ?> kwargs) {
+    return callAsync(method, args, kwargs, null);
+  }
+
+  /** The general call, asynchronously, completing on {@code ForkJoinPool.commonPool()}. */
+  public CompletableFuture<Object> callAsync(String method, List<?> args, Map<String, ?> kwargs,
+      CallOptions options) {
+    return callAsync(method, args, kwargs, options, AsyncCall.DEFAULT_EXECUTOR);
+  }
+
+  /**
+   * Submits {@link #call(String, List, Map, CallOptions)} and returns at once: the method runs
+   * on one of the process's host worker threads (as many as cores), in submission order, and
+   * the future completes through `executor`, as {@link ReplicatedObject#callAsync(String,
+   * List, Map, CallOptions, Executor)} describes (cancel, the options' token and timeout,
+   * refusals thrown here). TorchScript has no pool, so no queue limit applies. Closing the
+   * module after submitting is safe: the call holds it.
+   */
+  public CompletableFuture<Object> callAsync(String method, List<?> args, Map<String, ?> kwargs,
+      CallOptions options, Executor executor) {
+    return with(module -> AsyncCall.submit(args, kwargs, options, executor,
+        (a, k, o, done) -> ManypyNative.manypy_jni_script_call_async(module, method, a, k, o, done)));
   }
 
   /**

@@ -14,14 +14,19 @@ final class Status {
   /** The exception for a non-zero status, which is freed. */
   static ManypyException toException(long status) {
     try {
-      ErrorCode code = ErrorCode.of(ManypyNative.manypy_status_code(status));
-      String message = ManypyNative.manypy_status_message(status);
-      String type = ManypyNative.manypy_status_python_type(status);
-      String traceback = ManypyNative.manypy_status_traceback(status);
-      return of(code, message, type, traceback);
+      return read(status);
     } finally {
       ManypyNative.manypy_status_free(status);
     }
+  }
+
+  /** The exception for a non-zero status, which stays the caller's to free. */
+  static ManypyException read(long status) {
+    ErrorCode code = ErrorCode.of(ManypyNative.manypy_status_code(status));
+    String message = ManypyNative.manypy_status_message(status);
+    String type = ManypyNative.manypy_status_python_type(status);
+    String traceback = ManypyNative.manypy_status_traceback(status);
+    return of(code, message, type, traceback);
   }
 
   static ManypyException of(ErrorCode code, String message, String type, String traceback) {
@@ -47,6 +52,7 @@ final class Status {
       case DEADLINE_EXCEEDED: return new DeadlineExceededException(code, message, type, traceback);
       case CANCELLED: return new CancelledException(code, message, type, traceback);
       case UNTRUSTED_ARCHIVE: return new UntrustedArchiveException(code, message, type, traceback);
+      case OVERLOADED: return new OverloadedException(code, message, type, traceback);
       default: return new ManypyException(code, message, type, traceback);
     }
   }

@@ -205,6 +205,17 @@ final class Values {
     }
   }
 
+  /** Closes the Tensors of a converted result nobody will read (nested in lists and maps). */
+  static void closeTensors(Object value) {
+    if (value instanceof Tensor t) {
+      t.close();
+    } else if (value instanceof List<?> list) {
+      for (Object item : list) closeTensors(item);
+    } else if (value instanceof Map<?, ?> map) {
+      for (Object item : map.values()) closeTensors(item);
+    }
+  }
+
   private static List<Object> items(long value) {
     int n = length(value);
     List<Object> list = new ArrayList<>(n);

@@ -18,6 +18,7 @@ public final class ChildMain {
       case "static-tls" -> staticTls();
       case "load" -> load();
       case "exit-live" -> exitWithLivePools();
+      case "exit-async" -> exitWithAsyncCallsInFlight();
       case "extract" -> extract(args[1], args[2]);
       case "load-bundled" -> loadBundled(args[1], args[2]);
       default -> throw new IllegalArgumentException(args[0]);
@@ -55,6 +56,25 @@ public final class ChildMain {
     Manypy.addOpCallbacks(e -> {}, null, 1.0, false);
     Object out = model.call(Tensor.of(new float[] {1, 2}));
     System.out.println("RESULT served " + out);
+  }
+
+  /**
+   * Returns from main with asynchronous calls running (stuck.pt's spin() on both
+   * interpreters, which never returns) and 200 queued behind them, whose completions never
+   * come.
+   */
+  static void exitWithAsyncCallsInFlight() throws Exception {
+    Pool pool = Pool.create(2);
+    ReplicatedObject model =
+        pool.loadPackage(TestSupport.archive("stuck.pt")).loadPickle("model", "model.pkl");
+    Object served = model.callAsync(Tensor.of(new float[] {1, 2})).thenApply(String::valueOf)
+        .get(120, java.util.concurrent.TimeUnit.SECONDS);
+    for (int i = 0; i < 2; ++i) {
+      CallOptions pinned = new CallOptions().interpreter(i);
+      model.callAsync("spin", null, null, pinned);
+    }
+    for (int i = 0; i < 200; ++i) model.callAsync(Tensor.of(new float[] {i}));
+    System.out.println("RESULT served " + served + ", in flight " + pool.inFlight());
   }
 
   /** Extracts the bundle in the resource directory `resources` under `cacheRoot` (NativeBundleTest). */

@@ -65,7 +65,8 @@ class ErrorsTest {
         Map.entry(ErrorCode.NO_SUCH_NAME, NoSuchNameException.class),
         Map.entry(ErrorCode.DEADLINE_EXCEEDED, DeadlineExceededException.class),
         Map.entry(ErrorCode.CANCELLED, CancelledException.class),
-        Map.entry(ErrorCode.UNTRUSTED_ARCHIVE, UntrustedArchiveException.class));
+        Map.entry(ErrorCode.UNTRUSTED_ARCHIVE, UntrustedArchiveException.class),
+        Map.entry(ErrorCode.OVERLOADED, OverloadedException.class));
     for (ErrorCode code : ErrorCode.values()) {
       if (code == ErrorCode.OK || code == ErrorCode.UNKNOWN) continue;
       ManypyException e = Status.of(code, "m", "", "");
@@ -168,6 +169,8 @@ class ErrorsTest {
     expect(OutOfRangeException.class, ErrorCode.OUT_OF_RANGE, "grace_ns must be >= 0",
         () -> Pool.create(new PoolOptions().stopGrace(Duration.ofMillis(-1))));
     assertThrows(IllegalArgumentException.class, () -> new PoolOptions().stopGrace(null));
+    expect(OutOfRangeException.class, ErrorCode.OUT_OF_RANGE, "queue limit -1 is negative",
+        () -> Pool.create(new PoolOptions().queueLimit(-1)));
     expect(InvalidArgumentException.class, ErrorCode.INVALID_ARGUMENT, "",
         () -> Manypy.logApiUsage(""));
     expect(OutOfRangeException.class, ErrorCode.OUT_OF_RANGE, "sampling probability",

@@ -133,4 +133,18 @@ class ProcessTest {
     assertTrue(resultLine(child).startsWith("RESULT served Tensor(float32, [2])"), child.output());
     assertEquals(0, child.exitCode(), child.output());
   }
+
+  @Test
+  void theJvmExitsCleanlyWithAsynchronousCallsInFlight() throws Exception {
+    // Two calls that never return running, 200 queued: the JVM's exit does
+    // not wait for them, and their completions (which would enter Java on
+    // daemon threads) never come.
+    TestSupport.ChildResult child =
+        TestSupport.runChild(env(TUNABLES), List.of(libraryPath(), "-Xcheck:jni"), "exit-async");
+    String line = resultLine(child);
+    assertTrue(line.startsWith("RESULT served Tensor(float32, [2]), in flight "), child.output());
+    // 202, or 203 while the first call's completion was still finishing.
+    assertTrue(Long.parseLong(line.substring(line.lastIndexOf(' ') + 1)) >= 202, line);
+    assertEquals(0, child.exitCode(), child.output());
+  }
 }

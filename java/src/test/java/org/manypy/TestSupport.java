@@ -9,7 +9,12 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.function.BooleanSupplier;
+import org.manypy.internal.ManypyNative;
 
 /** Paths and helpers shared by the suites. */
 final class TestSupport {
@@ -51,6 +56,55 @@ final class TestSupport {
     float max = 0;
     for (int i = 0; i < a.length; ++i) max = Math.max(max, Math.abs(a[i] - b[i]));
     return max;
+  }
+
+  /** How long a test waits for what must happen before it calls it a hang. */
+  static final long HANG_SECONDS = 120;
+
+  /** Waits for `condition`, polling; fails after {@link #HANG_SECONDS} (a hang, not a timing). */
+  static void await(BooleanSupplier condition, String what) {
+    long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(HANG_SECONDS);
+    while (!condition.getAsBoolean()) {
+      if (System.nanoTime() > end) throw new AssertionError("never happened: " + what);
+      try {
+        Thread.sleep(2);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new AssertionError("interrupted while waiting for: " + what);
+      }
+    }
+  }
+
+  /** A future's value, failing the test if it failed or hangs. */
+  static Object value(CompletableFuture<?> future) {
+    try {
+      return future.get(HANG_SECONDS, TimeUnit.SECONDS);
+    } catch (ExecutionException e) {
+      throw new AssertionError("the call failed: " + e.getCause(), e.getCause());
+    } catch (InterruptedException | TimeoutException e) {
+      throw new AssertionError("the call never completed", e);
+    }
+  }
+
+  /** Why a future failed: the exception the call would have thrown; fails the test otherwise. */
+  static Throwable failure(CompletableFuture<?> future) {
+    try {
+      Object value = future.get(HANG_SECONDS, TimeUnit.SECONDS);
+      throw new AssertionError("the call succeeded with " + value);
+    } catch (ExecutionException e) {
+      return e.getCause();
+    } catch (InterruptedException | TimeoutException e) {
+      throw new AssertionError("the call never completed", e);
+    }
+  }
+
+  /**
+   * Asynchronous calls whose native completion has not yet finished (the glue's count). It
+   * drops just after the completion hands the future to its executor, so it may lag a
+   * future that is already complete: wait for it, never compare it at once.
+   */
+  static long pendingAsync() {
+    return ManypyNative.manypy_jni_async_calls_pending();
   }
 
   /** The output of a child JVM, and its exit code. */
