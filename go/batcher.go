@@ -150,10 +150,10 @@ func (b *Batcher) Close() { closeOwned(b.h, b.cleanup) }
 // context's deadline and cancellation bound the request, its wait for a
 // batch included, and Call returns when the context is done, with an error
 // matching context.DeadlineExceeded or context.Canceled. A request stopped
-// before its batch runs is dropped from it when the batch forms (it still
-// counts towards MaxBatch until then); one stopped while its batch runs
-// leaves the batch running for the others. A tensor of NewTensorNoCopy
-// stays lent until the request is dropped or its batch has run. The
+// while it waits for its batch is dropped from it at once; one stopped
+// while its batch runs returns at once too, and the batch runs on for the
+// others. A tensor of NewTensorNoCopy stays lent until the request is
+// dropped or its batch has run. The
 // CallOptions' model and request ids reach operator callbacks (the first
 // request's model id, the batch's request ids joined by ','); a pinned
 // interpreter is ignored.
@@ -172,7 +172,8 @@ func (b *Batcher) Call(ctx context.Context, args ...any) (any, error) {
 // Go scheduler"). The context also cancels the request through its C
 // cancel token (and bounds it by its deadline), so C drops it from its
 // batch, and the goroutine returns when the context is done without
-// waiting for that (pendingCall.wait).
+// waiting for C (pendingCall.wait), which completes a request stopped
+// while its batch runs only when the batch has run.
 func (b *Batcher) CallKw(ctx context.Context, args []any, kwargs any) (any, error) {
 	scope, err := beginCall(ctx)
 	if err != nil {

@@ -460,7 +460,7 @@ func TestBatcherContext(t *testing.T) {
 	rows := newBatcher(t, model, "rows", BatcherOptions{MaxBatch: 4, MaxWait: longWait})
 	x := rowsOf(t, 1, 4, 0)
 	defer x.Close()
-	abandoned := abandonedCalls.Load()
+	pending := pendingCalls.Load()
 
 	ctx, cancel := context.WithTimeout(bg, 200*time.Millisecond)
 	start := time.Now()
@@ -482,11 +482,9 @@ func TestBatcherContext(t *testing.T) {
 	_, err = rows.Call(ctx, x) // already cancelled: nothing submitted
 	expectStopped(t, "cancelled before", err, 0, hangBound, context.Canceled, CodeCancelled)
 
-	// The stopped requests wait in their batch's slot in C until it forms:
-	// Close sends it, they are dropped from it, and their late outcomes are
-	// freed (discard).
-	rows.Close()
-	eventually(t, "the abandoned outcomes freed", func() bool { return abandonedCalls.Load() >= abandoned+2 })
+	// Every outcome was taken, by its goroutine or, when the context was
+	// first, by discard: none is lost or leaked.
+	eventually(t, "every outcome taken", func() bool { return pendingCalls.Load() == pending })
 
 	// A cancelled request is dropped from its batch: of three requests in
 	// one batch, one cancelled, the other two run in a batch of 2 rows.
@@ -533,6 +531,59 @@ func TestBatcherContext(t *testing.T) {
 			t.Fatal("the batch without the cancelled request never ran")
 		}
 	}
+}
+
+// A request stopped while its batch runs returns at once, and the batch
+// runs on for the others, bound by the latest of their deadlines: stuck.pt's
+// spin_torch never returns, on a batch of two [1, 2] requests (a [2, 2]
+// matrix), with deadlines of 1 s and 4 s.
+func TestBatcherRequestStoppedWhileItsBatchRuns(t *testing.T) {
+	pool := newPool(t, PoolOptions{})
+	model := loadModel(t, pool, "stuck.pt")
+	spin := newBatcher(t, model, "spin_torch", BatcherOptions{MaxBatch: 2, MaxWait: longWait})
+	pending := pendingCalls.Load()
+	request := func(timeout time.Duration) chan error {
+		done := make(chan error, 1)
+		go func() {
+			x := must(NewTensor([]float32{0.5, 0.25}, 1, 2))
+			defer x.Close()
+			ctx, cancel := context.WithTimeout(bg, timeout)
+			defer cancel()
+			_, err := spin.Call(ctx, x)
+			done <- err
+		}()
+		return done
+	}
+	first, second := request(time.Second), request(4*time.Second)
+	select {
+	case err := <-first:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("the request with the earlier deadline: %v", err)
+		}
+	case err := <-second:
+		t.Fatalf("the later deadline returned first: %v", err)
+	case <-time.After(hangBound):
+		t.Fatal("no request returned")
+	}
+	select {
+	case err := <-second:
+		t.Fatalf("the batch stopped with the earlier deadline: %v", err)
+	default:
+	}
+	select {
+	case err := <-second:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("the request with the later deadline: %v", err)
+		}
+	case <-time.After(hangBound):
+		t.Fatal("the batch was not stopped at the later deadline")
+	}
+	x := must(NewTensor([]float32{1, 2}))
+	defer x.Close()
+	if got := tensorFloats(t, must(model.Call(bg, x))); !reflect.DeepEqual(got, []float32{2, 4}) {
+		t.Errorf("the interpreter after the stopped batch: %v", got)
+	}
+	eventually(t, "every outcome taken", func() bool { return pendingCalls.Load() == pending })
 }
 
 // Close with requests waiting for their batch: they are sent at once and

@@ -35,29 +35,41 @@ func newPendingCall() *pendingCall {
 	// Buffered: the completion never waits for the goroutine, so the
 	// library's thread goes back to its queue at once.
 	done := make(chan completion, 1)
+	pendingCalls.Add(1)
 	return &pendingCall{handle: cgo.NewHandle(done), done: done}
 }
 
+// pendingCalls counts the calls whose outcome nobody has taken yet:
+// submitted, or refused and not yet told so. The tests check that it
+// comes back to where it was: no outcome is lost or leaked.
+var pendingCalls atomic.Int64
+
 // refused is the end of a call that C refused at submission: its
 // completion will never run, so the handle is deleted here.
-func (p *pendingCall) refused() { p.handle.Delete() }
+func (p *pendingCall) refused() {
+	p.handle.Delete()
+	pendingCalls.Add(-1)
+}
 
 // wait returns the outcome once the completion has run, or the context's
-// error if ctx is done first. The call's C options carry the
-// same deadline and cancel token, but C may complete a stopped call only
-// later (a Batcher drops a stopped request when its batch forms, which may
-// be MaxWait later): the goroutine does not wait for that, and the late
-// outcome is freed when it comes (discard).
+// error if ctx is done first. The call's C options carry the same deadline
+// and cancel token, but C may complete a stopped call only later (a Batcher
+// request stopped while its batch runs completes when the batch has run):
+// the goroutine does not wait for that, and the late outcome is freed when
+// it comes (discard).
 func (p *pendingCall) wait(ctx context.Context) (completion, error) {
-	if ctx == nil {
-		return <-p.done, nil
+	var done <-chan struct{}
+	if ctx != nil {
+		done = ctx.Done()
 	}
 	select {
 	case r := <-p.done:
+		pendingCalls.Add(-1)
 		return r, nil
-	case <-ctx.Done():
+	case <-done:
 		select {
 		case r := <-p.done: // it completed too: keep its outcome
+			pendingCalls.Add(-1)
 			return r, nil
 		default:
 		}
@@ -74,11 +86,8 @@ func discard(done chan completion) {
 	if r.tensor != nil {
 		C.manypy_tensor_release(r.tensor)
 	}
-	abandonedCalls.Add(1)
+	pendingCalls.Add(-1)
 }
-
-// abandonedCalls counts the outcomes discard freed (for the tests).
-var abandonedCalls atomic.Int64
 
 // mpgoCallDone is the completion of every asynchronous call (glue.c's
 // call_done): it runs once per accepted call, on a thread of the library's,
