@@ -3,8 +3,9 @@
 #   rust/checks/package.sh <build dir>
 # Runs scripts/package/crates.sh (cargo package --locked: each crate built as
 # unpacked, manypy against the packaged manypy-sys) into <build>/rust-package,
-# checks what it wrote, then cargo doc with warnings denied. It reuses the
-# build's cargo target directory, so it mostly finds everything compiled.
+# checks what it wrote, then cargo doc with warnings denied. The packaging
+# has a target directory of its own (<build>/cargo-package: crates.sh says
+# why); cargo doc reuses the build's.
 set -euo pipefail
 
 if (($# != 1)); then

@@ -38,10 +38,31 @@ if [[ ! -f "$build/pkgconfig/manypy-uninstalled.pc" ]]; then
 fi
 
 # The build tree's libmanypy for the verify builds, whatever the caller's
-# environment says; the workspace's target directory, so they reuse its
-# compiled dependencies.
-export PKG_CONFIG_PATH="$build/pkgconfig" CARGO_TARGET_DIR="$build/cargo"
+# environment says.
+export PKG_CONFIG_PATH="$build/pkgconfig"
 unset MANYPY_LIB_DIR MANYPY_INCLUDE_DIR
+# The verify build of manypy takes the packaged manypy-sys from a temporary
+# local registry, and cargo takes a registry crate of a given version to be
+# the same forever: it extracts it under
+# $CARGO_HOME/registry/src/-<hash of the registry's path>/ only if that
+# directory is missing, and a target directory that compiled it once never
+# compiles it again. So a manypy-sys changed without a version bump (new
+# bindings between releases) would be built from an older tree's copy.
+# Hence: extractions whose sources differ from this tree's go, and the
+# verify builds have a target directory of their own (its third-party
+# crates stay compiled), from which every manypy crate's artifacts go.
+cargo_home="${CARGO_HOME:-$HOME/.cargo}"
+for extracted in "$cargo_home"/registry/src/-*/manypy-sys-*/; do
+  [[ -d "$extracted" ]] || continue
+  if ! diff -rq "$extracted/src" "$root/rust/manypy-sys/src" >/dev/null 2>&1 ||
+     ! cmp -s "$extracted/build.rs" "$root/rust/manypy-sys/build.rs"; then
+    rm -rf "$extracted"
+  fi
+done
+export CARGO_TARGET_DIR="$build/cargo-package"
+if [[ -d "$CARGO_TARGET_DIR/debug" ]]; then
+  find "$CARGO_TARGET_DIR/debug" -maxdepth 2 -name '*manypy*' -exec rm -rf {} +
+fi
 "$cargo" package --manifest-path "$manifest" --locked --allow-dirty -p manypy-sys -p manypy
 
 # Writes the .cargo-checksum.json that makes an unpacked crate a member of a

@@ -9,6 +9,7 @@
 //!      most 0.5 us above C's.
 //!   B. Throughput: python_heavy.pt from 2 threads on a pool of 2
 //!      interpreters. Target: Rust at least 0.95x C's calls/s.
+//!   C, D. Asynchronous calls, Rust against Rust: see async_rounds.rs.
 //!
 //! A benchmark, not a test: it prints figures and "meets"/"misses" and exits
 //! non-zero only when a call fails or an output is wrong.
@@ -22,7 +23,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use manypy::{sys, Args, Kwargs, Object, Pool, Tensor, Value};
+use manypy::{sys, Args, Kwargs, Object, Pool, Tensor, ThreadMode, Value};
+
+mod async_rounds;
 
 /// bindings/bench/c_side.h; a `c_side_request` is opaque.
 #[repr(C)]
@@ -233,8 +236,6 @@ fn run() -> Result<(), Failure> {
     println!("   C                          {c50:8.2} us");
     println!("   Rust, prepared Args        {p50:8.2} us  ({:+.2} us vs C, target <= +0.50: {})", p50 - c50, verdict(p50 - c50 <= 0.5));
     println!("   Rust, &[Value] per call    {v50:8.2} us  ({:+.2} us vs C)", v50 - c50);
-    drop(identity);
-    drop(pool1);
 
     // ---- B: throughput -------------------------------------------------------
     let pool2 = Pool::new(2)?;
@@ -280,6 +281,68 @@ fn run() -> Result<(), Failure> {
         "   Rust                       {r_rate:8.1} calls/s  ({:.3}x C, target >= 0.95x: {})",
         r_rate / c_rate,
         verdict(r_rate / c_rate >= 0.95)
+    );
+
+    // ---- C: an asynchronous call's round trip --------------------------------
+    let handoff_pool = Pool::builder().interpreters(1).thread_mode(ThreadMode::Handoff).build()?;
+    let handoff = handoff_pool.load_package(archives.join("identity.pt"))?.load_pickle("model", "model.pkl")?;
+    async_rounds::round_trips(1000, || async_rounds::async_call(&identity, &args))?;
+    async_rounds::round_trips(1000, || handoff.call(&args))?;
+    let (mut direct, mut handed, mut round_trip) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..rounds {
+        // The three paths, in reverse order every other round.
+        for k in 0..3 {
+            let path = if round % 2 == 0 { k } else { 2 - k };
+            let samples = match path {
+                0 => async_rounds::round_trips(per_round, || identity.call(&args))?,
+                1 => async_rounds::round_trips(per_round, || handoff.call(&args))?,
+                _ => async_rounds::round_trips(per_round, || async_rounds::async_call(&identity, &args))?,
+            };
+            [&mut direct, &mut handed, &mut round_trip][path].extend(samples);
+        }
+    }
+    let (d50, h50, a50) = (p50_us(&mut direct), p50_us(&mut handed), p50_us(&mut round_trip));
+    println!("C. identity.pt [2, 3], 1 thread, prepared Args, {} calls per path, p50 per call:", direct.len());
+    println!("   Rust call, DIRECT          {d50:8.2} us");
+    println!("   Rust call, HANDOFF         {h50:8.2} us");
+    println!(
+        "   Rust call_async, waited    {a50:8.2} us  ({:+.2} us vs HANDOFF, target <= +1.00: {}; {:+.2} us vs DIRECT)",
+        a50 - h50,
+        verdict(a50 - h50 <= 1.0),
+        a50 - d50
+    );
+    drop(handoff);
+    drop(handoff_pool);
+    drop(identity);
+    drop(pool1);
+
+
+    // ---- D: calls in flight from one thread against threads -----------------
+    let (mut a_calls, mut a_time, mut t_calls, mut t_time) = (0u64, 0f64, 0u64, 0f64);
+    for round in 0..rounds {
+        let mut in_flight = || -> Result<(), Failure> {
+            let (n, t) = async_rounds::in_flight(&heavy, &hargs, &hkwargs, 64, slice)?;
+            a_calls += n;
+            a_time += t;
+            Ok(())
+        };
+        if round % 2 == 0 {
+            in_flight()?;
+        }
+        let (n, t) = async_rounds::threads(&heavy, &hargs, &hkwargs, 4, slice)?;
+        t_calls += n;
+        t_time += t;
+        if round % 2 == 1 {
+            in_flight()?;
+        }
+    }
+    let (a_rate, t_rate) = (a_calls as f64 / a_time, t_calls as f64 / t_time);
+    println!("D. python_heavy.pt on 2 interpreters, {seconds:.1} s per path:");
+    println!("   4 threads, synchronous     {t_rate:8.1} calls/s");
+    println!(
+        "   1 thread, 64 in flight     {a_rate:8.1} calls/s  ({:.3}x, target >= 0.95x: {})",
+        a_rate / t_rate,
+        verdict(a_rate / t_rate >= 0.95)
     );
     Ok(())
 }

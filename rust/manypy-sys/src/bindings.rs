@@ -155,6 +155,7 @@ pub const MANYPY_ERR_NO_SUCH_NAME: manypy_code = 18;
 pub const MANYPY_ERR_DEADLINE_EXCEEDED: manypy_code = 19;
 pub const MANYPY_ERR_CANCELLED: manypy_code = 20;
 pub const MANYPY_ERR_UNTRUSTED_ARCHIVE: manypy_code = 21;
+pub const MANYPY_ERR_OVERLOADED: manypy_code = 22;
 pub type manypy_code = ::std::os::raw::c_uint;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -559,6 +560,13 @@ unsafe extern "C" {
     ) -> *mut manypy_status;
 }
 unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_pool_options_set_queue_limit(
+        options: *mut manypy_pool_options,
+        limit: usize,
+    ) -> *mut manypy_status;
+}
+unsafe extern "C" {
     pub fn manypy_max_interpreters() -> usize;
 }
 #[repr(C)]
@@ -578,6 +586,12 @@ unsafe extern "C" {
 }
 unsafe extern "C" {
     pub fn manypy_pool_size(pool: *const manypy_pool) -> usize;
+}
+unsafe extern "C" {
+    pub fn manypy_pool_queued(pool: *const manypy_pool) -> usize;
+}
+unsafe extern "C" {
+    pub fn manypy_pool_in_flight(pool: *const manypy_pool) -> usize;
 }
 unsafe extern "C" {
     #[must_use]
@@ -764,6 +778,25 @@ unsafe extern "C" {
         out_has: *mut ::std::os::raw::c_int,
     ) -> *mut manypy_status;
 }
+pub type manypy_call_done_fn = ::std::option::Option<
+    unsafe extern "C" fn(
+        user_data: *mut ::std::os::raw::c_void,
+        result: *mut manypy_value,
+        status: *mut manypy_status,
+    ),
+>;
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_object_call_async(
+        object: *mut manypy_object,
+        method: *const ::std::os::raw::c_char,
+        args: *const manypy_value,
+        kwargs: *const manypy_value,
+        options: *const manypy_call_options,
+        done: manypy_call_done_fn,
+        user_data: *mut ::std::os::raw::c_void,
+    ) -> *mut manypy_status;
+}
 unsafe extern "C" {
     #[must_use]
     pub fn manypy_pool_exec_with_options(
@@ -830,6 +863,95 @@ unsafe extern "C" {
         kwargs: *const manypy_value,
         options: *const manypy_call_options,
         out_result: *mut *mut manypy_value,
+    ) -> *mut manypy_status;
+}
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_script_call_async(
+        module: *mut manypy_script_module,
+        method: *const ::std::os::raw::c_char,
+        args: *const manypy_value,
+        kwargs: *const manypy_value,
+        options: *const manypy_call_options,
+        done: manypy_call_done_fn,
+        user_data: *mut ::std::os::raw::c_void,
+    ) -> *mut manypy_status;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct manypy_batcher {
+    _unused: [u8; 0],
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct manypy_batcher_options {
+    _unused: [u8; 0],
+}
+unsafe extern "C" {
+    pub fn manypy_batcher_options_new() -> *mut manypy_batcher_options;
+}
+unsafe extern "C" {
+    pub fn manypy_batcher_options_free(options: *mut manypy_batcher_options);
+}
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_batcher_options_set_max_batch(
+        options: *mut manypy_batcher_options,
+        max_batch: usize,
+    ) -> *mut manypy_status;
+}
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_batcher_options_set_max_wait_us(
+        options: *mut manypy_batcher_options,
+        max_wait_us: i64,
+    ) -> *mut manypy_status;
+}
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_batcher_options_set_batch_dim(
+        options: *mut manypy_batcher_options,
+        batch_dim: i32,
+    ) -> *mut manypy_status;
+}
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_batcher_options_set_name(
+        options: *mut manypy_batcher_options,
+        name: *const ::std::os::raw::c_char,
+    ) -> *mut manypy_status;
+}
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_batcher_new(
+        object: *mut manypy_object,
+        method: *const ::std::os::raw::c_char,
+        options: *const manypy_batcher_options,
+        out_batcher: *mut *mut manypy_batcher,
+    ) -> *mut manypy_status;
+}
+unsafe extern "C" {
+    pub fn manypy_batcher_free(batcher: *mut manypy_batcher);
+}
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_batcher_call(
+        batcher: *mut manypy_batcher,
+        args: *const manypy_value,
+        kwargs: *const manypy_value,
+        options: *const manypy_call_options,
+        out_result: *mut *mut manypy_value,
+    ) -> *mut manypy_status;
+}
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_batcher_call_async(
+        batcher: *mut manypy_batcher,
+        args: *const manypy_value,
+        kwargs: *const manypy_value,
+        options: *const manypy_call_options,
+        done: manypy_call_done_fn,
+        user_data: *mut ::std::os::raw::c_void,
     ) -> *mut manypy_status;
 }
 #[repr(C)]

@@ -1,51 +1,18 @@
 //! What a call carries besides its arguments: [`CallOptions`] (interpreter,
-//! context ids, timeout, cancel token) and [`CancelToken`]; and the argument
-//! forms a call accepts ([`Arguments`], [`KeywordArguments`], prepared
-//! [`Args`] and [`Kwargs`]).
+//! context ids, timeout, [`CancelToken`]); and the argument forms a call
+//! accepts ([`Arguments`], [`KeywordArguments`], prepared [`Args`] and
+//! [`Kwargs`]).
+use std::ffi::CString;
 use std::sync::Arc;
 use std::time::Duration;
 
 use manypy_sys as sys;
 
+use crate::cancel::{CallToken, CancelToken};
 use crate::error::{Code, Error, Result};
 use crate::handle::Handle;
 use crate::value::{c_string, CValue, Value};
 use crate::version::check_library_version;
-
-/// A cancel token: cancelling it stops every call that uses it, running or
-/// waiting, with [`Code::Cancelled`], and fails later calls at once. It
-/// cannot be reset. `Clone` shares the token; `Send + Sync`: cancel it from
-/// any thread.
-#[derive(Clone)]
-// Freed when the last clone goes; options and calls that use the token
-// keep their own reference.
-pub struct CancelToken(Arc<Handle<sys::manypy_cancel_token>>);
-
-impl CancelToken {
-    /// A new, uncancelled token.
-    pub fn new() -> Result<CancelToken> {
-        check_library_version()?;
-        let token = Handle::allocated(unsafe { sys::manypy_cancel_token_new() })?;
-        Ok(CancelToken(Arc::new(token)))
-    }
-
-    /// Cancels: returns once every running call using the token has been
-    /// asked to stop. Idempotent.
-    pub fn cancel(&self) {
-        unsafe { sys::manypy_cancel_token_cancel(self.0.as_ptr()) }
-    }
-
-    /// Whether the token was cancelled.
-    pub fn is_cancelled(&self) -> bool {
-        unsafe { sys::manypy_cancel_token_is_cancelled(self.0.as_ptr()) != 0 }
-    }
-}
-
-impl std::fmt::Debug for CancelToken {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CancelToken").field("cancelled", &self.is_cancelled()).finish()
-    }
-}
 
 /// Per-call options, built once and shared by any number of calls and
 /// threads (`Send + Sync`: the C API only reads them during a call).
@@ -64,6 +31,9 @@ impl std::fmt::Debug for CancelToken {
 /// ```
 pub struct CallOptions {
     raw: Handle<sys::manypy_call_options>,
+    // What `raw` was built from, for an asynchronous call's own C options
+    // (the same settings with its per-call token: see cancel.rs).
+    settings: Settings,
 }
 
 impl CallOptions {
@@ -76,6 +46,54 @@ impl CallOptions {
     pub(crate) fn as_ptr(&self) -> *const sys::manypy_call_options {
         self.raw.as_ptr()
     }
+}
+
+/// Checked, converted settings of [`CallOptions`], which can fill any
+/// number of C options.
+#[derive(Default)]
+struct Settings {
+    interpreter: Option<i32>,
+    timeout_ns: Option<i64>,
+    token: Option<CancelToken>,
+    context: Option<(CString, CString)>,
+}
+
+impl Settings {
+    /// Sets them on `p`, with `token` instead of the settings' own when given.
+    unsafe fn apply(&self, p: *mut sys::manypy_call_options, token: Option<&CallToken>) -> Result<()> {
+        if let Some(index) = self.interpreter {
+            Error::check(sys::manypy_call_options_set_interpreter(p, index))?;
+        }
+        if let Some(ns) = self.timeout_ns {
+            Error::check(sys::manypy_call_options_set_timeout(p, ns))?;
+        }
+        // The options take their own reference to the token.
+        let token = token.map(CallToken::as_ptr).or(self.token.as_ref().map(CancelToken::as_ptr));
+        if let Some(token) = token {
+            Error::check(sys::manypy_call_options_set_cancel_token(p, token))?;
+        }
+        if let Some((model, request)) = &self.context {
+            Error::check(sys::manypy_call_options_set_context(p, model.as_ptr(), request.as_ptr()))?;
+        }
+        Ok(())
+    }
+}
+
+/// The C options of one asynchronous call: the caller's settings (or the
+/// defaults) with the call's own token, to which the caller's token, if
+/// any, is linked, so that either stops the call. C copies them at
+/// submission, so they are freed after it.
+pub(crate) fn per_call_options(
+    options: Option<&CallOptions>,
+    token: &Arc<CallToken>,
+) -> Result<Handle<sys::manypy_call_options>> {
+    let raw = Handle::allocated(unsafe { sys::manypy_call_options_new() })?;
+    let settings = options.map(|o| &o.settings);
+    if let Some(caller) = settings.and_then(|s| s.token.as_ref()) {
+        caller.link(token);
+    }
+    unsafe { settings.unwrap_or(&Settings::default()).apply(raw.as_ptr(), Some(token))? };
+    Ok(raw)
 }
 
 /// Builds [`CallOptions`]; see there.
@@ -118,27 +136,19 @@ impl CallOptionsBuilder {
     /// or ids containing NUL.
     pub fn build(self) -> Result<CallOptions> {
         check_library_version()?;
-        let options = CallOptions { raw: Handle::allocated(unsafe { sys::manypy_call_options_new() })? };
-        let p = options.raw.as_ptr();
-        unsafe {
-            if let Some(index) = self.interpreter {
-                let index = i32::try_from(index)
-                    .map_err(|_| Error::new(Code::OutOfRange, format!("interpreter index {index}")))?;
-                Error::check(sys::manypy_call_options_set_interpreter(p, index))?;
-            }
-            if let Some(timeout) = self.timeout {
-                Error::check(sys::manypy_call_options_set_timeout(p, nanos(timeout, "timeout")?))?;
-            }
-            if let Some(token) = &self.token {
-                // The options take their own reference to the token.
-                Error::check(sys::manypy_call_options_set_cancel_token(p, token.0.as_ptr()))?;
-            }
-            if let Some((model, request)) = &self.context {
-                let (model, request) = (c_string(model)?, c_string(request)?);
-                Error::check(sys::manypy_call_options_set_context(p, model.as_ptr(), request.as_ptr()))?;
-            }
-        }
-        Ok(options)
+        let interpreter = self
+            .interpreter
+            .map(|index| {
+                i32::try_from(index).map_err(|_| Error::new(Code::OutOfRange, format!("interpreter index {index}")))
+            })
+            .transpose()?;
+        let timeout_ns = self.timeout.map(|t| nanos(t, "timeout")).transpose()?;
+        let context =
+            self.context.map(|(model, request)| Ok::<_, Error>((c_string(&model)?, c_string(&request)?))).transpose()?;
+        let settings = Settings { interpreter, timeout_ns, token: self.token, context };
+        let raw = Handle::allocated(unsafe { sys::manypy_call_options_new() })?;
+        unsafe { settings.apply(raw.as_ptr(), None)? };
+        Ok(CallOptions { raw, settings })
     }
 }
 

@@ -55,6 +55,11 @@ pub enum Code {
     Cancelled,
     /// The pool does not trust the archive; none of it ran.
     UntrustedArchive,
+    /// Refused at once, without running: the pool already has as many calls
+    /// waiting for an interpreter as its queue limit allows
+    /// ([`PoolBuilder::queue_limit`](crate::PoolBuilder::queue_limit)).
+    /// Retry later or shed the load.
+    Overloaded,
     /// The loaded libmanypy is not the version this crate was built for
     /// (binding-side: checked once, before any other call).
     VersionMismatch,
@@ -93,6 +98,7 @@ impl Code {
             sys::MANYPY_ERR_DEADLINE_EXCEEDED => DeadlineExceeded,
             sys::MANYPY_ERR_CANCELLED => Cancelled,
             sys::MANYPY_ERR_UNTRUSTED_ARCHIVE => UntrustedArchive,
+            sys::MANYPY_ERR_OVERLOADED => Overloaded,
             other => Unknown(other),
         }
     }
@@ -123,6 +129,7 @@ impl Code {
             DeadlineExceeded => sys::MANYPY_ERR_DEADLINE_EXCEEDED,
             Cancelled => sys::MANYPY_ERR_CANCELLED,
             UntrustedArchive => sys::MANYPY_ERR_UNTRUSTED_ARCHIVE,
+            Overloaded => sys::MANYPY_ERR_OVERLOADED,
             VersionMismatch | TensorLent => return None,
             Unknown(raw) => raw,
         })
@@ -156,6 +163,7 @@ impl Code {
             DeadlineExceeded => "MANYPY_ERR_DEADLINE_EXCEEDED",
             Cancelled => "MANYPY_ERR_CANCELLED",
             UntrustedArchive => "MANYPY_ERR_UNTRUSTED_ARCHIVE",
+            Overloaded => "MANYPY_ERR_OVERLOADED",
             VersionMismatch => "MANYPY_BINDING_VERSION_MISMATCH",
             TensorLent => "MANYPY_BINDING_TENSOR_LENT",
             Unknown(_) => "MANYPY_UNKNOWN",
@@ -287,7 +295,7 @@ mod tests {
 
     #[test]
     fn codes_round_trip_through_their_numbers() {
-        for raw in 1..=sys::MANYPY_ERR_UNTRUSTED_ARCHIVE {
+        for raw in 1..=sys::MANYPY_ERR_OVERLOADED {
             let code = Code::from_raw(raw);
             assert!(!matches!(code, Code::Unknown(_)), "code {raw} is not mapped");
             assert_eq!(code.raw(), Some(raw));

@@ -65,11 +65,12 @@ macro_rules! handles {
     };
 }
 
-// Thread safe per manypy.h. A pool, package, object or module is freed once,
-// when its last Rust owner goes, so the free never races a call. Call
+// Thread safe per manypy.h. A pool, package, object, module or batcher is
+// freed once, when its last Rust owner goes, so the free never races a
+// synchronous call (asynchronous ones hold their C handles themselves). Call
 // options and archive trusts are written only by their builders, before
-// they are shared; after that C only reads them. Pool options live on one
-// thread, in PoolBuilder::build.
+// they are shared; after that C only reads them. Pool and batcher options
+// live on one thread, in their builders' build.
 handles! {
     manypy_pool => manypy_pool_destroy, thread_safe;
     manypy_package => manypy_package_free, thread_safe;
@@ -79,5 +80,7 @@ handles! {
     manypy_cancel_token => manypy_cancel_token_free, thread_safe;
     manypy_call_options => manypy_call_options_free, thread_safe;
     manypy_archive_trust => manypy_archive_trust_free, thread_safe;
+    manypy_batcher => manypy_batcher_free, thread_safe;
     manypy_pool_options => manypy_pool_options_free;
+    manypy_batcher_options => manypy_batcher_options_free;
 }

@@ -17,6 +17,12 @@
 //!   other call ([`check_library_version`]).
 //! * [`CallOptions`] give a call its interpreter, context ids, timeout and
 //!   [`CancelToken`].
+//! * Asynchronous calls ([`Object::call_async`], [`ScriptModule::call_async`])
+//!   return a [`CallFuture`]: a runtime-agnostic `Future`, completed by
+//!   manypy's threads and driven by any executor; dropping it cancels the
+//!   call. A pool's queue limit ([`PoolBuilder::queue_limit`]) refuses calls
+//!   past it with [`Code::Overloaded`]; a [`Batcher`] stacks concurrent
+//!   requests into one call.
 //! * [`ArchiveTrust`] names the archives that may run (their SHA-256 digests
 //!   and a verifier), for pools ([`PoolBuilder::trust`]) and TorchScript
 //!   loaded on the host ([`ScriptModule::load_trusted`]).
@@ -38,9 +44,12 @@
 //!
 //! See docs/rust.md in the repository for building, threads and lifetimes.
 
+mod batcher;
 mod call;
 mod callbacks;
+mod cancel;
 mod error;
+mod future;
 mod handle;
 mod metadata;
 #[cfg(feature = "ndarray")]
@@ -60,9 +69,12 @@ mod version;
 use std::ffi::CString;
 use std::path::Path;
 
-pub use call::{Args, Arguments, CallOptions, CallOptionsBuilder, CancelToken, KeywordArguments, Kwargs};
+pub use batcher::{Batcher, BatcherBuilder};
+pub use call::{Args, Arguments, CallOptions, CallOptionsBuilder, KeywordArguments, Kwargs};
+pub use cancel::CancelToken;
 pub use callbacks::{InputKind, OpCallback, OpCallbackRegistration, OpCallbacks, OpEvent, OpInput};
 pub use error::{Code, Error, Result};
+pub use future::CallFuture;
 pub use metadata::{archive_list_files, archive_read_file, clear_export_hook, set_export_hook, ExportHook};
 pub use object::Object;
 pub use package::Package;
@@ -120,5 +132,19 @@ mod thread_safety {
         // A tuple is Send + Sync only if each of its types is.
         send_sync::<(Pool, Package, Object, ScriptModule, ArchiveTrust, CallOptions, CancelToken)>();
         send_sync::<(Profiler, Tensor, Value, Args, Kwargs, Error)>();
+        send_sync::<(Batcher, CallFuture)>();
+    }
+
+    #[test]
+    fn call_futures_can_be_spawned_on_any_thread() {
+        // What a multi-threaded executor's spawn asks of a future.
+        fn spawnable<F: std::future::Future + Send + 'static>()
+        where
+            F::Output: Send + 'static,
+        {
+        }
+        spawnable::<CallFuture>();
+        fn unpin<F: Unpin>() {}
+        unpin::<CallFuture>();
     }
 }

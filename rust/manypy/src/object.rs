@@ -3,6 +3,7 @@ use manypy_sys as sys;
 
 use crate::call::{call_value, options_ptr, value_result, Arguments, CallOptions, KeywordArguments};
 use crate::error::{Error, Result};
+use crate::future::{submit, CallFuture};
 use crate::handle::Handle;
 use crate::package::Package;
 use crate::value::{c_string, Value};
@@ -11,8 +12,9 @@ use crate::value::{c_string, Value};
 /// replicated lazily into each interpreter that serves a call on it.
 /// `Send + Sync` and every call takes `&self`: the C API lets any number of
 /// threads call one object at once. Keeps its package and pool alive;
-/// dropping it unloads every replica (the borrow checker ensures no call
-/// is running then).
+/// dropping it unloads every replica once the calls made on it are done
+/// (the borrow checker ensures no synchronous call is running then;
+/// asynchronous ones in flight hold the object and complete as usual).
 ///
 /// ```no_run
 /// # fn main() -> manypy::Result<()> {
@@ -71,6 +73,50 @@ impl Object {
     {
         call_value(method, args, kwargs, options, |method, args, kwargs, options, out| unsafe {
             sys::manypy_object_call(self.raw.as_ptr(), method, args, kwargs, options, out)
+        })
+    }
+
+    /// Submits a call of the object itself, as [`call`](Self::call), and
+    /// returns at once: the future's output is what `call` returns. `Err`
+    /// here when the call is refused at submission (arguments that do not
+    /// convert, a deadline already past or a token already cancelled, a
+    /// pinned interpreter out of range or retired,
+    /// [`Code::Overloaded`](crate::Code::Overloaded) past the pool's queue
+    /// limit); errors of the call itself come from the future. See
+    /// [`CallFuture`] for threads, wakers and dropping (which cancels).
+    ///
+    /// ```no_run
+    /// # async fn serve(model: &manypy::Object, x: manypy::Tensor) -> manypy::Result<manypy::Value> {
+    /// let y = model.call_async(&[manypy::Value::from(x)])?.await?;
+    /// # Ok(y) }
+    /// ```
+    pub fn call_async<A: Arguments + ?Sized>(&self, args: &A) -> Result<CallFuture> {
+        self.call_with_async(None, args, &(), None)
+    }
+
+    /// Submits a call of the method `method`, as [`call_method`](Self::call_method)
+    /// (see [`call_async`](Self::call_async)).
+    pub fn call_method_async<A: Arguments + ?Sized>(&self, method: &str, args: &A) -> Result<CallFuture> {
+        self.call_with_async(Some(method), args, &(), None)
+    }
+
+    /// The general asynchronous form, as [`call_with`](Self::call_with) (see
+    /// [`call_async`](Self::call_async)). The options' timeout runs from
+    /// submission and bounds the wait for an interpreter; their cancel
+    /// token stops the call as dropping the future does.
+    pub fn call_with_async<A, K>(
+        &self,
+        method: Option<&str>,
+        args: &A,
+        kwargs: &K,
+        options: Option<&CallOptions>,
+    ) -> Result<CallFuture>
+    where
+        A: Arguments + ?Sized,
+        K: KeywordArguments + ?Sized,
+    {
+        submit(method, args, kwargs, options, |method, args, kwargs, options, done, user_data| unsafe {
+            sys::manypy_object_call_async(self.raw.as_ptr(), method, args, kwargs, options, done, user_data)
         })
     }
 

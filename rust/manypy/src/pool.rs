@@ -34,6 +34,7 @@ pub struct PoolBuilder {
     trust: ArchiveTrustBuilder,
     allow_process_exit: bool,
     stop_grace: Option<Duration>,
+    queue_limit: Option<usize>,
 }
 
 impl PoolBuilder {
@@ -112,6 +113,19 @@ impl PoolBuilder {
         self
     }
 
+    /// Admission control: the most calls that may wait for an interpreter
+    /// at once (a call waits when the interpreter chosen for it is running
+    /// another). Synchronous, asynchronous and batched calls count alike. A
+    /// call past the limit is refused at once with [`Code::Overloaded`] and
+    /// never runs: `Err` from a synchronous call, from
+    /// [`Object::call_async`](crate::Object::call_async) itself for an
+    /// asynchronous one. 0, the default, sets no limit. See
+    /// [`Pool::queued`].
+    pub fn queue_limit(mut self, limit: usize) -> Self {
+        self.queue_limit = Some(limit);
+        self
+    }
+
     /// Creates the pool. Interpreters start on first use (about a second
     /// each: each imports torch).
     pub fn build(self) -> Result<Pool> {
@@ -139,6 +153,9 @@ impl PoolBuilder {
             Error::check(sys::manypy_pool_options_set_allow_process_exit(o, self.allow_process_exit as i32))?;
             if let Some(grace) = self.stop_grace {
                 Error::check(sys::manypy_pool_options_set_stop_grace(o, nanos(grace, "stop grace")?))?;
+            }
+            if let Some(limit) = self.queue_limit {
+                Error::check(sys::manypy_pool_options_set_queue_limit(o, limit))?;
             }
             let mut pool = std::ptr::null_mut();
             Error::check(sys::manypy_pool_create(o, &mut pool))?;
@@ -182,6 +199,21 @@ impl Pool {
     /// Number of interpreters.
     pub fn size(&self) -> usize {
         unsafe { sys::manypy_pool_size(self.ptr()) }
+    }
+
+    /// Calls waiting for an interpreter now: what
+    /// [`PoolBuilder::queue_limit`] bounds. For metrics, and for a caller
+    /// that sheds load itself. Calls through the pool's packages, objects and
+    /// batchers count.
+    pub fn queued(&self) -> usize {
+        unsafe { sys::manypy_pool_queued(self.ptr()) }
+    }
+
+    /// Calls admitted and not yet complete (waiting or running). Read apart
+    /// from [`queued`](Self::queued), lock-free, so the two may be taken a
+    /// moment apart.
+    pub fn in_flight(&self) -> usize {
+        unsafe { sys::manypy_pool_in_flight(self.ptr()) }
     }
 
     /// `Ok(())` if interpreter `interpreter` (`0..size()`) can serve calls.

@@ -5,6 +5,7 @@ use manypy_sys as sys;
 
 use crate::call::{call_value, Arguments, CallOptions, KeywordArguments};
 use crate::error::{Error, Result};
+use crate::future::{submit, CallFuture};
 // Only the docs name it (intra-doc links to its variants).
 #[cfg(doc)]
 use crate::error::Code;
@@ -87,6 +88,31 @@ impl ScriptModule {
     {
         call_value(method, args, kwargs, options, |method, args, kwargs, options, out| unsafe {
             sys::manypy_script_call(self.0.as_ptr(), method, args, kwargs, options, out)
+        })
+    }
+
+    /// Submits a call of `forward`, as [`call`](Self::call), and returns at
+    /// once; see [`Object::call_async`](crate::Object::call_async). It runs
+    /// on one of the process's host worker threads (one per core), in
+    /// submission order; TorchScript has no pool, so no queue limit applies.
+    pub fn call_async<A: Arguments + ?Sized>(&self, args: &A) -> Result<CallFuture> {
+        self.call_with_async(None, args, &(), None)
+    }
+
+    /// The general asynchronous form, as [`call_with`](Self::call_with).
+    pub fn call_with_async<A, K>(
+        &self,
+        method: Option<&str>,
+        args: &A,
+        kwargs: &K,
+        options: Option<&CallOptions>,
+    ) -> Result<CallFuture>
+    where
+        A: Arguments + ?Sized,
+        K: KeywordArguments + ?Sized,
+    {
+        submit(method, args, kwargs, options, |method, args, kwargs, options, done, user_data| unsafe {
+            sys::manypy_script_call_async(self.0.as_ptr(), method, args, kwargs, options, done, user_data)
         })
     }
 

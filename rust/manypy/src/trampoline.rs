@@ -18,10 +18,11 @@ pub(crate) fn guard<R>(f: impl FnOnce() -> R) -> Option<R> {
 }
 
 /// How many times a callback of this process (operator callback, API usage
-/// handler, export hook, archive verifier) panicked. The panic was caught
-/// at the C boundary: the operator, call or load went on (an export hook
-/// that panicked adds no files; a verifier that panicked refuses the
-/// archive).
+/// handler, export hook, archive verifier, the waker of an asynchronous
+/// call's future) panicked. The panic was caught at the C boundary: the
+/// operator, call or load went on (an export hook that panicked adds no
+/// files; a verifier that panicked refuses the archive; a call whose waker
+/// panicked keeps its outcome for the next poll).
 pub fn callback_panics() -> u64 {
     PANICS.load(Ordering::Relaxed)
 }

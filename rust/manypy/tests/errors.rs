@@ -10,14 +10,14 @@ use manypy::{sys, Code, Pool, ScriptModule, Value};
 #[test]
 fn every_code_of_the_c_api_is_mapped_with_its_c_name() {
     manypy::check_library_version().unwrap();
-    for raw in 1..=sys::MANYPY_ERR_UNTRUSTED_ARCHIVE {
+    for raw in 1..=sys::MANYPY_ERR_OVERLOADED {
         let code = Code::from_raw(raw);
         let c_name = unsafe { CStr::from_ptr(sys::manypy_code_name(raw)) }.to_str().unwrap();
         assert_eq!(code.name(), c_name, "code {raw}");
         assert_eq!(code.raw(), Some(raw));
     }
     // A code the library does not know either.
-    let next = sys::MANYPY_ERR_UNTRUSTED_ARCHIVE + 1;
+    let next = sys::MANYPY_ERR_OVERLOADED + 1;
     assert_eq!(Code::from_raw(next), Code::Unknown(next));
     assert_eq!(unsafe { CStr::from_ptr(sys::manypy_code_name(next)) }.to_str().unwrap(), Code::Unknown(next).name());
 }

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 use std::path::PathBuf;
 
-use manypy::{Tensor, Value};
+use manypy::{CallFuture, CallOptions, CancelToken, Code, Object, Pool, Tensor, Value};
 
 /// The build's sample archives (samples/models/make_archives.py), from
 /// MANYPY_ARCHIVES, which the ctest entry sets. Missing is a test failure,
@@ -71,3 +71,66 @@ pub fn check_resnet(out: &Value) {
     assert_eq!(t.shape(), &[1, 1000]);
     assert_close(&t.to_vec::<f32>().unwrap(), &read_f32("resnet18.expected.out.bin"), 1e-4, "resnet18");
 }
+
+/// Runs the tests of one file one at a time (each takes the guard): a
+/// process has few interpreters (7 on torch 2.x), and tests that fill a
+/// pool's queue on purpose must not share the machine with each other.
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Waits for `done` to hold, checking every few milliseconds; a minute
+/// without it is a failure (a bound against hangs, not a timing check).
+pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !done() {
+        assert!(start.elapsed() < std::time::Duration::from_secs(60), "waited a minute for {what}");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
+/// A [1, n] float tensor of `v`s: one request's rows for batching.pt.
+pub fn row(v: f32, n: usize) -> Tensor {
+    Tensor::from_vec(vec![v; n], &[1, n as i64]).unwrap()
+}
+
+pub fn load(pool: &Pool, name: &str) -> Object {
+    pool.load_package(archive(name)).unwrap().load_pickle("model", "model.pkl").unwrap()
+}
+
+/// batching.pt's forward on [1, 4] rows of `v`: 2v + 1.
+pub fn expect_forward(out: &Value, v: f32) {
+    let t = tensor_of(out);
+    assert_eq!(t.shape(), &[1, 4]);
+    assert_eq!(t.as_slice::<f32>().unwrap(), &[2.0 * v + 1.0; 4], "forward of {v}");
+}
+
+/// A pool of one interpreter held by stuck.pt's `spin` until the returned
+/// token is cancelled (the returned future then gives Cancelled).
+pub struct Held {
+    pub pool: Pool,
+    pub stuck: Object,
+    pub token: CancelToken,
+    pub spin: CallFuture,
+}
+
+pub fn held_pool(queue_limit: usize) -> Held {
+    let pool = Pool::builder().interpreters(1).queue_limit(queue_limit).build().unwrap();
+    let stuck = load(&pool, "stuck.pt");
+    let token = CancelToken::new().unwrap();
+    let options = CallOptions::builder().cancel_token(&token).build().unwrap();
+    let spin = stuck.call_with_async(Some("spin"), &(), &(), Some(&options)).unwrap();
+    wait_until("spin to run", || pool.in_flight() == 1 && pool.queued() == 0);
+    Held { pool, stuck, token, spin }
+}
+
+impl Held {
+    pub fn release(self) {
+        self.token.cancel();
+        let e = futures::executor::block_on(self.spin).unwrap_err();
+        assert_eq!(e.code(), Code::Cancelled, "{e}");
+        drop(self.stuck);
+    }
+}
+
