@@ -34,10 +34,12 @@ func WithCallOptions(ctx context.Context, opts CallOptions) context.Context {
 // callScope is one call's C options: the context's deadline as a timeout,
 // its cancellation as a cancel token, and the CallOptions.
 type callScope struct {
-	opts  *C.manypy_call_options // nil: no options (the fast path)
-	token *C.manypy_cancel_token
-	stop  func() bool   // context.AfterFunc's
-	done  chan struct{} // closed when the AfterFunc has cancelled the token
+	opts   *C.manypy_call_options // nil: no options (the fast path)
+	token  *C.manypy_cancel_token
+	stop   func() bool   // context.AfterFunc's
+	done   chan struct{} // closed when the AfterFunc has cancelled the token
+	cancel func()        // what the AfterFunc does to the token
+	ctx    context.Context
 }
 
 // beginCall maps ctx onto C call options. A context already done fails at
@@ -109,13 +111,18 @@ func (s *callScope) configure(ctx context.Context, settings *CallOptions, hasDea
 		token := s.token
 		s.done = make(chan struct{})
 		doneSignal := s.done
-		s.stop = context.AfterFunc(ctx, func() {
+		s.ctx = ctx
+		s.cancel = func() {
 			// A deadline is the C deadline's to enforce (set above from the
 			// same instant): cancelling too would race it and could report
 			// a deadline as a cancel to Python code.
 			if !hasDeadline || ctx.Err() != context.DeadlineExceeded {
 				C.manypy_cancel_token_cancel(token)
 			}
+		}
+		cancel := s.cancel
+		s.stop = context.AfterFunc(ctx, func() {
+			cancel()
 			close(doneSignal)
 		})
 	}
@@ -124,8 +131,17 @@ func (s *callScope) configure(ctx context.Context, settings *CallOptions, hasDea
 
 // end frees the scope's C objects, once no cancel can still use them.
 func (s *callScope) end() {
-	if s.stop != nil && !s.stop() {
-		<-s.done // the AfterFunc started: let it finish with the token
+	if s.stop != nil {
+		if !s.stop() {
+			<-s.done // the AfterFunc started: let it finish with the token
+		} else if s.ctx.Err() != nil {
+			// The context is done, but its AfterFunc had not started: a
+			// context closes Done before it starts its AfterFuncs, and a
+			// goroutine that saw Done may get here first. A request that
+			// outlives the call in C (a Batcher request whose goroutine
+			// stopped waiting) must still see the cancel.
+			s.cancel()
+		}
 	}
 	if s.opts != nil { // the fast path makes no cgo call here
 		C.manypy_call_options_free(s.opts)
@@ -169,10 +185,13 @@ func finish(ctx context.Context, err error) error {
 }
 
 // stoppedBy is the error of a call its context stopped before it started.
-func stoppedBy(cause error) error {
+func stoppedBy(cause error) error { return stoppedWhen(cause, "before the call started") }
+
+// stoppedWhen is the error of a call its context stopped, when says when.
+func stoppedWhen(cause error, when string) error {
 	code := CodeCancelled
 	if cause == context.DeadlineExceeded {
 		code = CodeDeadlineExceeded
 	}
-	return &Error{Code: code, Message: cause.Error() + " before the call started", cause: cause}
+	return &Error{Code: code, Message: cause.Error() + " " + when, cause: cause}
 }

@@ -101,6 +101,17 @@
 // CodeInvalidArgument; a call on a closed handle returns ErrClosed. The
 // package never panics on a C failure.
 //
+// # Admission control and batching
+//
+// PoolOptions.QueueLimit bounds the calls waiting for an interpreter of a
+// pool: past it a call fails at once, without running, with ErrOverloaded,
+// so that an overloaded service sheds load instead of queueing it until
+// every request times out. Pool.Queued and Pool.InFlight report the load.
+// A Batcher (Object.NewBatcher) combines the concurrent requests of many
+// goroutines into one call of a method, stacked along a batch dimension,
+// and splits the result back. There is no asynchronous call form:
+// goroutines are Go's.
+//
 // # Trusted archives
 //
 // Loading a package runs its pickles, and loading TorchScript compiles its
@@ -112,19 +123,21 @@
 //
 // # Lifetimes
 //
-// Pool, Package, Object, ScriptModule, Profiler and Tensor hold native
-// handles. Close each when done: Close is idempotent, and closing in any
-// order is safe (an Object keeps its package and pool alive). A Close that
-// races calls on other goroutines frees the handle after they return, never
-// under them; calls that start after it fail with ErrClosed. A cleanup
+// Pool, Package, Object, Batcher, ScriptModule, Profiler and Tensor hold
+// native handles. Close each when done: Close is idempotent, and closing
+// in any order is safe (an Object keeps its package and pool alive, a
+// Batcher its object). A Close that races calls on other goroutines frees
+// the handle after they return, never under them (a Batcher's frees at
+// once and sends the batches its requests wait in); calls that start after
+// it fail with ErrClosed. A cleanup
 // (runtime.AddCleanup) frees whatever is never closed, as a backstop only:
 // the garbage collector does not see native memory. When every interpreter
 // is leased, NewPool runs the collector and retries before it gives up.
 //
 // # Goroutine safety
 //
-//   - Pool, Package, Object, ScriptModule, Profiler, OpCallbacks: safe for
-//     concurrent use by any number of goroutines.
+//   - Pool, Package, Object, Batcher, ScriptModule, Profiler, OpCallbacks:
+//     safe for concurrent use by any number of goroutines.
 //   - Tensor: safe to pass to any number of concurrent calls and to read
 //     from many goroutines; the slices of TensorView are plain memory, so
 //     writes to them need the caller's own synchronisation.

@@ -41,6 +41,7 @@ const (
 	CodeDeadlineExceeded   Code = C.MANYPY_ERR_DEADLINE_EXCEEDED
 	CodeCancelled          Code = C.MANYPY_ERR_CANCELLED
 	CodeUntrustedArchive   Code = C.MANYPY_ERR_UNTRUSTED_ARCHIVE
+	CodeOverloaded         Code = C.MANYPY_ERR_OVERLOADED
 )
 
 // codeNames: the C names without the library (String must work before the
@@ -57,6 +58,7 @@ var codeNames = map[Code]string{
 	CodeModuleNotFound: "MANYPY_ERR_MODULE_NOT_FOUND", CodeBadTensor: "MANYPY_ERR_BAD_TENSOR",
 	CodeNoSuchName: "MANYPY_ERR_NO_SUCH_NAME", CodeDeadlineExceeded: "MANYPY_ERR_DEADLINE_EXCEEDED",
 	CodeCancelled: "MANYPY_ERR_CANCELLED", CodeUntrustedArchive: "MANYPY_ERR_UNTRUSTED_ARCHIVE",
+	CodeOverloaded: "MANYPY_ERR_OVERLOADED",
 }
 
 // String is the code's C name, e.g. "MANYPY_ERR_PYTHON"; "MANYPY_UNKNOWN(n)"
@@ -161,6 +163,10 @@ var (
 	ErrDeadlineExceeded   error = codeError(CodeDeadlineExceeded)
 	ErrCancelled          error = codeError(CodeCancelled)
 	ErrUntrustedArchive   error = codeError(CodeUntrustedArchive)
+	// ErrOverloaded: the pool already had PoolOptions.QueueLimit calls
+	// waiting for an interpreter, so the call was refused at once and never
+	// ran. Retry later, or shed the load (an HTTP service answers 503).
+	ErrOverloaded error = codeError(CodeOverloaded)
 )
 
 // ErrClosed is returned by a call on a handle after its Close.

@@ -15,7 +15,7 @@ func TestEveryCodeHasItsSentinel(t *testing.T) {
 	if err := ready(); err != nil {
 		t.Fatal(err)
 	}
-	for code := CodeInvalidArgument; code <= CodeUntrustedArchive; code++ {
+	for code := CodeInvalidArgument; code <= CodeOverloaded; code++ {
 		sentinel := ErrorFor(code)
 		if sentinel == nil {
 			t.Fatalf("%d: no sentinel", code)
@@ -28,7 +28,7 @@ func TestEveryCodeHasItsSentinel(t *testing.T) {
 		if !errors.Is(err, sentinel) {
 			t.Errorf("%s does not match its sentinel", code)
 		}
-		for other := CodeInvalidArgument; other <= CodeUntrustedArchive; other++ {
+		for other := CodeInvalidArgument; other <= CodeOverloaded; other++ {
 			if other != code && errors.Is(err, ErrorFor(other)) {
 				t.Errorf("%s matches %s", code, other)
 			}
@@ -102,9 +102,10 @@ func expectCode(t *testing.T, err error, code Code, inMessage string) *Error {
 
 // Each code a Go program can reach, end to end. (STATIC_TLS: below, in a
 // child process; DEADLINE_EXCEEDED, CANCELLED: deadlines_test.go;
-// UNTRUSTED_ARCHIVE: trust in metadata_test.go. WRONG_KIND (the binding
-// checks kinds before reading), INTERPRETER_BROKEN and INTERNAL cannot be
-// caused from Go: the mapping above covers them.)
+// UNTRUSTED_ARCHIVE: trust in metadata_test.go; OVERLOADED:
+// admission_test.go. WRONG_KIND (the binding checks kinds before reading),
+// INTERPRETER_BROKEN and INTERNAL cannot be caused from Go: the mapping
+// above covers them.)
 func TestErrorsEndToEnd(t *testing.T) {
 	pool := newPool(t, PoolOptions{})
 	_, err := pool.Eval(0, "1 / 0")

@@ -145,6 +145,33 @@ mpgo_call_result mpgo_script_call(manypy_script_module* module, const char* meth
   return call(script_call, module, method, args, list, tensors, kwargs, options);
 }
 
+/* ---- asynchronous calls ------------------------------------------------- */
+
+/* The completion of an asynchronous call, on a manypy thread: the tensor is
+ * taken here (cheap, and it spares the waiting goroutine a cgo call); the
+ * Go side only hands the outcome to the goroutine, which converts it. */
+static void call_done(void* user_data, manypy_value* result, manypy_status* status) {
+  mpgo_call_result r = {NULL, NULL, NULL, NULL, 0};
+  take_result(&r, status, result);
+  mpgoCallDone((uintptr_t)user_data, r.status, r.value, r.tensor, (DLTensor*)r.dl);
+}
+
+manypy_status* mpgo_batcher_call_async(manypy_batcher* batcher, manypy_value* args, uintptr_t t0,
+                                       uintptr_t t1, uintptr_t t2, uintptr_t t3, int tensors,
+                                       manypy_value* kwargs, const manypy_call_options* options,
+                                       uintptr_t done_handle) {
+  manypy_tensor* const list[4] = {(manypy_tensor*)t0, (manypy_tensor*)t1, (manypy_tensor*)t2,
+                                  (manypy_tensor*)t3};
+  manypy_status* status = positional(&args, list, tensors);
+  if (!status) {
+    status = manypy_batcher_call_async(batcher, args, kwargs, options, call_done,
+                                       (void*)done_handle);
+  }
+  manypy_value_free(args);
+  manypy_value_free(kwargs);
+  return status;
+}
+
 /* ---- callbacks: C function pointers to the Go trampolines ---------------- */
 
 static void free_handle(void* user_data) { mpgoFreeHandle((uintptr_t)user_data); }

@@ -55,6 +55,17 @@ mpgo_call_result mpgo_script_call(manypy_script_module* module, const char* meth
                                   manypy_value* args, uintptr_t t0, uintptr_t t1, uintptr_t t2,
                                   uintptr_t t3, int tensors, manypy_value* kwargs,
                                   const manypy_call_options* options);
+/* manypy_batcher_call_async in one cgo transition, with the arguments as
+ * mpgo_object_call takes them (args and kwargs owned, freed here: the call
+ * copies what it keeps). NULL: accepted, and the Go function
+ * mpgoCallDone(done_handle, ...) will run exactly once with the outcome,
+ * taken as mpgo_object_call takes it (a tensor result as a manypy_tensor);
+ * a status: refused, and it never runs. */
+manypy_status* mpgo_batcher_call_async(manypy_batcher* batcher, manypy_value* args, uintptr_t t0,
+                                       uintptr_t t1, uintptr_t t2, uintptr_t t3, int tensors,
+                                       manypy_value* kwargs, const manypy_call_options* options,
+                                       uintptr_t done_handle);
+
 /* Operator callbacks with the Go trampolines; user_data is a cgo.Handle. */
 manypy_status* mpgo_add_op_callbacks(int with_enter, int with_exit, uintptr_t handle,
                                      double probability, int needs_inputs, uint64_t* out_id);

@@ -7,7 +7,10 @@ module manypy.dev/manypy
 // runtime.Pinner (zero-copy tensors over Go slices) needs 1.21.
 go 1.24
 
-require github.com/prometheus/client_golang v1.23.2
+require (
+	github.com/prometheus/client_golang v1.23.2
+	github.com/prometheus/common v0.66.1
+)
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -16,7 +19,6 @@ require (
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/client_model v0.6.2 // indirect
-	github.com/prometheus/common v0.66.1 // indirect
 	github.com/prometheus/procfs v0.16.1 // indirect
 	go.yaml.in/yaml/v2 v2.4.2 // indirect
 	golang.org/x/sys v0.35.0 // indirect

@@ -37,7 +37,8 @@ const AnyInterpreter = int(C.MANYPY_ANY_INTERPRETER)
 const NoStopGrace time.Duration = -1
 
 // PoolOptions configure NewPool. The zero value is 1 interpreter, DIRECT
-// mode, 1 intra-op thread, every archive trusted, a stop grace of 100 ms.
+// mode, 1 intra-op thread, every archive trusted, a stop grace of 100 ms,
+// no queue limit.
 type PoolOptions struct {
 	Interpreters   int        // 1 to MaxInterpreters(); 0 means 1
 	SysPath        []string   // appended to every interpreter's sys.path
@@ -65,6 +66,15 @@ type PoolOptions struct {
 	// Pool.CheckInterpreter). 0 means the library's default, 100 ms;
 	// NoStopGrace (or any negative value) escalates at once.
 	StopGrace time.Duration
+	// QueueLimit is admission control: the most calls that may wait for an
+	// interpreter of the pool at once (a call waits while the interpreter
+	// chosen for it runs another). A call past it fails at once with
+	// ErrOverloaded and never runs; refusing costs a few atomic operations
+	// whatever the load, so an overloaded service answers quickly instead
+	// of queueing until every request times out. Calls of every goroutine,
+	// pinned or not, and Batcher requests count alike. 0 sets no limit.
+	// Pool.Queued and Pool.InFlight report the load.
+	QueueLimit int
 	// KeepGOMAXPROCS stops NewPool from raising runtime.GOMAXPROCS. By
 	// default, unless the GOMAXPROCS environment variable is set, NewPool
 	// raises it to its value before the first pool plus the interpreters
@@ -215,6 +225,12 @@ func (o *PoolOptions) fill(copts *C.manypy_pool_options) error {
 	if err := statusError(C.manypy_pool_options_set_allow_process_exit(copts, C.int(allow))); err != nil {
 		return err
 	}
+	if o.QueueLimit < 0 {
+		return &Error{Code: CodeOutOfRange, Message: "the queue limit must be >= 0 (0: no limit)"}
+	}
+	if err := statusError(C.manypy_pool_options_set_queue_limit(copts, C.size_t(o.QueueLimit))); err != nil {
+		return err
+	}
 	if o.StopGrace == 0 {
 		return nil // the library's default
 	}
@@ -246,6 +262,31 @@ func (p *Pool) Size() int {
 	n := 0
 	_ = p.h.use(p, func(ptr unsafe.Pointer, _ cStrings) error {
 		n = int(C.manypy_pool_size((*C.manypy_pool)(ptr)))
+		return nil
+	})
+	return n
+}
+
+// Queued is the number of calls waiting for an interpreter of the pool
+// right now: what PoolOptions.QueueLimit bounds. Calls made through the
+// pool's packages, objects and batchers count. 0 once the pool is closed.
+// For metrics (manypyprom.NewPoolCollector) and for a caller that sheds
+// load itself.
+func (p *Pool) Queued() int {
+	return p.load(func(pool *C.manypy_pool) C.size_t { return C.manypy_pool_queued(pool) })
+}
+
+// InFlight is the number of calls admitted to the pool and not yet
+// complete, waiting or running. Read a moment apart from Queued (both are
+// lock-free), so InFlight may be briefly below Queued. 0 once closed.
+func (p *Pool) InFlight() int {
+	return p.load(func(pool *C.manypy_pool) C.size_t { return C.manypy_pool_in_flight(pool) })
+}
+
+func (p *Pool) load(read func(*C.manypy_pool) C.size_t) int {
+	n := 0
+	_ = p.h.use(p, func(ptr unsafe.Pointer, _ cStrings) error {
+		n = int(read((*C.manypy_pool)(ptr)))
 		return nil
 	})
 	return n

@@ -2,34 +2,58 @@ package main
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"math"
 	"math/rand"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
 
-// runLoadTest serves the model with 1 interpreter, then with
-// cfg.Interpreters, each under the same load from a loopback client
-// (load.clients goroutines with keep-alive connections, for load.duration),
-// and prints requests/s and p50/p99 latency side by side.
+// runLoadTest serves the model under the same load from a loopback client
+// (load.clients goroutines with keep-alive connections, for load.duration)
+// in two configurations, and prints requests/s and p50/p99 latency side by
+// side: 1 interpreter and cfg.Interpreters; or, with cfg.Batch > 0,
+// cfg.Interpreters unbatched and batched (manypy.Batcher).
 func runLoadTest(cfg config, load loadConfig, out io.Writer) error {
-	body, err := loadTestBody(load.steps)
+	body, what, err := loadTestBody(cfg.Archive, load.steps)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "POST /predict, %s, steps=%d, %d clients, %v per row, thread mode %d\n",
-		cfg.ModelID, load.steps, load.clients, load.duration, cfg.ThreadMode)
-	fmt.Fprintf(out, "%-13s %10s %10s %10s %8s\n", "interpreters", "req/s", "p50 ms", "p99 ms", "errors")
+	type row struct {
+		label string
+		cfg   config
+	}
+	var rows []row
+	if cfg.Batch > 0 {
+		unbatched := cfg
+		unbatched.Batch = 0
+		rows = []row{{"unbatched", unbatched},
+			{fmt.Sprintf("batched %d/%v", cfg.Batch, cfg.BatchWait), cfg}}
+	} else {
+		one := cfg
+		one.Interpreters = 1
+		rows = []row{{"", one}, {"", cfg}}
+	}
+	fmt.Fprintf(out, "POST /predict, %s, %s, %d clients, %v per row, thread mode %d\n",
+		cfg.ModelID, what, load.clients, load.duration, cfg.ThreadMode)
+	fmt.Fprintf(out, "%-18s %-13s %10s %10s %10s %8s\n", "mode", "interpreters", "req/s", "p50 ms", "p99 ms", "errors")
 	var base float64
-	for _, n := range []int{1, cfg.Interpreters} {
-		row := cfg
-		row.Interpreters = n
-		r, err := measure(row, load, body)
+	for _, row := range rows {
+		if row.label == "" {
+			row.label = "unbatched"
+		}
+		r, err := measure(row.cfg, load, body)
 		if err != nil {
 			return err
 		}
@@ -39,7 +63,7 @@ func runLoadTest(cfg config, load loadConfig, out io.Writer) error {
 		} else {
 			speedup = fmt.Sprintf("  (%.2fx)", r.rate/base)
 		}
-		fmt.Fprintf(out, "%-13d %10.1f %10.2f %10.2f %8d%s\n", n, r.rate,
+		fmt.Fprintf(out, "%-18s %-13d %10.1f %10.2f %10.2f %8d%s\n", row.label, row.cfg.Interpreters, r.rate,
 			ms(r.p50), ms(r.p99), r.errors, speedup)
 	}
 	return nil
@@ -47,16 +71,53 @@ func runLoadTest(cfg config, load loadConfig, out io.Writer) error {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-func loadTestBody(steps int) ([]byte, error) {
-	rng := rand.New(rand.NewSource(1))
-	data := make([]float64, 4*64)
-	for i := range data {
-		data[i] = rng.NormFloat64()
+// loadTestBody is one request for the archive: its test case (NAME.json
+// next to NAME.pt: the input file, its shape and the kwargs, as
+// samples/models writes them), with the kwarg steps set to steps when it
+// has one (python_heavy.pt); without a test case, a random [1, 64] input
+// and no kwargs. It also says what the request is.
+func loadTestBody(archive string, steps int) ([]byte, string, error) {
+	desc, err := os.ReadFile(strings.TrimSuffix(archive, ".pt") + ".json")
+	if errors.Is(err, fs.ErrNotExist) {
+		rng := rand.New(rand.NewSource(1))
+		data := make([]float64, 64)
+		for i := range data {
+			data[i] = rng.NormFloat64()
+		}
+		body, err := json.Marshal(map[string]any{"inputs": []tensorJSON{{Shape: []int64{1, 64}, Data: data}}})
+		return body, "random input [1 64]", err
 	}
-	return json.Marshal(map[string]any{
-		"inputs": []tensorJSON{{Shape: []int64{4, 64}, Data: data}},
-		"kwargs": map[string]any{"steps": steps, "normalize": false},
+	if err != nil {
+		return nil, "", err
+	}
+	var test struct {
+		Input struct {
+			Shape []int64 `json:"shape"`
+			File  string  `json:"file"`
+		} `json:"input"`
+		Kwargs map[string]any `json:"kwargs"`
+	}
+	if err := json.Unmarshal(desc, &test); err != nil {
+		return nil, "", err
+	}
+	raw, err := os.ReadFile(filepath.Join(filepath.Dir(archive), test.Input.File))
+	if err != nil {
+		return nil, "", err
+	}
+	data := make([]float64, len(raw)/4)
+	for i := range data {
+		data[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:])))
+	}
+	what := fmt.Sprintf("input %v", test.Input.Shape)
+	if _, ok := test.Kwargs["steps"]; ok {
+		test.Kwargs["steps"] = steps
+		what += fmt.Sprintf(", steps=%d", steps)
+	}
+	body, err := json.Marshal(map[string]any{
+		"inputs": []tensorJSON{{Shape: test.Input.Shape, Data: data}},
+		"kwargs": test.Kwargs,
 	})
+	return body, what, err
 }
 
 type loadResult struct {

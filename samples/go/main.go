@@ -10,7 +10,8 @@
 //	curl -s localhost:8080/metrics
 //
 // With -loadtest it measures itself instead: requests/s and p50/p99 latency
-// from a loopback client, for 1 interpreter and for N.
+// from a loopback client, for 1 interpreter and for N, or with -batch for N
+// interpreters unbatched and batched.
 package main
 
 import (
@@ -66,8 +67,11 @@ func parseFlags(args []string) (config, string, loadConfig, error) {
 	fs.StringVar(&mode, "thread-mode", "direct", "direct or handoff")
 	fs.DurationVar(&cfg.Timeout, "timeout", 2*time.Second, "each request's deadline")
 	fs.Float64Var(&cfg.SampleRate, "profile", 0.01, "profiler sampling probability, in (0, 1]")
+	fs.IntVar(&cfg.QueueLimit, "queue-limit", 0, "calls that may wait for an interpreter; past it 503 (0: no limit)")
+	fs.IntVar(&cfg.Batch, "batch", 0, "batch requests without a method, up to this many rows (0: no batching)")
+	fs.DurationVar(&cfg.BatchWait, "batch-wait", 2*time.Millisecond, "the longest a batch waits to fill")
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address")
-	fs.BoolVar(&load.enabled, "loadtest", false, "measure 1 interpreter vs -interpreters under load, print a table, exit")
+	fs.BoolVar(&load.enabled, "loadtest", false, "measure 1 interpreter vs -interpreters (with -batch: unbatched vs batched) under load, print a table, exit")
 	fs.IntVar(&load.clients, "clients", 8, "load test: concurrent clients")
 	fs.DurationVar(&load.duration, "duration", 3*time.Second, "load test: time per configuration")
 	fs.IntVar(&load.steps, "steps", 5, "load test: python_heavy's steps kwarg")

@@ -241,6 +241,8 @@ func TestStatusOf(t *testing.T) {
 		{&manypy.Error{Code: manypy.CodeCancelled}, 499},
 		{&manypy.Error{Code: manypy.CodePython}, http.StatusBadRequest},
 		{&manypy.Error{Code: manypy.CodeInterpreterBroken}, http.StatusServiceUnavailable},
+		{&manypy.Error{Code: manypy.CodeOverloaded}, http.StatusServiceUnavailable},
+		{&manypy.Error{Code: manypy.CodeBadTensor}, http.StatusBadRequest},
 		{&manypy.Error{Code: manypy.CodeInternal}, http.StatusInternalServerError},
 	} {
 		if got := statusOf(c.err); got != c.want {

@@ -24,6 +24,16 @@ type config struct {
 	ThreadMode   manypy.ThreadMode
 	Timeout      time.Duration // each request's call deadline
 	SampleRate   float64       // the profiler's sampling probability
+	// QueueLimit bounds the calls waiting for an interpreter (0: no
+	// bound); past it a request is refused at once with 503.
+	QueueLimit int
+	// Batch > 0 puts a manypy.Batcher of up to Batch rows, waiting up to
+	// BatchWait for a batch to fill, in front of the model's forward: the
+	// requests without a method are batched. Only for a model whose rows
+	// are independent (resnet18.pt; not python_heavy.pt, whose branch on
+	// the mean of the whole batch would change with the batch).
+	Batch     int
+	BatchWait time.Duration
 }
 
 // service owns the pool, the model, the profiler and the metrics registry.
@@ -31,13 +41,15 @@ type service struct {
 	cfg      config
 	pool     *manypy.Pool
 	model    *manypy.Object
+	batcher  *manypy.Batcher // nil unless cfg.Batch > 0
 	profiler *manypy.Profiler
 	registry *prometheus.Registry
 	requests *prometheus.CounterVec
 }
 
 func newService(cfg config) (*service, error) {
-	pool, err := manypy.NewPool(manypy.PoolOptions{Interpreters: cfg.Interpreters, ThreadMode: cfg.ThreadMode})
+	pool, err := manypy.NewPool(manypy.PoolOptions{Interpreters: cfg.Interpreters, ThreadMode: cfg.ThreadMode,
+		QueueLimit: cfg.QueueLimit})
 	if err != nil {
 		return nil, err
 	}
@@ -50,8 +62,8 @@ func newService(cfg config) (*service, error) {
 	s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "predict_requests_total", Help: "POST /predict requests by HTTP status.",
 	}, []string{"code"})
-	s.registry.MustRegister(manypyprom.NewCollector(s.profiler), s.requests,
-		collectors.NewGoCollector())
+	s.registry.MustRegister(manypyprom.NewCollector(s.profiler), manypyprom.NewPoolCollector(pool, cfg.ModelID),
+		s.requests, collectors.NewGoCollector())
 	return s, nil
 }
 
@@ -63,6 +75,13 @@ func (s *service) load() error {
 	defer pkg.Close() // the model keeps it
 	if s.model, err = pkg.LoadPickle("model", "model.pkl"); err != nil {
 		return err
+	}
+	if s.cfg.Batch > 0 {
+		s.batcher, err = s.model.NewBatcher("", manypy.BatcherOptions{MaxBatch: s.cfg.Batch,
+			MaxWait: s.cfg.BatchWait, Name: s.cfg.ModelID})
+		if err != nil {
+			return err
+		}
 	}
 	// Starts every interpreter (each imports torch, about a second) before
 	// the port opens, so that no request waits for one.
@@ -76,6 +95,9 @@ func (s *service) load() error {
 func (s *service) close() {
 	if s.profiler != nil {
 		s.profiler.Close()
+	}
+	if s.batcher != nil {
+		s.batcher.Close()
 	}
 	if s.model != nil {
 		s.model.Close()
@@ -116,7 +138,14 @@ func (s *service) serve(r *http.Request) (int, any) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
 	defer cancel()
 	ctx = manypy.WithCallOptions(ctx, manypy.CallOptions{ModelID: s.cfg.ModelID, RequestID: requestID})
-	out, err := s.model.CallKw(ctx, req.Method, req.args, req.kwargs)
+	var out any
+	if s.batcher != nil && req.Method == "" {
+		// Concurrent requests share one forward call: each brings its rows
+		// and gets its own rows back.
+		out, err = s.batcher.CallKw(ctx, req.args, req.kwargs)
+	} else {
+		out, err = s.model.CallKw(ctx, req.Method, req.args, req.kwargs)
+	}
 	if err != nil {
 		return statusOf(err), errorBody{Error: err.Error(), RequestID: requestID}
 	}
@@ -137,6 +166,10 @@ func statusOf(err error) int {
 	case errors.Is(err, manypy.ErrInterpreterBroken):
 		// No interpreter of the pool can serve: a model that caught its
 		// stops retired them (Pool.CheckInterpreter says why).
+		return http.StatusServiceUnavailable
+	case errors.Is(err, manypy.ErrOverloaded):
+		// The pool's queue is full (-queue-limit): refused at once, so the
+		// client (or its load balancer) can try elsewhere or later.
 		return http.StatusServiceUnavailable
 	case errors.Is(err, manypy.ErrPython), errors.Is(err, manypy.ErrInvalidArgument),
 		errors.Is(err, manypy.ErrNoSuchName), errors.Is(err, manypy.ErrBadTensor):
