@@ -67,8 +67,8 @@ void ReplicatedObject::ensure_loaded(Interpreter& interp, CallStop* stop) {
   });
 }
 
-Value ReplicatedObject::on_replica(int interpreter, const CallLimits& limits,
-                                   const std::function<Value(Interpreter&, CallStop*)>& fn) {
+template <typename Fn>
+Value ReplicatedObject::on_replica(int interpreter, const CallLimits& limits, Fn&& fn) {
   {
     std::lock_guard<std::mutex> lock(calls_mu_);
     ++calls_;

@@ -47,9 +47,11 @@ class ReplicatedObject : public std::enable_shared_from_this<ReplicatedObject> {
   ReplicatedObject(std::shared_ptr<Package> package, std::string module, std::string name);
 
   // Runs fn(interp, stop) on an interpreter picked per `interpreter`,
-  // within `limits`, with the replica there loaded first.
-  Value on_replica(int interpreter, const CallLimits& limits,
-                   const std::function<Value(Interpreter&, CallStop*)>& fn);
+  // within `limits`, with the replica there loaded first. A template (in
+  // the .cpp file), so that a call's arguments reach the dispatcher's Work
+  // without a heap-allocated closure.
+  template <typename Fn>
+  Value on_replica(int interpreter, const CallLimits& limits, Fn&& fn);
   void ensure_loaded(Interpreter& interp, CallStop* stop);
 
   const uint64_t id_;
