@@ -985,7 +985,9 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_script_call(
     const manypy_value* kwargs, const manypy_call_options* options, manypy_value** out_result);
 
 /* Submits a call of the module, as manypy_script_call, and returns at once,
- * with the conventions of manypy_object_call_async. The call runs on one of
+ * with the conventions of manypy_object_call_async; a method the module
+ * does not have is refused at submission (MANYPY_ERR_NO_SUCH_NAME), since
+ * the host knows its methods. The call runs on one of
  * the process's host worker threads (as many as the machine has cores,
  * started on first use), in submission order; TorchScript has no pool, so
  * no queue limit applies. The call holds its module until `done` has
