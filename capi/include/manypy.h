@@ -151,8 +151,17 @@ typedef enum manypy_code {
    * calls waiting for an interpreter as its queue limit allows
    * (manypy_pool_options_set_queue_limit). Retry later or shed the load.
    * Since 0.3. */
-  MANYPY_ERR_OVERLOADED = 22
+  MANYPY_ERR_OVERLOADED = 22,
+  /* Refused at once, without running, because the pool is draining
+   * (manypy_pool_drain): it finishes the calls it has and takes no new
+   * ones. Send the call to another pool or process. Since 0.3. */
+  MANYPY_ERR_DRAINING = 23
 } manypy_code;
+
+/* One more than the largest code this version knows: the length of the
+ * per-code arrays of manypy_pool_stats and manypy_request_metrics. Room is
+ * left for codes later versions append. Since 0.3. */
+#define MANYPY_CODE_SLOTS 32
 
 /* Owned by the caller; free with manypy_status_free(). Not thread safe:
  * use a status from one thread at a time. */
@@ -569,6 +578,60 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_options_set_stop_grace(
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_options_set_queue_limit(
     manypy_pool_options* options, size_t limit);
 
+/* Serve as soon as one interpreter is ready (1), or only once all are (0,
+ * the default). With 1, manypy_pool_create returns when the first
+ * interpreter has started and the others start in the background; calls
+ * that may go anywhere go only to started interpreters, and a call pinned
+ * to one still starting waits for it, within its deadline. A background
+ * start that fails leaves that interpreter broken (manypy_pool_get_stats
+ * counts it, manypy_pool_check_interpreter says why, and the callback of
+ * manypy_pool_options_set_on_interpreter_failed is told); the pool serves on
+ * the others. manypy_pool_create fails only if no interpreter starts.
+ *
+ * Off by default so that a pool that is returned is whole: with 0, an
+ * interpreter that cannot start (static TLS, a broken installation) fails
+ * manypy_pool_create itself, and nothing is left half-started. Turn it on
+ * for a service behind a readiness probe (docs/deploy.md). Since 0.3. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_options_set_serve_early(
+    manypy_pool_options* options, int serve_early);
+
+/* Growth: the most interpreters the pool may grow to by itself, from the
+ * number it starts with (manypy_pool_options_set_interpreters, the least).
+ * When a call has waited for an interpreter longer than the threshold of
+ * manypy_pool_options_set_grow_after, the pool starts one more, in the
+ * background, up to this many; while it starts, the pool serves on the
+ * others. 0, the default, means the starting number: no growth. Checked by
+ * manypy_pool_create: MANYPY_ERR_OUT_OF_RANGE if it is below the starting
+ * number or above manypy_max_interpreters(). A pool never shrinks by
+ * itself: an interpreter keeps its memory for the life of the process
+ * (docs/memory.md), so giving one back only hands it to other pools
+ * (manypy_pool_resize). Since 0.3. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_options_set_max_interpreters(
+    manypy_pool_options* options, size_t max);
+
+/* How long, in nanoseconds, a call may wait for an interpreter before the
+ * pool grows (up to its maximum). Default 20 ms. MANYPY_ERR_OUT_OF_RANGE
+ * below 1. Since 0.3. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_options_set_grow_after(
+    manypy_pool_options* options, int64_t wait_ns);
+
+/* Told when an interpreter of the pool fails to start in the background
+ * (with serve_early, or when the pool grows), with its index in the pool
+ * and the status saying why (borrowed for the call). Runs on a thread of
+ * manypy's; may call manypy (not manypy_pool_destroy on this pool); must
+ * not unwind. `user_data` must stay valid while any pool created with
+ * these options lives. NULL `callback` removes it. Since 0.3. */
+typedef void (*manypy_interpreter_failed_fn)(void* user_data, int32_t interpreter,
+                                             const manypy_status* why);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_options_set_on_interpreter_failed(
+    manypy_pool_options* options, manypy_interpreter_failed_fn callback, void* user_data);
+
+/* A name for the pool (copied), the `pool` label of its metrics
+ * (manypy_pool_prometheus), so that several pools of a process can be told
+ * apart. Default: none (no `pool` label). Since 0.3. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_options_set_name(
+    manypy_pool_options* options, const char* name);
+
 /* ------------------------------------------------------------------------ */
 /* Pool                                                                     */
 /* ------------------------------------------------------------------------ */
@@ -607,7 +670,11 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_create(
  * sys.path is restored) and returns it for later pools to reuse. */
 MANYPY_API void manypy_pool_destroy(manypy_pool* pool);
 
-/* Number of interpreters in the pool. 0 for NULL. */
+/* Number of interpreters in the pool right now (starting, ready, busy or
+ * broken): indices [0, size) are valid for pinned calls. It changes with
+ * manypy_pool_resize and growth (manypy_pool_options_set_max_interpreters),
+ * so read it when needed rather than keeping it. 0 for NULL. Lock-free.
+ * Thread safe. */
 MANYPY_API size_t manypy_pool_size(const manypy_pool* pool);
 
 /* The pool's load right now, for metrics and for a caller that sheds load
@@ -618,6 +685,116 @@ MANYPY_API size_t manypy_pool_size(const manypy_pool* pool);
  * 0.3. */
 MANYPY_API size_t manypy_pool_queued(const manypy_pool* pool);
 MANYPY_API size_t manypy_pool_in_flight(const manypy_pool* pool);
+
+/* A pool's health, for readiness probes, dashboards and autoscalers.
+ * Fields are only ever appended. The caller sets struct_size to its
+ * sizeof(manypy_pool_stats); the library fills the fields that fit in it
+ * and leaves the rest alone (MANYPY_ERR_INVALID_ARGUMENT if struct_size is
+ * smaller than 0.3's struct). Since 0.3. */
+typedef struct manypy_pool_stats {
+  uint32_t struct_size; /* in: the caller's sizeof(manypy_pool_stats) */
+  uint32_t draining;    /* 1 once manypy_pool_drain was called */
+  size_t interpreters;  /* manypy_pool_size: the four counts below add up to it */
+  size_t starting;      /* not yet able to serve: starting, or being leased */
+  size_t ready;         /* serving, with no call */
+  size_t busy;          /* serving, with at least one call */
+  size_t broken;        /* failed to start, or retired (manypy_pool_check_interpreter says why) */
+  size_t in_flight;     /* as manypy_pool_in_flight */
+  size_t queued;        /* as manypy_pool_queued */
+  /* Calls completed since the pool was created, by status code:
+   * completed[MANYPY_OK] succeeded, completed[MANYPY_ERR_PYTHON] raised, and
+   * so on. Calls refused at admission (MANYPY_ERR_OVERLOADED,
+   * MANYPY_ERR_DRAINING) count too. */
+  uint64_t completed[MANYPY_CODE_SLOTS];
+} manypy_pool_stats;
+
+/* Fills *out (see manypy_pool_stats). Lock-free reads, so the counts may be
+ * taken a moment apart. Thread safe. Since 0.3. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_get_stats(const manypy_pool* pool,
+                                                                 manypy_pool_stats* out);
+
+/* Resizes the pool to `interpreters`, 1 to manypy_max_interpreters().
+ * Growing leases interpreters from the process-wide set (starting new ones)
+ * and returns once they serve; an interpreter that fails to start stays in
+ * the pool, broken, and the first failure is returned. Shrinking takes the
+ * highest indices out of the pool at once (calls pinned to them are then
+ * MANYPY_ERR_OUT_OF_RANGE; calls running there finish first) and gives
+ * them back to the process-wide set for other pools: their memory stays
+ * with the process (docs/memory.md). MANYPY_ERR_OUT_OF_RANGE for 0,
+ * MANYPY_ERR_RESOURCE_EXHAUSTED when the process has too few interpreters
+ * left (the message gives the limit), MANYPY_ERR_DRAINING while draining.
+ * Resizes of one pool are serialized. Thread safe. Since 0.3. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_resize(manypy_pool* pool,
+                                                              size_t interpreters);
+
+/* Graceful drain, for a service that is stopping (SIGTERM) or moving
+ * traffic away: from now on the pool refuses new calls with
+ * MANYPY_ERR_DRAINING (through its packages, objects and batchers too).
+ * Calls already running or queued go on; at `deadline_ns` (absolute,
+ * CLOCK_MONOTONIC, as manypy_call_options_set_deadline; 0: no deadline)
+ * those left are cancelled, as by a cancel token (they end with
+ * MANYPY_ERR_CANCELLED). Returns when no call is left, or when those
+ * cancelled have had their stop grace (manypy_pool_options_set_stop_grace)
+ * twice over to end. *out_finished (may be NULL) gets how many of the calls
+ * in flight at the start finished by themselves, *out_cancelled (may be
+ * NULL) how many the drain cancelled. A pool never stops draining.
+ *
+ * Calling it again, or from several threads, is allowed: each call waits
+ * in the same way and counts the calls in flight when it began. It may race
+ * with calls on the pool's objects and with the freeing of handles, not
+ * with manypy_pool_destroy of this same handle. Since 0.3. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_drain(manypy_pool* pool,
+                                                             int64_t deadline_ns,
+                                                             size_t* out_finished,
+                                                             size_t* out_cancelled);
+
+/* Request metrics of one model in a pool, since the pool was created. A
+ * call's model is the model id of its context
+ * (manypy_call_options_set_context), "" for calls without one. Durations
+ * are in seconds: a request's from admission to completion, its queue time
+ * from admission until it began running in its interpreter (in DIRECT mode,
+ * until it held the interpreter's GIL). Histogram buckets are cumulative,
+ * as Prometheus's: bucket i counts the durations <= bucket_bounds[i]; the
+ * count is the +Inf bucket. Fields are only ever appended: step through an
+ * array of them by struct_size (manypy_request_metrics_at does). Since 0.3. */
+typedef struct manypy_request_metrics {
+  uint32_t struct_size; /* this library's sizeof(manypy_request_metrics) */
+  const char* model;
+  uint64_t completed[MANYPY_CODE_SLOTS]; /* by status code, refusals included */
+  size_t num_buckets;
+  const double* bucket_bounds; /* num_buckets upper bounds, ascending, in seconds */
+  const uint64_t* request_buckets;
+  uint64_t request_count;
+  double request_seconds_sum;
+  const uint64_t* queue_buckets;
+  uint64_t queue_count;
+  double queue_seconds_sum;
+} manypy_request_metrics;
+
+/* Every model's request metrics. *out_metrics (an array of *out_count,
+ * with their strings and buckets) is owned by the caller: free it with
+ * manypy_request_metrics_free. Thread safe. Since 0.3. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_request_metrics(
+    const manypy_pool* pool, manypy_request_metrics** out_metrics, size_t* out_count);
+/* Accepts NULL. Since 0.3. */
+MANYPY_API void manypy_request_metrics_free(manypy_request_metrics* metrics, size_t count);
+
+/* Entry `index` (< the count) of manypy_pool_request_metrics's array. */
+static inline const manypy_request_metrics* manypy_request_metrics_at(
+    const manypy_request_metrics* metrics, size_t index) {
+  return (const manypy_request_metrics*)((const char*)metrics + index * metrics->struct_size);
+}
+
+/* The pool's metrics in the Prometheus text exposition format, as a string
+ * value, for a service's /metrics endpoint (docs/metrics.md has the table):
+ * manypy_requests_total{model,code}, the histograms
+ * manypy_request_duration_seconds{model} and
+ * manypy_queue_duration_seconds{model}, the gauges manypy_inflight_requests,
+ * manypy_queued_requests and manypy_interpreters{state}, and
+ * manypy_draining. Every series carries pool="<name>" when the pool has a
+ * name (manypy_pool_options_set_name). Thread safe. Since 0.3. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_prometheus(const manypy_pool* pool,
+                                                                  manypy_value** out_text);
 
 /* NULL if interpreter `interpreter` (an index in [0, manypy_pool_size)) can
  * serve calls. Otherwise a status owned by the caller:
@@ -725,6 +902,17 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_package_load_pickle(
  * when it completes (on manypy's completion thread if it completes on one
  * of manypy's threads). */
 MANYPY_API void manypy_object_free(manypy_object* object);
+
+/* A second handle to the same object (*out_object, owned by the caller,
+ * freed with manypy_object_free): the object stays loaded until its last
+ * handle is freed and its last call has completed. Cheap (no Python runs),
+ * so a caller may take one per call. It is what a hot swap needs
+ * (docs/deploy.md, "Model hot swap"): the server keeps the current version's
+ * handle under a lock; each request shares it under the lock and calls
+ * outside it; the swap replaces it under the lock and frees the old one,
+ * which unloads once the requests holding it end. Thread safe. Since 0.3. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_object_share(const manypy_object* object,
+                                                               manypy_object** out_object);
 
 /* A cancel token: created by the caller, cancelled from any thread, and
  * shared by any number of calls (through their call options). Cancelling
