@@ -3,6 +3,7 @@
 // interpreter side (MPI_ERR_*, MPI_VALUE_*), which is C in another link-map
 // namespace and cannot share the core's enums. Values cross between them by
 // number, so the build fails here if any two copies disagree.
+#include "code_names.h"
 #include "error.h"
 #include "interp_api.h"
 #include "manypy.h"
@@ -45,6 +46,8 @@ static_assert(same(MANYPY_ERR_UNTRUSTED_ARCHIVE, Code::kUntrustedArchive,
                    MPI_ERR_UNTRUSTED_ARCHIVE));
 // Only the host refuses calls for overload: the interpreter side has no such code.
 static_assert(MANYPY_ERR_OVERLOADED == static_cast<int>(Code::kOverloaded));
+static_assert(MANYPY_ERR_DRAINING == static_cast<int>(Code::kDraining));
+static_assert(MANYPY_CODE_SLOTS == manypy::kCodeSlots);
 
 constexpr bool same_kind(manypy_value_kind k, ValueKind core, int interp) {
   return static_cast<int>(k) == static_cast<int>(core) && static_cast<int>(k) == interp;

@@ -103,6 +103,9 @@ manypy_status* invalid_argument(const char* function, const char* what) noexcept
 // above U+10FFFF.
 bool valid_utf8(const char* s, size_t n);
 
+// A malloc'ed copy of `s` for the caller to free(). Throws bad_alloc.
+char* copy_string(const std::string& s);
+
 // Wraps a core Value in a new caller-owned handle.
 manypy_value* new_value(manypy::Value value);
 

@@ -54,6 +54,15 @@ manypy_status* manypy_package_load_pickle(manypy_package* package, const char* m
 
 void manypy_object_free(manypy_object* object) { delete object; }
 
+manypy_status* manypy_object_share(const manypy_object* object, manypy_object** out_object) {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
+    MANYPY_NOT_NULL(object);
+    MANYPY_NOT_NULL(out_object);
+    *out_object = new manypy_object{object->object};
+    return nullptr;
+  });
+}
+
 manypy_call_options* manypy_call_options_new(void) {
   return new (std::nothrow) manypy_call_options();
 }

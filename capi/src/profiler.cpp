@@ -10,16 +10,7 @@ struct manypy_profiler {
   std::unique_ptr<manypy::Profiler> profiler;
 };
 
-namespace {
-
-char* copy_string(const std::string& s) {
-  char* out = static_cast<char*>(std::malloc(s.size() + 1));
-  if (out == nullptr) throw std::bad_alloc();
-  std::memcpy(out, s.c_str(), s.size() + 1);
-  return out;
-}
-
-}  // namespace
+using manypy::capi::copy_string;
 
 extern "C" {
 

@@ -1,6 +1,8 @@
 // manypy_status: construction and accessors.
+#include <cstdlib>
 #include <cstring>
 
+#include "code_names.h"
 #include "handles.h"
 
 namespace manypy::capi {
@@ -30,6 +32,13 @@ manypy_status* invalid_argument(const char* function, const char* what) noexcept
 
 bool is_static(const manypy_status* status) { return status == &g_out_of_memory; }
 
+char* copy_string(const std::string& s) {
+  char* out = static_cast<char*>(std::malloc(s.size() + 1));
+  if (out == nullptr) throw std::bad_alloc();
+  std::memcpy(out, s.c_str(), s.size() + 1);
+  return out;
+}
+
 namespace {
 
 // The int a manypy_code parameter holds, read without loading it as the enum
@@ -41,34 +50,6 @@ int code_value(const manypy_code& code) noexcept {
   return value;
 }
 
-const char* code_name(int value) noexcept {
-  switch (value) {
-    case MANYPY_OK: return "MANYPY_OK";
-    case MANYPY_ERR_INVALID_ARGUMENT: return "MANYPY_ERR_INVALID_ARGUMENT";
-    case MANYPY_ERR_OUT_OF_RANGE: return "MANYPY_ERR_OUT_OF_RANGE";
-    case MANYPY_ERR_PYTHON: return "MANYPY_ERR_PYTHON";
-    case MANYPY_ERR_SYNTAX: return "MANYPY_ERR_SYNTAX";
-    case MANYPY_ERR_UNSUPPORTED_TYPE: return "MANYPY_ERR_UNSUPPORTED_TYPE";
-    case MANYPY_ERR_WRONG_KIND: return "MANYPY_ERR_WRONG_KIND";
-    case MANYPY_ERR_STATIC_TLS: return "MANYPY_ERR_STATIC_TLS";
-    case MANYPY_ERR_RESOURCE_EXHAUSTED: return "MANYPY_ERR_RESOURCE_EXHAUSTED";
-    case MANYPY_ERR_LOADER: return "MANYPY_ERR_LOADER";
-    case MANYPY_ERR_INTERPRETER_BROKEN: return "MANYPY_ERR_INTERPRETER_BROKEN";
-    case MANYPY_ERR_INTERNAL: return "MANYPY_ERR_INTERNAL";
-    case MANYPY_ERR_NOT_FOUND: return "MANYPY_ERR_NOT_FOUND";
-    case MANYPY_ERR_BAD_ARCHIVE: return "MANYPY_ERR_BAD_ARCHIVE";
-    case MANYPY_ERR_NOT_A_PACKAGE: return "MANYPY_ERR_NOT_A_PACKAGE";
-    case MANYPY_ERR_UNSUPPORTED_VERSION: return "MANYPY_ERR_UNSUPPORTED_VERSION";
-    case MANYPY_ERR_MODULE_NOT_FOUND: return "MANYPY_ERR_MODULE_NOT_FOUND";
-    case MANYPY_ERR_BAD_TENSOR: return "MANYPY_ERR_BAD_TENSOR";
-    case MANYPY_ERR_NO_SUCH_NAME: return "MANYPY_ERR_NO_SUCH_NAME";
-    case MANYPY_ERR_DEADLINE_EXCEEDED: return "MANYPY_ERR_DEADLINE_EXCEEDED";
-    case MANYPY_ERR_CANCELLED: return "MANYPY_ERR_CANCELLED";
-    case MANYPY_ERR_UNTRUSTED_ARCHIVE: return "MANYPY_ERR_UNTRUSTED_ARCHIVE";
-    case MANYPY_ERR_OVERLOADED: return "MANYPY_ERR_OVERLOADED";
-  }
-  return "MANYPY_UNKNOWN";
-}
 
 }  // namespace
 
@@ -99,7 +80,7 @@ manypy_status* manypy_status_new(manypy_code code, const char* message) {
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     const int value = manypy::capi::code_value(code);  // any int a C caller passed
     if (value == MANYPY_OK) return nullptr;            // success is no status
-    if (std::strcmp(manypy::capi::code_name(value), "MANYPY_UNKNOWN") == 0) {
+    if (std::strcmp(manypy::code_name(value), "MANYPY_UNKNOWN") == 0) {
       return manypy::capi::invalid_argument(
           api_function, ("code " + std::to_string(value) + " is not one this library knows").c_str());
     }
@@ -122,7 +103,7 @@ const char* manypy_code_name(manypy_code code) {
   // not know); in C++, loading one outside the enumerators' range as a
   // manypy_code is undefined (UBSan: "not a valid value for type
   // 'manypy_code'"), so the parameter is read as the int it holds.
-  return manypy::capi::code_name(manypy::capi::code_value(code));
+  return manypy::code_name(manypy::capi::code_value(code));
 }
 
 uint32_t manypy_version_number(void) { return MANYPY_VERSION_NUMBER; }

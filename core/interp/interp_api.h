@@ -114,6 +114,10 @@ typedef struct mpi_call_control {
    * cut short, or left state behind that could not be repaired. */
   int retire;
   char retire_reason[256];
+  /* When the call first began running in the interpreter, holding its GIL
+   * (CLOCK_MONOTONIC; set by mpi_call_begin if 0): the end of its wait,
+   * for the host's queue-time metrics. */
+  int64_t began_ns;
 } mpi_call_control;
 
 /* Host-side receiver of results. Every pointer handed to it is borrowed for

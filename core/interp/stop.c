@@ -54,15 +54,19 @@ static int stop_of(const mpi_call_control* control) {
   return __atomic_load_n(&control->stop, __ATOMIC_SEQ_CST);
 }
 
-/* The stop, after setting it if the deadline has passed. */
-static int check(mpi_call_control* control) {
-  if (stop_of(control) == 0 && now_ns() >= control->deadline_ns) {
+/* The stop, after setting it if the deadline has passed at `now` (read
+ * only when there is a deadline: 0 reads the clock then). */
+static int check_at(mpi_call_control* control, int64_t now) {
+  if (stop_of(control) == 0 && control->deadline_ns != INT64_MAX &&
+      (now != 0 ? now : now_ns()) >= control->deadline_ns) {
     int none = 0;
     __atomic_compare_exchange_n(&control->stop, &none, MPI_ERR_DEADLINE_EXCEEDED, 0,
                                 __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
   }
   return stop_of(control);
 }
+
+static int check(mpi_call_control* control) { return check_at(control, 0); }
 
 static PyObject* exception_for(int stop) {
   return stop == MPI_ERR_CANCELLED ? g_cancelled : g_deadline_exceeded;
@@ -125,7 +129,9 @@ static int stop_trace(PyObject* capsule, PyFrameObject* frame, int what, PyObjec
 
 int mpi_call_begin(mpi_call_control* control, const mpi_sink* sink) {
   if (control == NULL) return MPI_OK;
-  int stop = check(control);
+  const int64_t now = now_ns();
+  if (control->began_ns == 0) control->began_ns = now;
+  int stop = check_at(control, now);
   if (stop != 0) {
     char message[128];
     snprintf(message, sizeof message, "%s before the call started running", what_for(stop));

@@ -53,11 +53,10 @@ struct Batcher::State final : std::enable_shared_from_this<Batcher::State>, Stop
   std::deque<Group> due;                  // full or waited long enough
   bool closing = false;
   // Batches submitted and not complete. While there are as many as the pool
-  // has interpreters, a batch that has waited its time keeps filling until
+  // has interpreters (now), a batch that has waited its time keeps filling until
   // one completes (as Triton's dynamic batcher waits for a free model
   // instance): under load, batches grow instead of queuing in the pool.
   size_t running = 0;
-  size_t interpreters = 1;
 
   void add(std::unique_ptr<Request> request, const std::string& signature);
   // A batch completed (or never ran): a waiting one may go.
@@ -135,7 +134,8 @@ void Batcher::State::run() {
       lock.lock();
       continue;
     }
-    const bool interpreter_free = running < interpreters;
+    // The pool's size now: it may grow or be resized.
+    const bool interpreter_free = running < object->pool().size();
     for (auto it = filling.begin(); it != filling.end();) {
       if (closing || (it->second.due_ns <= now && interpreter_free)) {
         due.push_back(std::move(it->second));
@@ -269,7 +269,6 @@ Batcher::Batcher(std::shared_ptr<ReplicatedObject> object, const std::string* me
   state_->object = std::move(object);
   if (method) state_->method = *method;
   state_->options = std::move(options);
-  state_->interpreters = state_->object->pool().size();
   thread_ = std::thread([state = state_] { state->run(); });
 }
 

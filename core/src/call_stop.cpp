@@ -86,8 +86,17 @@ void CallStop::on_cancel() noexcept {
   if (StopObserver* w = watch.watchdog.load(std::memory_order_acquire)) w->poke();
 }
 
+bool CallStop::cancel_because(const char* why) {
+  if (!set_stop(MPI_ERR_CANCELLED)) return false;
+  cancel_reason_.store(why, std::memory_order_release);
+  return true;
+}
+
 Error CallStop::error(const std::string& when) const {
   if (stop() == MPI_ERR_CANCELLED) {
+    if (const char* why = cancel_reason_.load(std::memory_order_acquire)) {
+      return Error(Code::kCancelled, "cancelled " + when + ": " + why);
+    }
     return Error(Code::kCancelled, "cancelled " + when + ": the call's cancel token was cancelled");
   }
   return Error(Code::kDeadlineExceeded, "deadline exceeded " + when);

@@ -99,6 +99,15 @@ class CallStop final : public CancelListener {
   // Sets the stop unless one is set. True if this call set it.
   bool set_stop(int code);
 
+  // Stops the call as a cancel token would, saying `why` (static storage)
+  // in its Error. True if this set the stop. The caller pokes the watchdog.
+  bool cancel_because(const char* why);
+  // What cancel_because said, or nullptr.
+  const char* cancel_reason() const { return cancel_reason_.load(std::memory_order_acquire); }
+  // When the call began running in its interpreter, holding the GIL
+  // (mpi_call_control.began_ns); 0 if it never did.
+  int64_t began_ns() const { return __atomic_load_n(&control_.began_ns, __ATOMIC_ACQUIRE); }
+
   // The interpreter side's view of this call.
   mpi_call_control* control() { return &control_; }
   // Set by the interpreter side when the call that ended left its
@@ -131,6 +140,7 @@ class CallStop final : public CancelListener {
   void on_cancel() noexcept override;
 
   const int64_t deadline_ns_;
+  std::atomic<const char*> cancel_reason_{nullptr};
   const std::shared_ptr<CancelToken> token_;
   mpi_call_control control_{};
 };

@@ -32,6 +32,7 @@ enum class Code : int {
   kCancelled = 20,
   kUntrustedArchive = 21,
   kOverloaded = 22,
+  kDraining = 23,
 };
 
 class Error : public std::exception {

@@ -37,6 +37,18 @@ void Interpreter::start() noexcept {
   started_cv_.notify_all();
 }
 
+void Interpreter::fail_start(const Error& why) noexcept {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    start_done_ = true;
+    healthy_ = false;
+    start_error_ = why;
+  }
+  started_cv_.notify_all();
+}
+
+uint64_t lease_number_of(const Interpreter& interp) { return interp.lease_number(); }
+
 void Interpreter::wait_started() {
   std::unique_lock<std::mutex> lock(mu_);
   started_cv_.wait(lock, [this] { return start_done_; });
@@ -112,6 +124,7 @@ bool Interpreter::trusted_by(const ArchiveTrust& trust) const {
 }
 
 void Interpreter::lease_begin(const LeaseSettings& settings) {
+  leases_.fetch_add(1, std::memory_order_acq_rel);
   std::vector<const char*> paths;
   for (const std::string& p : settings.extra_sys_path) paths.push_back(p.c_str());
   mpi_lease_options options{paths.data(), paths.size(), settings.intra_op_threads,

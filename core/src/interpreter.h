@@ -71,6 +71,14 @@ class Interpreter {
 
   void lease_begin(const LeaseSettings& settings);
   void lease_end();
+  // Counts lease_begin: work done in the interpreter for a pool
+  // (OncePerInterpreter) belongs to one lease, and lease_end undid it.
+  uint64_t lease_number() const { return leases_.load(std::memory_order_acquire); }
+
+  // Fails the start without trying it (the home thread then serves its
+  // queue, failing each call): when another start has shown that this one
+  // would fail (static TLS, docs/isolation.md). Instead of start().
+  void fail_start(const Error& why) noexcept;
 
   // Code from an archive may run here from now on (TrustHistory): its
   // digest as the pool checked it, nullopt if the pool checked nothing.
@@ -137,6 +145,7 @@ class Interpreter {
   std::condition_variable started_cv_;  // start_done_ became true
   bool start_done_ = false;
   std::atomic<bool> healthy_{false};  // started without error
+  std::atomic<uint64_t> leases_{0};
   std::optional<Error> start_error_;
   std::string retired_because_;  // under mu_; "" while not retired
   TrustHistory history_;          // under mu_

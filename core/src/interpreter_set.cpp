@@ -42,97 +42,66 @@ void InterpreterSet::join(Interpreter& interp) {
   }
 }
 
-std::vector<dispatch::Lane*> InterpreterSet::lease(size_t count, const LeaseSettings& settings,
-                                                    const ArchiveTrust& trust) {
+std::vector<InterpreterSet::Leased> InterpreterSet::lease(size_t count,
+                                                          const ArchiveTrust& trust) {
   const size_t limit = capacity();
   if (count == 0 || count > limit) {
     throw Error(Code::kOutOfRange, "a pool needs 1 to " + std::to_string(limit) +
                                        " interpreters on this platform, not " +
                                        std::to_string(count));
   }
-  std::vector<dispatch::Lane*> chosen;
-  size_t missing = 0;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    // An idle interpreter that ran code this pool does not trust keeps it:
-    // whatever that code patched in the installed modules (torch, the
-    // standard library) would run in this pool's calls. It waits for a
-    // pool that trusts it, or one that checks nothing.
-    size_t distrusted = 0;
-    for (size_t i = 0; i < all_.size() && chosen.size() < count; ++i) {
-      if (!idle_[i] || all_[i]->interpreter().broken()) continue;
-      if (!all_[i]->interpreter().trusted_by(trust)) {
-        ++distrusted;
-        continue;
-      }
-      idle_[i] = false;
-      chosen.push_back(all_[i].get());
+  std::vector<Leased> chosen;
+  std::lock_guard<std::mutex> lock(mu_);
+  // An idle interpreter that ran code this pool does not trust keeps it:
+  // whatever that code patched in the installed modules (torch, the
+  // standard library) would run in this pool's calls. It waits for a
+  // pool that trusts it, or one that checks nothing.
+  size_t distrusted = 0;
+  for (size_t i = 0; i < all_.size() && chosen.size() < count; ++i) {
+    if (!idle_[i] || all_[i]->interpreter().broken()) continue;
+    if (!all_[i]->interpreter().trusted_by(trust)) {
+      ++distrusted;
+      continue;
     }
-    missing = count - chosen.size();
-    if (all_.size() + reserved_ + missing > limit) {
-      size_t broken = 0;
-      for (const auto& lane : all_) broken += lane->interpreter().broken() ? 1 : 0;
-      const size_t leased = all_.size() + reserved_ - broken - chosen.size() - distrusted;
-      for (dispatch::Lane* lane : chosen) idle_[lane->interpreter().slot()] = true;
-      throw Error(Code::kResourceExhausted,
-                  "cannot start " + std::to_string(missing) + " more interpreter(s): of this "
-                  "process's " + std::to_string(limit) + ", " + std::to_string(leased) +
-                  " are leased to other pools" +
-                  (distrusted ? ", " + std::to_string(distrusted) +
-                                    " ran code from archives this pool does not trust "
-                                    "(docs/security.md, \"Pools with different trust\")"
-                              : std::string()) +
-                  (broken ? ", " + std::to_string(broken) + " failed to start or were retired"
-                          : std::string()));
-    }
-    if (missing > 0 && static_tls_failure_) {
-      for (dispatch::Lane* lane : chosen) idle_[lane->interpreter().slot()] = true;
-      throw *static_tls_failure_;
-    }
-    reserved_ += missing;
+    chosen.push_back({all_[i].get(), false});
   }
-  const std::vector<dispatch::Lane*> started = start(missing);
-
-  std::optional<Error> failure;
-  for (dispatch::Lane* lane : started) {
-    Interpreter& interp = lane->interpreter();
-    try {
-      interp.wait_started();
-      join(interp);
-      chosen.push_back(lane);
-    } catch (const Error& e) {
-      if (!failure) failure = e.prefixed("interpreter " + std::to_string(interp.slot()) + ": ");
-      if (e.code() == Code::kStaticTls) {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (!static_tls_failure_) static_tls_failure_ = e;
-      }
-    }
+  const size_t missing = count - chosen.size();
+  if (all_.size() + missing > limit) {
+    size_t broken = 0;
+    for (const auto& lane : all_) broken += lane->interpreter().broken() ? 1 : 0;
+    size_t idle = 0;
+    for (size_t i = 0; i < all_.size(); ++i) idle += idle_[i] ? 1 : 0;
+    const size_t leased = all_.size() - broken - idle;
+    throw Error(Code::kResourceExhausted,
+                "cannot start " + std::to_string(missing) + " more interpreter(s): of this "
+                "process's " + std::to_string(limit) + ", " + std::to_string(leased) +
+                " are leased to pools" +
+                (distrusted ? ", " + std::to_string(distrusted) +
+                                  " ran code from archives this pool does not trust "
+                                  "(docs/security.md, \"Pools with different trust\")"
+                            : std::string()) +
+                (broken ? ", " + std::to_string(broken) + " failed to start or were retired"
+                        : std::string()));
   }
-  std::vector<dispatch::Lane*> begun;
-  if (!failure) {
-    for (dispatch::Lane* lane : chosen) {
-      try {
-        lane->run_on_home([&](Interpreter* interp, CallStop*) {
-          interp->lease_begin(settings);
-          return Value();
-        });
-        begun.push_back(lane);
-      } catch (const Error& e) {
-        failure = e.prefixed("interpreter " + std::to_string(lane->interpreter().slot()) + ": ");
-        break;
-      }
-    }
+  if (missing > 0 && static_tls_failure_) throw *static_tls_failure_;
+  for (const Leased& leased : chosen) idle_[leased.lane->interpreter().slot()] = false;
+  for (size_t k = 0; k < missing; ++k) {
+    const unsigned slot = static_cast<unsigned>(all_.size());
+    all_.push_back(std::make_unique<dispatch::Lane>(slot, key_bands(),
+                                                    key_bands().band_of_slot(slot), host_));
+    idle_.push_back(false);
+    chosen.push_back({all_.back().get(), true});
   }
-  if (failure) {
-    give_back(begun);
-    std::lock_guard<std::mutex> lock(mu_);
-    for (dispatch::Lane* lane : chosen) idle_[lane->interpreter().slot()] = true;
-    throw *failure;
-  }
+  size_.store(all_.size(), std::memory_order_release);
   return chosen;
 }
 
-std::vector<dispatch::Lane*> InterpreterSet::start(size_t missing) {
+bool InterpreterSet::parallel_starts() const {
+  static const bool raised = static_tls_raised();
+  return raised;
+}
+
+void InterpreterSet::start(dispatch::Lane& lane, bool wait) noexcept {
   // Start in parallel: the dynamic loader serializes the library loads, but
   // Python's own start and import work overlap. Not so when static TLS may
   // run out: glibc 2.36 can then fail an assertion (_dl_add_to_slotinfo:
@@ -141,46 +110,58 @@ std::vector<dispatch::Lane*> InterpreterSet::start(size_t missing) {
   // at a time, process-wide, and stop at the first such failure. Either way
   // the set's lock is not held while an interpreter starts (about a second),
   // so other pools come and go meanwhile.
-  const bool parallel = static_tls_raised();
-  std::unique_lock<std::mutex> one_at_a_time(sequential_start_mu_, std::defer_lock);
-  if (!parallel) one_at_a_time.lock();
-  std::vector<dispatch::Lane*> started;
-  size_t unclaimed = missing;
-  try {
-    while (unclaimed > 0) {
-      dispatch::Lane* lane;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (static_tls_failure_) break;
-        unsigned slot = static_cast<unsigned>(all_.size());
-        all_.push_back(std::make_unique<dispatch::Lane>(slot, key_bands(),
-                                                        key_bands().band_of_slot(slot), host_));
-        idle_.push_back(false);
-        size_.store(all_.size(), std::memory_order_release);
-        --reserved_;
-        --unclaimed;
-        lane = all_.back().get();
-      }
-      lane->begin_start();
-      started.push_back(lane);
-      if (parallel) continue;
+  if (parallel_starts()) {
+    lane.begin_start();
+    if (wait) {
       try {
-        lane->interpreter().wait_started();
-      } catch (const Error& e) {
-        if (e.code() == Code::kStaticTls) {
-          std::lock_guard<std::mutex> lock(mu_);
-          static_tls_failure_ = e;
-        }
+        lane.interpreter().wait_started();
+      } catch (...) {
+        // The interpreter keeps its failure for bring_up.
       }
     }
-  } catch (...) {
+    return;
+  }
+  std::lock_guard<std::mutex> one_at_a_time(sequential_start_mu_);
+  std::optional<Error> earlier;
+  {
     std::lock_guard<std::mutex> lock(mu_);
-    reserved_ -= unclaimed;
+    earlier = static_tls_failure_;
+  }
+  if (earlier) {
+    lane.begin_failed_start(*earlier);
+    return;
+  }
+  lane.begin_start();
+  try {
+    lane.interpreter().wait_started();
+  } catch (const Error& e) {
+    if (e.code() == Code::kStaticTls) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!static_tls_failure_) static_tls_failure_ = e;
+    }
+  }
+}
+
+void InterpreterSet::bring_up(Interpreter& interp, bool fresh, const LeaseSettings& settings) {
+  if (fresh) {
+    try {
+      interp.wait_started();
+    } catch (const Error& e) {
+      if (e.code() == Code::kStaticTls) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!static_tls_failure_) static_tls_failure_ = e;
+      }
+      throw;
+    }
+    join(interp);
+  }
+  try {
+    interp.lease_begin(settings);
+  } catch (const Error& e) {
+    // Half begun, its state cannot be trusted with another lease.
+    interp.retire("its lease could not begin: " + e.message());
     throw;
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  reserved_ -= unclaimed;
-  return started;
 }
 
 void InterpreterSet::give_back(const std::vector<dispatch::Lane*>& lanes) noexcept {

@@ -32,14 +32,38 @@ class InterpreterSet {
   // Interpreters created so far (started, starting or broken). Lock-free.
   size_t size() const { return size_.load(std::memory_order_acquire); }
 
-  // Leases `count` idle interpreters that `trust` trusts with what they ran
-  // before (TrustHistory), starting new ones (in parallel) when too few
-  // are, and begins a lease on each with `settings`. All or nothing: on
-  // failure whatever was leased is given back, and the Error says why.
-  // Thread safe; `trust`'s verifier may be called, under the set's lock.
-  // Each interpreter comes with its lane: the threads that run its calls.
-  std::vector<dispatch::Lane*> lease(size_t count, const LeaseSettings& settings,
-                                     const ArchiveTrust& trust);
+  // A lease's interpreter: an idle one, or a fresh one (made for the
+  // lease, not started yet: start() starts it).
+  struct Leased {
+    dispatch::Lane* lane;
+    bool fresh;
+  };
+
+  // Leases `count` interpreters: idle ones that `trust` trusts with what
+  // they ran before (TrustHistory), and fresh ones for the rest. All or
+  // nothing: throws Error (kOutOfRange, kResourceExhausted naming the
+  // process's limit, a past static TLS failure) and leases none. Thread
+  // safe; `trust`'s verifier may be called, under the set's lock. Each
+  // interpreter comes with its lane: the threads that run its calls. The
+  // caller brings each one up (bring_up) on its home thread.
+  std::vector<Leased> lease(size_t count, const ArchiveTrust& trust);
+
+  // Starts a fresh lane's interpreter on its home thread. Starts run in
+  // parallel when static TLS was raised, and then this returns at once
+  // unless `wait`; otherwise they run one at a time, process-wide, and
+  // this waits. Once a start has failed for want of static TLS, later ones
+  // are not tried: they fail with that error. Never throws: a failure is
+  // the interpreter's (Interpreter::wait_started).
+  void start(dispatch::Lane& lane, bool wait) noexcept;
+  // Whether starts run in parallel (static TLS was raised).
+  bool parallel_starts() const;
+
+  // Makes a leased interpreter ready for its pool, on its home thread,
+  // after its start: a fresh one joins the operator libraries and
+  // callbacks, and the lease begins with `settings`. Throws Error: the
+  // start's failure, or the join's or the lease's (the interpreter is then
+  // retired).
+  void bring_up(Interpreter& interp, bool fresh, const LeaseSettings& settings);
 
   // Ends the lease on each interpreter and makes it idle again; one whose
   // clean-up fails is never leased again. Never throws. Thread safe.
@@ -53,10 +77,6 @@ class InterpreterSet {
   // Makes a started interpreter take part in the operator libraries and
   // callbacks registered before it started; retires it if it cannot.
   void join(Interpreter& interp);
-  // Starts `missing` new interpreters for a lease (their slots already
-  // reserved) without holding mu_; returns those begun.
-  std::vector<dispatch::Lane*> start(size_t missing);
-
   const HostServices host_;
   OperatorLibraries& libraries_;
   OperatorCallbacks& callbacks_;
@@ -66,7 +86,6 @@ class InterpreterSet {
   std::mutex mu_;  // guards the members below; never held across a start
   std::vector<std::unique_ptr<dispatch::Lane>> all_;
   std::vector<bool> idle_;
-  size_t reserved_ = 0;  // slots promised to leases whose starts are under way
   std::atomic<size_t> size_{0};  // all_.size(), readable without mu_
   // Serializes starts one at a time when static TLS may run out.
   std::mutex sequential_start_mu_;

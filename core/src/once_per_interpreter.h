@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -14,6 +15,8 @@
 namespace manypy {
 
 class Interpreter;
+// Interpreter::lease_number (interpreter.h), without its header.
+uint64_t lease_number_of(const Interpreter& interp);
 
 class OncePerInterpreter {
  public:
@@ -42,29 +45,34 @@ class OncePerInterpreter {
         entry->cv.wait_for(lock, std::chrono::milliseconds(10));
       }
     }
-    if (entry->done) return;
+    // Done in an earlier lease of the interpreter is not done: its
+    // lease_end dropped it (an interpreter given back and leased again).
+    const uint64_t lease = lease_number_of(interp);
+    if (entry->done && entry->lease == lease) return;
     entry->running = true;
     lock.unlock();
     struct Finish {
       Entry* entry;
+      uint64_t lease;
       bool done = false;
       ~Finish() {
         std::lock_guard<std::mutex> lock(entry->mu);
         entry->running = false;
         entry->done = done;
+        entry->lease = lease;
         entry->cv.notify_all();
       }
-    } finish{entry};
+    } finish{entry, lease};
     fn(interp);
     finish.done = true;
   }
 
-  // Runs fn(interp) for every interpreter where the work was done. For
-  // destructors: no ensure() may run concurrently.
+  // Runs fn(interp) for every interpreter where the work was done in its
+  // current lease. For destructors: no ensure() may run concurrently.
   template <typename Fn>
   void for_each_done(Fn&& fn) {
     for (auto& [interp, entry] : entries_) {
-      if (entry->done) fn(*interp);
+      if (entry->done && entry->lease == lease_number_of(*interp)) fn(*interp);
     }
   }
 
@@ -74,6 +82,7 @@ class OncePerInterpreter {
     std::condition_variable cv;  // running became false
     bool running = false;
     bool done = false;
+    uint64_t lease = 0;  // the interpreter's lease_number when it was done
   };
   std::mutex mu_;  // guards the map, not the entries
   std::map<Interpreter*, std::unique_ptr<Entry>> entries_;

@@ -2,6 +2,7 @@
 // that admits each call and runs it on one of them (dispatch/).
 #pragma once
 
+#include <array>
 #include <functional>
 #include <memory>
 #include <string>
@@ -11,6 +12,8 @@
 #include "call_options.h"
 #include "dispatch/dispatcher.h"
 #include "interpreter.h"
+#include "pool_members.h"
+#include "request_metrics.h"
 
 namespace manypy {
 
@@ -23,6 +26,29 @@ struct PoolOptions {
   int64_t stop_grace_ns = CallStop::kDefaultGraceNs;
   // The most calls that may wait for an interpreter (0: no limit).
   size_t queue_limit = 0;
+  // Return from the constructor once one interpreter serves; the others
+  // come up in the background (pool_members.h).
+  bool serve_early = false;
+  // Growth on long waits: up to `max_interpreters` (0: `interpreters`),
+  // when a call waited longer than `grow_after_ns`.
+  size_t max_interpreters = 0;
+  int64_t grow_after_ns = 20 * 1000 * 1000;
+  std::function<void(int index, const Error& why)> on_interpreter_failed;
+  // The `pool` label of its metrics ("": none).
+  std::string name;
+};
+
+// A pool's health (manypy_pool_stats).
+struct PoolStats {
+  size_t interpreters = 0, starting = 0, ready = 0, busy = 0, broken = 0;
+  size_t in_flight = 0, queued = 0;
+  bool draining = false;
+  std::array<uint64_t, kCodeSlots> completed{};
+};
+
+// What a drain saw (manypy_pool_drain).
+struct DrainResult {
+  size_t finished = 0, cancelled = 0;
 };
 
 class Pool {
@@ -35,7 +61,18 @@ class Pool {
   // Waits for calls in flight, then gives the interpreters back.
   ~Pool();
 
+  // Members now: it changes with resize() and growth.
   size_t size() const { return dispatcher_.chooser().size(); }
+  // Grows or shrinks to `interpreters` (PoolMembers::resize). Throws Error;
+  // kDraining while draining.
+  void resize(size_t interpreters);
+  PoolStats stats() const;
+  // Refuses new calls from now on; waits for those in flight until
+  // `deadline_ns` (absolute, CLOCK_MONOTONIC; 0: none), then cancels the
+  // rest and waits for them for twice the stop grace.
+  DrainResult drain(int64_t deadline_ns);
+  std::string prometheus_text() const;
+  const RequestMetrics& metrics() const { return dispatcher_.metrics(); }
 
   void exec(int interpreter, const std::string& source);
   void exec_all(const std::string& source);
@@ -60,8 +97,8 @@ class Pool {
   // Never throws: clean-up has nothing a caller could act on.
   void clean_up(Interpreter& interp, const std::function<void(Interpreter&)>& step) noexcept;
 
-  // Every interpreter of the pool, for work that must reach all of them.
-  std::vector<Interpreter*> interpreters() const;
+  // Every interpreter of the pool now, for work that must reach all of them.
+  std::vector<Interpreter*> interpreters() const { return members_.interpreters(); }
 
   // Calls in flight on interpreter `index` right now (for tests and stats).
   int load(size_t index) const { return dispatcher_.chooser().load(index); }
@@ -71,8 +108,11 @@ class Pool {
 
  private:
   ArchiveTrust trust_;
-  std::vector<dispatch::Lane*> lanes_;
+  const std::string name_;
   dispatch::Dispatcher dispatcher_;
+  // After the dispatcher: its members are given back before the chooser
+  // that knows them goes.
+  PoolMembers members_;
 };
 
 }  // namespace manypy

@@ -42,7 +42,7 @@ ReplicatedObject::ReplicatedObject(std::shared_ptr<Package> package, std::string
                                        "' in module '" + module_ + "' (no record '" + record +
                                        "')");
   }
-  pool().dispatcher().call(Pool::kAnyInterpreter, CallLimits{},
+  pool().dispatcher().call(Pool::kAnyInterpreter, CallLimits{}, /*model=*/nullptr,
                            [&](Interpreter* interp, CallStop*) {
                              ensure_loaded(*interp, nullptr);
                              return Value();
@@ -68,7 +68,8 @@ void ReplicatedObject::ensure_loaded(Interpreter& interp, CallStop* stop) {
 }
 
 template <typename Fn>
-Value ReplicatedObject::on_replica(int interpreter, const CallLimits& limits, Fn&& fn) {
+Value ReplicatedObject::on_replica(int interpreter, const CallLimits& limits,
+                                   const std::string* model, Fn&& fn) {
   {
     std::lock_guard<std::mutex> lock(calls_mu_);
     ++calls_;
@@ -80,7 +81,8 @@ Value ReplicatedObject::on_replica(int interpreter, const CallLimits& limits, Fn
       if (--self->calls_ == 0) self->calls_cv_.notify_all();
     }
   } done{this};
-  return pool().dispatcher().call(interpreter, limits, [&](Interpreter* interp, CallStop* stop) {
+  return pool().dispatcher().call(interpreter, limits, model,
+                                  [&](Interpreter* interp, CallStop* stop) {
     ensure_loaded(*interp, stop);
     return fn(*interp, stop);
   });
@@ -89,7 +91,8 @@ Value ReplicatedObject::on_replica(int interpreter, const CallLimits& limits, Fn
 Value ReplicatedObject::call(const CallOptions& options, const std::string* method,
                              const Value* args, const Value* kwargs) {
   check_call_arguments(args, kwargs);
-  return on_replica(options.interpreter, options.limits, [&](Interpreter& interp, CallStop* stop) {
+  return on_replica(options.interpreter, options.limits, &options.model_id,
+                    [&](Interpreter& interp, CallStop* stop) {
     return interp.object_call(id_, method, args, kwargs, options.model_id, options.request_id,
                               stop);
   });
@@ -135,17 +138,19 @@ void ReplicatedObject::call_async(const CallOptions& options, const std::string*
   check_call_arguments(args, kwargs);
   auto job = std::make_shared<AsyncCall>(shared_from_this(), options, method, args, kwargs,
                                          std::move(done));
-  pool().dispatcher().submit(options.interpreter, std::move(job));
+  pool().dispatcher().submit(options.interpreter, &options.model_id, std::move(job));
 }
 
 Value ReplicatedObject::getattr(const CallOptions& options, const std::string& name) {
-  return on_replica(options.interpreter, options.limits, [&](Interpreter& interp, CallStop* stop) {
+  return on_replica(options.interpreter, options.limits, &options.model_id,
+                    [&](Interpreter& interp, CallStop* stop) {
     return interp.object_getattr(id_, name, stop);
   });
 }
 
 bool ReplicatedObject::hasattr(const std::string& name) {
-  Value has = on_replica(Pool::kAnyInterpreter, CallLimits{}, [&](Interpreter& interp, CallStop*) {
+  Value has = on_replica(Pool::kAnyInterpreter, CallLimits{}, nullptr,
+                         [&](Interpreter& interp, CallStop*) {
     return Value::of_bool(interp.object_hasattr(id_, name));
   });
   return has.b;

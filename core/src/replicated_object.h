@@ -51,7 +51,8 @@ class ReplicatedObject : public std::enable_shared_from_this<ReplicatedObject> {
   // the .cpp file), so that a call's arguments reach the dispatcher's Work
   // without a heap-allocated closure.
   template <typename Fn>
-  Value on_replica(int interpreter, const CallLimits& limits, Fn&& fn);
+  // `model`: the call is a request of that model (Dispatcher::call).
+  Value on_replica(int interpreter, const CallLimits& limits, const std::string* model, Fn&& fn);
   void ensure_loaded(Interpreter& interp, CallStop* stop);
 
   const uint64_t id_;

@@ -54,6 +54,15 @@ void Watchdog::poke() noexcept {
   cv_.notify_one();
 }
 
+void Watchdog::cancel_all(const char* why) noexcept {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (CallStop* s = head_; s != nullptr; s = s->watch.next) s->cancel_because(why);
+    poked_ = true;
+  }
+  cv_.notify_one();
+}
+
 void Watchdog::run() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {

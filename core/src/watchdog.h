@@ -30,6 +30,9 @@ class Watchdog final : public StopObserver {
   void set_waiter(CallStop& stop, void (*wake)(void*), void* waiter) noexcept;
   // Look again now: a token was cancelled.
   void poke() noexcept override;
+  // Cancels every call it watches (CallStop::cancel_because(why)), running
+  // or queued, as their cancel tokens would: a drain's deadline.
+  void cancel_all(const char* why) noexcept;
 
  private:
   void run();

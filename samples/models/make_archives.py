@@ -35,6 +35,7 @@ from hostile import Hostile, SlowToUnpickle  # noqa: E402
 from identity import Identity  # noqa: E402
 from python_heavy import PythonHeavy  # noqa: E402
 from stuck import Loop, Stuck  # noqa: E402
+from versioned import Versioned  # noqa: E402
 
 # Keyword arguments used for python_heavy's expected outputs.  They are not
 # the defaults (steps=8, normalize=True) on purpose: a host that drops the
@@ -530,6 +531,16 @@ def main():
     b = load_package("batching.pt")
     check(torch.equal(b.rows(torch.zeros(3, 2)), torch.full((3,), 3.0)), "batching: rows")
     check(torch.equal(b(torch.ones(2, 2)), torch.full((2, 2), 3.0)), "batching: forward")
+
+    # versioned: two versions of one model, for hot swap tests ---------------
+    for number in (1, 2):
+        name = f"version_{number}.pt"
+        export_package(name, Versioned(number).eval(), intern=["versioned"])
+        record(name, f"torch.package of Versioned({number}): forward(x) is x's shape filled "
+               f"with {number}, version() is {number}, 4 MiB of weights (hot swap tests)")
+        v = load_package(name)
+        check(v.version() == number, f"{name}: version()")
+        check(torch.equal(v(torch.zeros(2)), torch.full((2,), float(number))), f"{name}: forward")
 
     # pickles: one of each protocol, for the pickle check's tests ------------
     write_pickles()

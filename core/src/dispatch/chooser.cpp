@@ -1,7 +1,9 @@
 #include "dispatch/chooser.h"
 
+#include <chrono>
 #include <string>
 
+#include "call_stop.h"
 #include "dispatch/lane.h"
 #include "error.h"
 #include "interpreter.h"
@@ -26,15 +28,31 @@ void Ticket::release() noexcept {
   }
 }
 
-Chooser::Chooser(std::vector<Lane*> lanes, size_t queue_limit) : queue_limit_(queue_limit) {
-  for (Lane* lane : lanes) {
-    slots_.push_back(std::make_unique<Slot>());
-    slots_.back()->lane = lane;
-  }
+Chooser::Chooser(size_t capacity, size_t queue_limit) : queue_limit_(queue_limit) {
+  for (size_t i = 0; i < capacity; ++i) slots_.push_back(std::make_unique<Slot>());
+}
+
+void Chooser::add(size_t index, Lane* lane) {
+  slots_.at(index)->lane.store(lane, std::memory_order_release);
+  set_state(index, SlotState::kStarting);
+}
+
+void Chooser::set_state(size_t index, SlotState state) {
+  const int before = slots_.at(index)->state.exchange(static_cast<int>(state));
+  const int starting = static_cast<int>(SlotState::kStarting);
+  if (before == starting && state != SlotState::kStarting) starting_.fetch_sub(1);
+  if (before != starting && state == SlotState::kStarting) starting_.fetch_add(1);
+}
+
+void Chooser::set_size(size_t size) { size_.store(size, std::memory_order_release); }
+
+void Chooser::wait_slot_idle(size_t index) {
+  std::unique_lock<std::mutex> lock(idle_mu_);
+  idle_cv_.wait(lock, [&] { return slots_[index]->load.load() == 0; });
 }
 
 void Chooser::check_index(int interpreter) const {
-  const size_t n = slots_.size();
+  const size_t n = size();
   if (interpreter < 0 || static_cast<size_t>(interpreter) >= n) {
     throw Error(Code::kOutOfRange, "interpreter index " + std::to_string(interpreter) +
                                        " is out of range: the pool has " + std::to_string(n) +
@@ -43,12 +61,22 @@ void Chooser::check_index(int interpreter) const {
   }
 }
 
+bool Chooser::up(size_t index) const {
+  return state(index) == SlotState::kUp && lane(index).interpreter().serving();
+}
+
+void Chooser::throw_draining() const {
+  throw Error(Code::kDraining,
+              "the pool is draining (manypy_pool_drain): it finishes the calls it has and takes "
+              "no new ones; the call was refused without running");
+}
+
 Ticket Chooser::take(size_t index) {
   Slot& slot = *slots_[index];
-  in_flight_.fetch_add(1, std::memory_order_acq_rel);
+  in_flight_.fetch_add(1, std::memory_order_seq_cst);
   // Exactly what release undoes, so the count of waiting calls never drifts
   // however takes and releases interleave.
-  if (slot.load.fetch_add(1, std::memory_order_acq_rel) >= 1) {
+  if (slot.load.fetch_add(1, std::memory_order_seq_cst) >= 1) {
     const size_t waiting = queued_.fetch_add(1, std::memory_order_acq_rel);
     if (queue_limit_ != 0 && waiting >= queue_limit_) {
       release(index);
@@ -58,69 +86,110 @@ Ticket Chooser::take(size_t index) {
                       "refused without running");
     }
   }
-  return Ticket(this, index);
+  return admitted(index);
+}
+
+Ticket Chooser::admitted(size_t index) {
+  Ticket ticket(this, index);
+  // After counting itself in flight and on its slot: drain() sets the flag
+  // and then reads the count, and a shrink marks the slot leaving and then
+  // waits for its load, so a call either sees the change here or is
+  // counted there.
+  if (draining_.load(std::memory_order_seq_cst)) throw_draining();
+  if (state(index) == SlotState::kLeaving) {
+    throw Error(Code::kOutOfRange, "interpreter " + std::to_string(index) +
+                                       " left the pool as the call was admitted "
+                                       "(manypy_pool_resize); the pool now has " +
+                                       std::to_string(size()));
+  }
+  return ticket;
 }
 
 void Chooser::release(size_t index) noexcept {
-  if (slots_[index]->load.fetch_sub(1, std::memory_order_acq_rel) >= 2) {
-    queued_.fetch_sub(1, std::memory_order_acq_rel);
-  }
-  if (in_flight_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+  Slot& slot = *slots_[index];
+  const int before = slot.load.fetch_sub(1, std::memory_order_acq_rel);
+  if (before >= 2) queued_.fetch_sub(1, std::memory_order_acq_rel);
+  const bool pool_idle = in_flight_.fetch_sub(1, std::memory_order_seq_cst) == 1;
+  const bool slot_left = before == 1 && slot.state.load() == static_cast<int>(SlotState::kLeaving);
+  if (pool_idle || slot_left) {
     std::lock_guard<std::mutex> lock(idle_mu_);
     idle_cv_.notify_all();
   }
 }
 
 Ticket Chooser::admit(int interpreter) {
-  const size_t n = slots_.size();
+  if (draining_.load(std::memory_order_relaxed)) throw_draining();
   if (interpreter != kAnyInterpreter) {
     check_index(interpreter);
-    const Interpreter& interp = slots_[interpreter]->lane->interpreter();
-    if (!interp.serving()) {
-      throw Error(Code::kInterpreterBroken, "interpreter " + std::to_string(interpreter) +
-                                                ": cannot run code: " + interp.why_not_serving());
+    const size_t index = static_cast<size_t>(interpreter);
+    // A member still starting takes the call: it queues behind the start.
+    if (state(index) != SlotState::kStarting) {
+      const Interpreter& interp = lane(index).interpreter();
+      if (state(index) != SlotState::kUp || !interp.serving()) {
+        throw Error(Code::kInterpreterBroken, "interpreter " + std::to_string(interpreter) +
+                                                  ": cannot run code: " + interp.why_not_serving());
+      }
     }
-    return take(static_cast<size_t>(interpreter));
+    return take(index);
   }
+  const size_t n = size();
   // A free interpreter, claimed by moving its load from 0 to 1. The scan
   // starts at a rotating index to spread calls.
   const size_t start = next_.fetch_add(1, std::memory_order_relaxed) % n;
   for (size_t k = 0; k < n; ++k) {
     const size_t index = (start + k) % n;
     Slot& slot = *slots_[index];
-    if (!slot.lane->interpreter().serving()) continue;
+    if (!up(index)) continue;
     int expected = 0;
-    if (slot.load.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
-      in_flight_.fetch_add(1, std::memory_order_acq_rel);
-      return Ticket(this, index);
+    if (slot.load.compare_exchange_strong(expected, 1, std::memory_order_seq_cst)) {
+      in_flight_.fetch_add(1, std::memory_order_seq_cst);
+      return admitted(index);
     }
   }
-  // All busy: the least loaded, where the call waits its turn.
-  size_t least = n;
-  for (size_t k = 0; k < n; ++k) {
-    const size_t index = (start + k) % n;
-    if (!slots_[index]->lane->interpreter().serving()) continue;
-    if (least == n || slots_[index]->load.load(std::memory_order_relaxed) <
-                          slots_[least]->load.load(std::memory_order_relaxed)) {
-      least = index;
+  // All busy: the least loaded, where the call waits its turn; if none is
+  // up yet, the least loaded of those starting.
+  for (const bool starting : {false, true}) {
+    size_t least = n;
+    for (size_t k = 0; k < n; ++k) {
+      const size_t index = (start + k) % n;
+      if (starting ? state(index) != SlotState::kStarting : !up(index)) continue;
+      if (least == n || slots_[index]->load.load(std::memory_order_relaxed) <
+                            slots_[least]->load.load(std::memory_order_relaxed)) {
+        least = index;
+      }
     }
+    if (least != n) return take(least);
   }
-  if (least == n) throw_none_can_serve();
-  return take(least);
+  throw_none_can_serve(n);
 }
 
-void Chooser::throw_none_can_serve() const {
+void Chooser::throw_none_can_serve(size_t n) const {
   std::string why;
-  for (size_t k = 0; k < slots_.size(); ++k) {
+  for (size_t k = 0; k < n; ++k) {
     why += (k ? "; " : "") + std::string("interpreter ") + std::to_string(k) + ": " +
-           slots_[k]->lane->interpreter().why_not_serving();
+           lane(k).interpreter().why_not_serving();
   }
   throw Error(Code::kInterpreterBroken, "no interpreter of this pool can serve (" + why + ")");
 }
 
-void Chooser::wait_idle() {
+size_t Chooser::drain() {
+  draining_.store(true, std::memory_order_seq_cst);
+  return in_flight_.load(std::memory_order_seq_cst);
+}
+
+bool Chooser::wait_idle(int64_t deadline_ns) {
   std::unique_lock<std::mutex> lock(idle_mu_);
-  idle_cv_.wait(lock, [this] { return in_flight_.load() == 0; });
+  const auto idle = [this] { return in_flight_.load() == 0; };
+  if (deadline_ns == 0) {
+    idle_cv_.wait(lock, idle);
+    return true;
+  }
+  while (!idle()) {
+    const int64_t left = deadline_ns - monotonic_ns();
+    if (left <= 0) return false;
+    idle_cv_.wait_for(lock, std::chrono::nanoseconds(left));
+  }
+  return true;
 }
 
 }  // namespace manypy::dispatch

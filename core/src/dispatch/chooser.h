@@ -5,13 +5,18 @@
 // and not complete, and among them those waiting for their interpreter,
 // which admission control bounds (manypy_pool_options_set_queue_limit).
 //
-// Lock-free: choosing, admitting and refusing cost a few atomic operations
-// per interpreter, whatever the load.
+// The pool's members change (pools that grow, resize, interpreters that
+// start in the background): the chooser has a slot for every interpreter
+// the process can hold, and the pool says which are members and in what
+// state. Choosing, admitting and refusing stay lock-free: a few atomic
+// operations per slot, whatever the load.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -38,64 +43,118 @@ class Ticket {
   // The interpreter's index in its pool.
   size_t index() const { return index_; }
   bool held() const { return chooser_ != nullptr; }
+  Chooser* chooser() const { return chooser_; }
 
  private:
   Chooser* chooser_ = nullptr;
   size_t index_ = 0;
 };
 
+// A member's state. kStarting: its interpreter starts, or its lease
+// begins, in the background; calls pinned to it queue behind that. kUp:
+// serving, unless its interpreter was retired. kDown: it failed to come up
+// (its interpreter says why). kLeaving: out of the pool, its calls
+// finishing. kAbsent: no interpreter.
+enum class SlotState : int { kAbsent, kStarting, kUp, kDown, kLeaving };
+
 class Chooser {
  public:
   static constexpr int kAnyInterpreter = -1;
 
-  // `queue_limit`: the most calls that may wait at once (0: no limit).
-  Chooser(std::vector<Lane*> lanes, size_t queue_limit);
+  // `capacity`: the most members the pool can ever have. `queue_limit`:
+  // the most calls that may wait at once (0: no limit).
+  Chooser(size_t capacity, size_t queue_limit);
   Chooser(const Chooser&) = delete;
   Chooser& operator=(const Chooser&) = delete;
 
-  size_t size() const { return slots_.size(); }
-  Lane& lane(size_t index) const { return *slots_[index]->lane; }
+  // Members: indices [0, size()). Lock-free.
+  size_t size() const { return size_.load(std::memory_order_acquire); }
+  size_t capacity() const { return slots_.size(); }
+  Lane& lane(size_t index) const { return *slots_[index]->lane.load(std::memory_order_acquire); }
+  SlotState state(size_t index) const {
+    return static_cast<SlotState>(slots_[index]->state.load(std::memory_order_acquire));
+  }
+
+  // Membership, changed by the pool only, one change at a time.
+  // Gives slot `index` its interpreter, in state kStarting.
+  void add(size_t index, Lane* lane);
+  void set_state(size_t index, SlotState state);
+  void set_size(size_t size);
+  // Members in state kStarting. Lock-free.
+  int starting() const { return starting_.load(std::memory_order_acquire); }
+  // Waits until no call holds load on slot `index`.
+  void wait_slot_idle(size_t index);
 
   // Admits a call for interpreter `interpreter` (an index, or
-  // kAnyInterpreter). Throws Error: kOutOfRange for a bad index,
-  // kInterpreterBroken when the pinned interpreter (or every one) cannot
-  // serve, kOverloaded when the call would wait and the queue is full.
+  // kAnyInterpreter). Throws Error: kDraining once drain() was called,
+  // kOutOfRange for a bad index, kInterpreterBroken when the pinned
+  // interpreter (or every one) cannot serve, kOverloaded when the call
+  // would wait and the queue is full. A call that may go anywhere goes to a
+  // member still starting only when no member is up.
   Ticket admit(int interpreter);
 
   // Throws Error(kOutOfRange) for an index outside the pool.
   void check_index(int interpreter) const;
 
+  // From now on admit() refuses with kDraining. Returns the calls in flight
+  // at that moment (none can be admitted after it).
+  size_t drain();
+  bool draining() const { return draining_.load(std::memory_order_seq_cst); }
+
   size_t queued() const { return queued_.load(std::memory_order_relaxed); }
   // Whether a call that would wait is refused right now.
   bool at_queue_limit() const { return queue_limit_ != 0 && queued() >= queue_limit_; }
   size_t queue_limit() const { return queue_limit_; }
-  size_t in_flight() const { return in_flight_.load(std::memory_order_relaxed); }
+  size_t in_flight() const { return in_flight_.load(std::memory_order_seq_cst); }
   // Calls admitted on interpreter `index` and not complete.
   int load(size_t index) const { return slots_.at(index)->load.load(); }
-  // Waits until no call is in flight.
-  void wait_idle();
+  // Waits until no call is in flight, or until `deadline_ns` (absolute,
+  // CLOCK_MONOTONIC; 0: none). True if none is.
+  bool wait_idle(int64_t deadline_ns = 0);
+
+  // Called (on the thread that began it) when a call began running after
+  // waiting `waited_ns` for its interpreter: the pool grows on long waits.
+  void set_wait_observer(std::function<void(int64_t waited_ns)> observer) {
+    wait_observer_ = std::move(observer);
+  }
+  void waited(int64_t waited_ns) const {
+    if (wait_observer_) wait_observer_(waited_ns);
+  }
 
  private:
   friend class Ticket;
   struct Slot {
-    Lane* lane;
+    std::atomic<Lane*> lane{nullptr};
+    std::atomic<int> state{static_cast<int>(SlotState::kAbsent)};
     std::atomic<int> load{0};
   };
 
+  // Whether the member at `index` takes calls that may go anywhere.
+  bool up(size_t index) const;
   // Takes one unit of load on `index`, counting a wait when it was busy;
-  // refuses (and gives the unit back) past the queue limit.
+  // refuses (and gives the unit back) past the queue limit or once the
+  // pool drains.
   Ticket take(size_t index);
+  // The ticket of a call counted on `index`, unless the pool began to
+  // drain or the slot to leave meanwhile (then it gives the unit back and
+  // throws).
+  Ticket admitted(size_t index);
   void release(size_t index) noexcept;
-  [[noreturn]] void throw_none_can_serve() const;
+  [[noreturn]] void throw_draining() const;
+  [[noreturn]] void throw_none_can_serve(size_t n) const;
 
   std::vector<std::unique_ptr<Slot>> slots_;
+  std::atomic<size_t> size_{0};
+  std::atomic<int> starting_{0};
   const size_t queue_limit_;
   std::atomic<unsigned> next_{0};
+  std::atomic<bool> draining_{false};
   // Sum over slots of max(0, load - 1): the calls that wait.
   std::atomic<size_t> queued_{0};
   std::atomic<size_t> in_flight_{0};
   std::mutex idle_mu_;
   std::condition_variable idle_cv_;
+  std::function<void(int64_t)> wait_observer_;
 };
 
 }  // namespace manypy::dispatch

@@ -5,37 +5,48 @@
 
 namespace manypy::dispatch {
 
-Dispatcher::Dispatcher(std::vector<Lane*> lanes, ThreadMode mode, size_t queue_limit,
+Dispatcher::Dispatcher(size_t capacity, ThreadMode mode, size_t queue_limit,
                        int64_t stop_grace_ns)
-    : mode_(mode), stop_grace_ns_(stop_grace_ns), chooser_(std::move(lanes), queue_limit) {}
+    : mode_(mode), stop_grace_ns_(stop_grace_ns), chooser_(capacity, queue_limit) {}
 
-Value Dispatcher::call(int interpreter, const CallLimits& limits, const Work& work) {
+Lane& Dispatcher::admit(int interpreter, const std::string* model, Job& job) {
+  if (model != nullptr) job.measure(&metrics_.series(*model));
+  Ticket ticket;
+  try {
+    ticket = chooser_.admit(interpreter);
+  } catch (const Error& e) {
+    job.refused(e);
+    throw;
+  }
+  Lane& lane = chooser_.lane(ticket.index());
+  job.hold(std::move(ticket));
+  return lane;
+}
+
+Value Dispatcher::call(int interpreter, const CallLimits& limits, const std::string* model,
+                       const Work& work) {
   // On one of manypy's threads (a completion callback's), run right here:
   // manypy's threads never wait for each other (threads.h).
   const bool manypy_thread = on_manypy_thread();
-  if (mode_ == ThreadMode::kDirect || manypy_thread) {
+  // While a member starts, a call may be sent to it (pinned, or when none
+  // is up yet) and must queue behind its start: DIRECT calls go through
+  // the home threads until every member is up.
+  if ((mode_ == ThreadMode::kDirect && chooser_.starting() == 0) || manypy_thread) {
     if (!manypy_thread) require_stack_headroom();
     // Never queued, so never shared: it lives on this stack. The stop
     // starts before the wait for the interpreter, which it bounds too.
     SyncJob job(limits, stop_grace_ns_, work);
-    Ticket ticket = chooser_.admit(interpreter);
-    Lane& lane = chooser_.lane(ticket.index());
-    job.hold(std::move(ticket));
-    lane.run_here(job);
+    admit(interpreter, model, job).run_here(job);
     return job.wait();
   }
   auto job = std::make_shared<SyncJob>(limits, stop_grace_ns_, work);
-  Ticket ticket = chooser_.admit(interpreter);
-  Lane& lane = chooser_.lane(ticket.index());
-  job->hold(std::move(ticket));
+  Lane& lane = admit(interpreter, model, *job);
   lane.post(job);
   return job->wait();
 }
 
-void Dispatcher::submit(int interpreter, std::shared_ptr<Job> job) {
-  Ticket ticket = chooser_.admit(interpreter);
-  Lane& lane = chooser_.lane(ticket.index());
-  job->hold(std::move(ticket));
+void Dispatcher::submit(int interpreter, const std::string* model, std::shared_ptr<Job> job) {
+  Lane& lane = admit(interpreter, model, *job);
   lane.post(std::move(job));
 }
 

@@ -6,16 +6,37 @@
 
 namespace manypy::dispatch {
 
-Job::Job(const CallLimits& limits, int64_t grace_ns) {
-  if (limits.bounded()) stop_.emplace(limits, grace_ns);
+Job::Job(const CallLimits& limits, int64_t grace_ns)
+    : stop_(limits, grace_ns), bounded_(limits.bounded()) {}
+
+void Job::measure(RequestMetrics::Series* series) {
+  series_ = series;
+  admitted_ns_ = monotonic_ns();
+}
+
+void Job::refused(const Error& error) noexcept {
+  if (series_ != nullptr) series_->record(static_cast<int>(error.code()), -1, -1);
+}
+
+void Job::record(const Error* error) noexcept {
+  const int64_t began = stop_.began_ns();
+  const int64_t waited = began != 0 ? began - admitted_ns_ : -1;
+  if (series_ != nullptr) {
+    series_->record(error ? static_cast<int>(error->code()) : 0, monotonic_ns() - admitted_ns_,
+                    waited);
+  }
+  if (ticket_.held() && waited > 0) ticket_.chooser()->waited(waited);
 }
 
 void Job::watch(Watchdog& watchdog, bool queued, const char* waiting_for) {
-  if (!stop_) return;
+  // A pool's call is watched even when unbounded: a drain may cancel it.
+  // Work that is no call (a lease, a clean-up) only when bounded: nothing
+  // may cancel it half-done.
+  if (!bounded_ && !ticket_.held()) return;
   watchdog_ = &watchdog;
   waiting_for_ = waiting_for;
-  watchdog.watch(*stop_);
-  if (queued) watchdog.set_waiter(*stop_, &Job::stopped_while_queued, this);
+  watchdog.watch(stop_);
+  if (queued) watchdog.set_waiter(stop_, &Job::stopped_while_queued, this);
 }
 
 void Job::stopped_while_queued(void* raw) {
@@ -29,7 +50,7 @@ void Job::stopped_while_queued(void* raw) {
   }
   complete_later([self] {
     self->complete(std::nullopt,
-                   self->stop_->error(std::string("while waiting for ") + self->waiting_for_ +
+                   self->stop_.error(std::string("while waiting for ") + self->waiting_for_ +
                                       " (busy with earlier calls)"));
   });
 }
@@ -58,7 +79,15 @@ void Job::execute(Interpreter* interp) noexcept {
 }
 
 void Job::complete(std::optional<Value> value, std::optional<Error> error) noexcept {
-  if (watchdog_ != nullptr) watchdog_->unwatch(*stop_);
+  if (watchdog_ != nullptr) watchdog_->unwatch(stop_);
+  // A stop the interpreter side reported does not know who cancelled.
+  const char* reason = stop_.cancel_reason();
+  if (error && reason != nullptr && error->code() == Code::kCancelled &&
+      error->message().find(reason) == std::string::npos) {
+    error.emplace(error->code(), error->message() + " (" + reason + ")", error->python_type(),
+                  error->traceback());
+  }
+  if (series_ != nullptr || ticket_.held()) record(error ? &*error : nullptr);
   const bool indexed = ticket_.held();
   const size_t index = ticket_.index();
   // Before the outcome is reported: its receiver may free the pool.

@@ -16,6 +16,7 @@
 #include "call_stop.h"
 #include "dispatch/chooser.h"
 #include "error.h"
+#include "request_metrics.h"
 #include "value.h"
 
 namespace manypy {
@@ -36,18 +37,29 @@ class Job : public std::enable_shared_from_this<Job> {
  public:
   // Starts the stop's clock when `limits` bound the call; throws the
   // stop's Error if its deadline has passed or its token is cancelled.
+  // Every job has a stop, bounded or not, so that a drain can cancel it
+  // (manypy_pool_drain) and its start in the interpreter is timed.
   Job(const CallLimits& limits, int64_t grace_ns);
   virtual ~Job() = default;
   Job(const Job&) = delete;
   Job& operator=(const Job&) = delete;
 
-  CallStop* stop() { return stop_ ? &*stop_ : nullptr; }
+  CallStop* stop() { return &stop_; }
+
+  // Records the call in `series` when it completes (request_metrics.h):
+  // its code, its time from now to completion, and its wait until it began
+  // running in its interpreter. Before admission, so that a refusal is
+  // recorded too (refused()).
+  void measure(RequestMetrics::Series* series);
+  // Records a refusal at admission (the job never runs).
+  void refused(const Error& error) noexcept;
 
   // What dispatch does with it (lane.h, host_workers.h, dispatcher.h).
   // The load it holds until it completes, and the index it reports errors
   // under ("interpreter 1: ...").
   void hold(Ticket ticket) { ticket_ = std::move(ticket); }
-  // Has `watchdog` watch its stop (if it has one) until it completes; with
+  // Has `watchdog` watch its stop until it completes (a call of a pool's,
+  // or a bounded one; see job.cpp); with
   // `queued`, a stop while it waits completes it at once, unrun, with the
   // stop's Error saying `waiting_for` ("the interpreter").
   void watch(Watchdog& watchdog, bool queued, const char* waiting_for);
@@ -74,8 +86,15 @@ class Job : public std::enable_shared_from_this<Job> {
   // Lets go of the watchdog and the load, then reports.
   void complete(std::optional<Value> value, std::optional<Error> error) noexcept;
 
-  std::optional<CallStop> stop_;
+  // Records the outcome in series_ (measure()), and a long wait with the
+  // chooser.
+  void record(const Error* error) noexcept;
+
+  CallStop stop_;
+  const bool bounded_;
   Ticket ticket_;
+  RequestMetrics::Series* series_ = nullptr;
+  int64_t admitted_ns_ = 0;
   Watchdog* watchdog_ = nullptr;
   const char* waiting_for_ = "";
   std::atomic<int> state_{kWaiting};

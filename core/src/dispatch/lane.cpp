@@ -11,12 +11,20 @@ Lane::Lane(unsigned slot, const isolation::KeyBands& keys, unsigned band,
     : interp_(slot, keys, band, host) {}
 
 void Lane::begin_start() {
-  std::thread([this] { home_main(); }).detach();  // lives as long as the process
+  std::thread([this] { home_main(std::nullopt); }).detach();  // lives as long as the process
 }
 
-void Lane::home_main() {
+void Lane::begin_failed_start(const Error& why) {
+  std::thread([this, why] { home_main(why); }).detach();
+}
+
+void Lane::home_main(std::optional<Error> refusal) {
   set_this_thread_kind(ThreadKind::kHome);
-  interp_.start();
+  if (refusal) {
+    interp_.fail_start(*refusal);
+  } else {
+    interp_.start();
+  }
   // Serve queued calls for the rest of the process. The queue polls briefly
   // before sleeping: a caller that finds the home thread awake needs no
   // wake-up (docs/threads.md, "The two modes").

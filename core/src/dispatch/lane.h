@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "dispatch/job.h"
 #include "dispatch/work_queue.h"
@@ -30,6 +31,9 @@ class Lane {
   // interpreter's main thread), then serves the queue for the rest of the
   // process. Returns at once; Interpreter::wait_started waits.
   void begin_start();
+  // Starts the home thread without starting the interpreter, whose start
+  // fails with `why` (Interpreter::fail_start): queued calls then fail.
+  void begin_failed_start(const Error& why);
 
   // Runs `job` on the calling thread now, watched by the watchdog.
   void run_here(Job& job);
@@ -37,13 +41,18 @@ class Lane {
   // queue: stopped there, it completes at once without running.
   void post(std::shared_ptr<Job> job);
 
+  // Cancels every call running or queued here that the watchdog watches
+  // (every pool call: job.h), saying `why` (static storage).
+  void cancel_calls(const char* why) { watchdog_.cancel_all(why); }
+
   // Runs `work` on the home thread and waits for it; on one of manypy's own
   // threads, runs it right here instead (threads.h). For the work of leases
   // and clean-ups, which holds no unit of any pool's load. Throws its Error.
   Value run_on_home(const Work& work);
 
  private:
-  void home_main();
+  // `refusal`: the start's failure, decided before it was tried.
+  void home_main(std::optional<Error> refusal);
 
   Interpreter interp_;
   WorkQueue queue_{/*spin=*/true};

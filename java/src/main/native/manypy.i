@@ -155,6 +155,15 @@ MANYPY_OUT_SCALAR(double, jdouble, jdoubleArray, double[], SetDoubleArrayRegion)
 %ignore manypy_op_input;
 %ignore manypy_op_event;
 %ignore manypy_profile_entry;
+/* The serving lifecycle's structs and callback: not wrapped yet. */
+%ignore manypy_pool_stats;
+%ignore manypy_pool_get_stats;
+%ignore manypy_request_metrics;
+%ignore manypy_pool_request_metrics;
+%ignore manypy_request_metrics_free;
+%ignore manypy_request_metrics_at;
+%ignore manypy_interpreter_failed_fn;
+%ignore manypy_pool_options_set_on_interpreter_failed;
 /* The header's static inline steppers over struct_size (the glue uses them). */
 %ignore manypy_op_event_input;
 %ignore manypy_profile_entry_at;

@@ -1,0 +1,233 @@
+#include "pool_members.h"
+
+#include <string>
+
+#include "runtime.h"
+
+namespace manypy {
+
+// A member's bring-up, the first work in its home thread's queue: calls
+// pinned to the member queue behind it.
+class PoolMembers::BringUp final : public dispatch::Job {
+ public:
+  BringUp(PoolMembers& members, size_t index, bool fresh)
+      : Job(CallLimits{}, 0), members_(members), index_(index), fresh_(fresh) {}
+
+ protected:
+  Value run(Interpreter* interp) override {
+    Runtime::get().interpreters().bring_up(*interp, fresh_, members_.settings_.lease);
+    return Value();
+  }
+  void succeeded(Value) noexcept override { members_.settled(index_, nullptr); }
+  void failed(Error error) noexcept override { members_.settled(index_, &error); }
+
+ private:
+  PoolMembers& members_;
+  const size_t index_;
+  const bool fresh_;
+};
+
+PoolMembers::PoolMembers(dispatch::Chooser& chooser, Settings settings)
+    : chooser_(chooser),
+      settings_(std::move(settings)),
+      lanes_(chooser.capacity(), nullptr),
+      up_or_failed_(chooser.capacity(), false),
+      failures_(chooser.capacity()),
+      in_background_(chooser.capacity(), false) {}
+
+PoolMembers::~PoolMembers() {
+  close();
+  std::vector<dispatch::Lane*> members;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    const size_t n = chooser_.size();
+    settled_cv_.wait(lock, [&] {
+      for (size_t i = 0; i < n; ++i) {
+        if (!up_or_failed_[i]) return false;
+      }
+      return true;
+    });
+    members.assign(lanes_.begin(), lanes_.begin() + n);
+  }
+  Runtime::get().interpreters().give_back(members);
+}
+
+void PoolMembers::close() noexcept {
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closing_ = true;
+    threads.swap(threads_);
+  }
+  for (std::thread& t : threads) t.join();
+}
+
+void PoolMembers::in_background(std::function<void()> fn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  threads_.emplace_back(std::move(fn));
+}
+
+void PoolMembers::grow(size_t n, Wait wait, bool background) {
+  std::lock_guard<std::mutex> change(resize_mu_);
+  const size_t old = chooser_.size();
+  if (n <= old) return;
+  InterpreterSet& set = Runtime::get().interpreters();
+  const std::vector<InterpreterSet::Leased> leased = set.lease(n - old, settings_.trust);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t k = 0; k < leased.size(); ++k) {
+      lanes_[old + k] = leased[k].lane;
+      up_or_failed_[old + k] = false;
+      failures_[old + k].reset();
+      in_background_[old + k] = background || wait == Wait::kFirst;
+    }
+  }
+  std::vector<dispatch::Lane*> fresh;
+  for (size_t k = 0; k < leased.size(); ++k) {
+    chooser_.add(old + k, leased[k].lane);
+    leased[k].lane->post(std::make_shared<BringUp>(*this, old + k, leased[k].fresh));
+    if (leased[k].fresh) fresh.push_back(leased[k].lane);
+  }
+  chooser_.set_size(n);
+
+  // When the pool serves from its first member, that one starts alone:
+  // the others, started beside it, would slow it down on a small machine.
+  const bool stagger = wait == Wait::kFirst && fresh.size() == leased.size() && fresh.size() > 1;
+  auto start = [&set, fresh, stagger] {
+    for (size_t i = 0; i < fresh.size(); ++i) set.start(*fresh[i], stagger && i == 0);
+  };
+  if (wait == Wait::kFirst && !fresh.empty()) {
+    in_background(start);
+  } else {
+    start();
+  }
+
+  std::unique_lock<std::mutex> lock(mu_);
+  if (wait == Wait::kAll) {
+    settled_cv_.wait(lock, [&] {
+      for (size_t i = old; i < n; ++i) {
+        if (!up_or_failed_[i]) return false;
+      }
+      return true;
+    });
+    for (size_t i = old; i < n; ++i) {
+      if (failures_[i]) throw *failures_[i];
+    }
+    return;
+  }
+  bool all_settled = false;
+  settled_cv_.wait(lock, [&] {
+    all_settled = true;
+    for (size_t i = 0; i < n; ++i) {
+      if (chooser_.state(i) == dispatch::SlotState::kUp) return true;
+      all_settled = all_settled && up_or_failed_[i];
+    }
+    return all_settled;
+  });
+  if (!all_settled) return;
+  for (size_t i = 0; i < n; ++i) {
+    if (chooser_.state(i) == dispatch::SlotState::kUp) return;
+  }
+  for (size_t i = old; i < n; ++i) {
+    if (failures_[i]) throw *failures_[i];
+  }
+}
+
+void PoolMembers::settled(size_t index, const Error* error) noexcept {
+  std::optional<Error> failure;
+  bool report = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (error != nullptr) {
+      failure = error->prefixed("interpreter " + std::to_string(index) + ": ");
+      failures_[index] = failure;
+      report = in_background_[index];
+    }
+    chooser_.set_state(index, error ? dispatch::SlotState::kDown : dispatch::SlotState::kUp);
+    up_or_failed_[index] = true;
+  }
+  settled_cv_.notify_all();
+  if (report && settings_.on_failed) settings_.on_failed(static_cast<int>(index), *failure);
+}
+
+void PoolMembers::resize(size_t n) {
+  const size_t limit = chooser_.capacity();
+  if (n == 0 || n > limit) {
+    throw Error(Code::kOutOfRange, "a pool needs 1 to " + std::to_string(limit) +
+                                       " interpreters on this platform, not " + std::to_string(n));
+  }
+  if (n > chooser_.size()) {
+    grow(n, Wait::kAll, /*background=*/false);
+    return;
+  }
+  std::lock_guard<std::mutex> change(resize_mu_);
+  shrink(n);
+}
+
+void PoolMembers::shrink(size_t n) {
+  const size_t old = chooser_.size();
+  if (n >= old) return;
+  std::vector<dispatch::Lane*> leaving;
+  {
+    // A member still coming up leaves once it has.
+    std::unique_lock<std::mutex> lock(mu_);
+    settled_cv_.wait(lock, [&] {
+      for (size_t i = n; i < old; ++i) {
+        if (!up_or_failed_[i]) return false;
+      }
+      return true;
+    });
+    leaving.assign(lanes_.begin() + n, lanes_.begin() + old);
+  }
+  for (size_t i = n; i < old; ++i) chooser_.set_state(i, dispatch::SlotState::kLeaving);
+  chooser_.set_size(n);
+  for (size_t i = n; i < old; ++i) chooser_.wait_slot_idle(i);
+  Runtime::get().interpreters().give_back(leaving);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = n; i < old; ++i) {
+    chooser_.set_state(i, dispatch::SlotState::kAbsent);
+    lanes_[i] = nullptr;
+  }
+}
+
+void PoolMembers::on_wait(int64_t waited_ns) {
+  if (waited_ns < settings_.grow_after_ns || chooser_.size() >= settings_.max) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t now = monotonic_ns();
+  if (closing_ || growing_ || now < next_growth_ns_) return;
+  growing_ = true;
+  threads_.emplace_back([this] {
+    try {
+      grow(chooser_.size() + 1, Wait::kAll, /*background=*/true);
+    } catch (const Error&) {
+      // A member that failed was reported (settled); a lease the process
+      // could not give is tried again a second later.
+      std::lock_guard<std::mutex> lock(mu_);
+      next_growth_ns_ = monotonic_ns() + 1000 * 1000 * 1000;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    growing_ = false;
+  });
+}
+
+std::vector<Interpreter*> PoolMembers::interpreters() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Interpreter*> all;
+  for (size_t i = 0; i < chooser_.size(); ++i) all.push_back(&lanes_[i]->interpreter());
+  return all;
+}
+
+std::vector<dispatch::Lane*> PoolMembers::lanes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::vector<dispatch::Lane*>(lanes_.begin(), lanes_.begin() + chooser_.size());
+}
+
+dispatch::Lane* PoolMembers::lane_of(const Interpreter& interp) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < chooser_.size(); ++i) {
+    if (&lanes_[i]->interpreter() == &interp) return lanes_[i];
+  }
+  return nullptr;
+}
+
+}  // namespace manypy

@@ -1,0 +1,96 @@
+// A pool's members: the interpreters it leased from the process-wide set,
+// each brought up on its home thread (started if fresh, joined to the
+// process's operator libraries and callbacks, its lease begun), in the
+// background or not; the pool's growth, by hand (resize) or on long waits;
+// and giving them back. The chooser (dispatch/chooser.h) learns each
+// member's state from here.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "archive_trust.h"
+#include "dispatch/chooser.h"
+#include "dispatch/lane.h"
+#include "interpreter.h"
+#include "interpreter_set.h"
+
+namespace manypy {
+
+class PoolMembers {
+ public:
+  struct Settings {
+    LeaseSettings lease;
+    ArchiveTrust trust;
+    size_t max = 1;  // the most members growth on long waits reaches
+    int64_t grow_after_ns = 20 * 1000 * 1000;
+    // Told of a member that failed to come up in the background, on a
+    // thread of manypy's. Must not throw.
+    std::function<void(int index, const Error& why)> on_failed;
+  };
+
+  PoolMembers(dispatch::Chooser& chooser, Settings settings);
+  PoolMembers(const PoolMembers&) = delete;
+  PoolMembers& operator=(const PoolMembers&) = delete;
+  // close(), then gives every member back. No call may hold load.
+  ~PoolMembers();
+
+  // No growth starts after it; waits for growth under way. Idempotent.
+  void close() noexcept;
+
+  // How long grow() waits: until one member of the pool is up (the others
+  // come up in the background), or until every new member came up or
+  // failed to.
+  enum class Wait { kFirst, kAll };
+  // Grows the pool to `n` members. Throws Error: the lease's (kOutOfRange,
+  // kResourceExhausted naming the process's limit); with kAll, the first
+  // new member's failure to come up (the member stays, broken); with
+  // kFirst, the first failure when no member of the pool comes up.
+  // `background`: a growth of the pool's own, whose failures go to
+  // on_failed.
+  void grow(size_t n, Wait wait, bool background = false);
+  // resize(): grows (kAll) or shrinks to `n`, 1 to the process's limit.
+  void resize(size_t n);
+  // The chooser's wait observer: a call waited `waited_ns` for its
+  // interpreter. Past the threshold, grows by one in the background, up
+  // to the maximum.
+  void on_wait(int64_t waited_ns);
+
+  // The members' interpreters, and the lane of one of them (nullptr if
+  // `interp` is no member). Thread safe.
+  std::vector<Interpreter*> interpreters() const;
+  std::vector<dispatch::Lane*> lanes() const;
+  dispatch::Lane* lane_of(const Interpreter& interp) const;
+
+ private:
+  class BringUp;
+
+  // The new member `index` came up (error nullptr) or failed to.
+  void settled(size_t index, const Error* error) noexcept;
+  void shrink(size_t n);
+  // Runs `fn` on a thread of the members', joined by close().
+  void in_background(std::function<void()> fn);
+
+  dispatch::Chooser& chooser_;
+  const Settings settings_;
+  std::mutex resize_mu_;  // one membership change at a time
+
+  mutable std::mutex mu_;  // guards what follows
+  std::condition_variable settled_cv_;
+  std::vector<dispatch::Lane*> lanes_;  // by index; members are [0, chooser_.size())
+  std::vector<bool> up_or_failed_;      // by index: settled since it joined
+  std::vector<std::optional<Error>> failures_;  // by index
+  std::vector<bool> in_background_;     // by index: report a failure to on_failed
+  std::vector<std::thread> threads_;
+  bool closing_ = false;
+  bool growing_ = false;  // a growth on long waits is under way
+  int64_t next_growth_ns_ = 0;  // no growth before (after a failed lease)
+};
+
+}  // namespace manypy
