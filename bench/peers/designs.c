@@ -107,6 +107,10 @@ static void run_pool(const run_config* cfg, size_t interpreters, run_result* r) 
   manypy_pool_options* opts = manypy_pool_options_new();
   if (!opts) die("out of memory");
   CHECK(manypy_pool_options_set_interpreters(opts, interpreters), "set_interpreters");
+  /* As a service behind a readiness probe would: serve from the first
+   * interpreter that has started, as the worker pool serves from its first
+   * ready worker (docs/serving.md). */
+  CHECK(manypy_pool_options_set_serve_early(opts, 1), "set_serve_early");
   manypy_pool* pool = NULL;
   manypy_package* pkg = NULL;
   CHECK(manypy_pool_create(opts, &pool), "manypy_pool_create");

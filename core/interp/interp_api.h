@@ -22,7 +22,7 @@
 extern "C" {
 #endif
 
-#define MANYPY_INTERP_API_VERSION 9u
+#define MANYPY_INTERP_API_VERSION 10u
 
 /* Status codes used across the boundary; they match manypy_code (the C
  * API checks that at compile time, capi/src/abi_checks.cpp). */

@@ -54,11 +54,15 @@ PoolMembers::~PoolMembers() {
 
 void PoolMembers::close() noexcept {
   std::vector<std::thread> threads;
+  std::thread grower;
   {
     std::lock_guard<std::mutex> lock(mu_);
     closing_ = true;
     threads.swap(threads_);
+    grower.swap(grower_);
   }
+  grow_cv_.notify_all();
+  if (grower.joinable()) grower.join();
   for (std::thread& t : threads) t.join();
 }
 
@@ -193,21 +197,35 @@ void PoolMembers::shrink(size_t n) {
 void PoolMembers::on_wait(int64_t waited_ns) {
   if (waited_ns < settings_.grow_after_ns || chooser_.size() >= settings_.max) return;
   std::lock_guard<std::mutex> lock(mu_);
-  const int64_t now = monotonic_ns();
-  if (closing_ || growing_ || now < next_growth_ns_) return;
-  growing_ = true;
-  threads_.emplace_back([this] {
+  if (closing_ || grow_wanted_ || monotonic_ns() < next_growth_ns_) return;
+  grow_wanted_ = true;
+  if (grower_.joinable()) {
+    grow_cv_.notify_one();
+  } else {
+    grower_ = std::thread([this] { grow_on_demand(); });
+  }
+}
+
+void PoolMembers::grow_on_demand() noexcept {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    grow_cv_.wait(lock, [this] { return closing_ || grow_wanted_; });
+    if (closing_) return;
+    lock.unlock();
+    bool failed = false;
     try {
-      grow(chooser_.size() + 1, Wait::kAll, /*background=*/true);
-    } catch (const Error&) {
+      // One at a time: each new member takes a share of the waits, and a
+      // wait that is still long after it asks for the next.
+      if (chooser_.size() < settings_.max) grow(chooser_.size() + 1, Wait::kAll, /*background=*/true);
+    } catch (...) {
       // A member that failed was reported (settled); a lease the process
       // could not give is tried again a second later.
-      std::lock_guard<std::mutex> lock(mu_);
-      next_growth_ns_ = monotonic_ns() + 1000 * 1000 * 1000;
+      failed = true;
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    growing_ = false;
-  });
+    lock.lock();
+    if (failed) next_growth_ns_ = monotonic_ns() + 1000 * 1000 * 1000;
+    grow_wanted_ = false;
+  }
 }
 
 std::vector<Interpreter*> PoolMembers::interpreters() const {

@@ -76,6 +76,8 @@ class PoolMembers {
   void shrink(size_t n);
   // Runs `fn` on a thread of the members', joined by close().
   void in_background(std::function<void()> fn);
+  // The grower's loop: one member more each time on_wait asks, until close.
+  void grow_on_demand() noexcept;
 
   dispatch::Chooser& chooser_;
   const Settings settings_;
@@ -87,10 +89,15 @@ class PoolMembers {
   std::vector<bool> up_or_failed_;      // by index: settled since it joined
   std::vector<std::optional<Error>> failures_;  // by index
   std::vector<bool> in_background_;     // by index: report a failure to on_failed
-  std::vector<std::thread> threads_;
+  std::vector<std::thread> threads_;    // background starts (one per grow with kFirst)
   bool closing_ = false;
-  bool growing_ = false;  // a growth on long waits is under way
-  int64_t next_growth_ns_ = 0;  // no growth before (after a failed lease)
+  // Growth on long waits: one thread for the pool's life, made at the first
+  // long wait, so that a pool waiting at the process's limit does not make
+  // a thread per attempt.
+  std::thread grower_;
+  std::condition_variable grow_cv_;  // grow_wanted_ or closing_ became true
+  bool grow_wanted_ = false;         // set by on_wait, cleared once grown (or failed)
+  int64_t next_growth_ns_ = 0;       // no growth before (after a failed lease)
 };
 
 }  // namespace manypy

@@ -535,9 +535,9 @@ def main():
     # versioned: two versions of one model, for hot swap tests ---------------
     for number in (1, 2):
         name = f"version_{number}.pt"
-        export_package(name, Versioned(number).eval(), intern=["versioned"])
+        export_package(name, Versioned(number, weight_mib=32).eval(), intern=["versioned"])
         record(name, f"torch.package of Versioned({number}): forward(x) is x's shape filled "
-               f"with {number}, version() is {number}, 4 MiB of weights (hot swap tests)")
+               f"with {number}, version() is {number}, 32 MiB of weights (hot swap tests)")
         v = load_package(name)
         check(v.version() == number, f"{name}: version()")
         check(torch.equal(v(torch.zeros(2)), torch.full((2,), float(number))), f"{name}: forward")

@@ -172,7 +172,33 @@ static void test_stats_and_metrics(void** state) {
   ASSERT_CONTAINS(body, "manypy_interpreters{pool=\"svc \\\"a\\\"\",state=\"ready\"} 2\n");
   ASSERT_CONTAINS(body, "manypy_interpreters{pool=\"svc \\\"a\\\"\",state=\"broken\"} 0\n");
   ASSERT_CONTAINS(body, "manypy_draining{pool=\"svc \\\"a\\\"\"} 0\n");
+  /* prometheus_client's own parser takes it, with the types and values
+   * above (run in interpreter 0; the text goes through a file). */
+  char path[128], code[2048];
+  snprintf(path, sizeof path, "/tmp/manypy-pool-prom-%d.txt", (int)getpid());
+  FILE* f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(body, f);
+  fclose(f);
   manypy_value_free(text);
+  snprintf(code, sizeof code,
+           "from prometheus_client.parser import text_string_to_metric_families\n"
+           "fams = {f.name: f for f in text_string_to_metric_families(open('%s').read())}\n"
+           "def value(fam, suffix, **labels):\n"
+           "    return [s.value for s in fams[fam].samples if s.name == fam + suffix\n"
+           "            and all(s.labels.get(k) == v for k, v in labels.items())]\n"
+           "prom_ok = (fams['manypy_requests'].type == 'counter'\n"
+           "    and value('manypy_requests', '_total', model='m1', code='ok') == [3.0]\n"
+           "    and fams['manypy_request_duration_seconds'].type == 'histogram'\n"
+           "    and value('manypy_request_duration_seconds', '_count', model='m1') == [4.0]\n"
+           "    and fams['manypy_queue_duration_seconds'].type == 'histogram'\n"
+           "    and value('manypy_interpreters', '', state='ready') == [2.0]\n"
+           "    and fams['manypy_inflight_requests'].type == 'gauge'\n"
+           "    and value('manypy_draining', '', pool='svc \"a\"') == [0.0])\n",
+           path);
+  ASSERT_OK(manypy_pool_exec(pool, 0, code));
+  assert_int_equal(EVAL_BOOL(pool, 0, "prom_ok"), 1);
+  unlink(path);
   manypy_pool_destroy(pool);
 }
 
