@@ -619,12 +619,17 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_options_set_grow_after(
  * (with serve_early, or when the pool grows), with its index in the pool
  * and the status saying why (borrowed for the call). Runs on a thread of
  * manypy's; may call manypy (not manypy_pool_destroy on this pool); must
- * not unwind. `user_data` must stay valid while any pool created with
- * these options lives. NULL `callback` removes it. Since 0.3. */
+ * not unwind. Since 0.3. */
 typedef void (*manypy_interpreter_failed_fn)(void* user_data, int32_t interpreter,
                                              const manypy_status* why);
+/* Sets the callback (NULL removes it), replacing an earlier one. The
+ * options and every pool created from them share it; free_user_data, if
+ * not NULL, runs exactly once: when the last of them lets go of it (a pool
+ * once its last handle, package, object and call are gone), when it is
+ * replaced, or at once if this call fails. Since 0.3. */
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_options_set_on_interpreter_failed(
-    manypy_pool_options* options, manypy_interpreter_failed_fn callback, void* user_data);
+    manypy_pool_options* options, manypy_interpreter_failed_fn callback, void* user_data,
+    void (*free_user_data)(void*));
 
 /* A name for the pool (copied), the `pool` label of its metrics
  * (manypy_pool_prometheus), so that several pools of a process can be told

@@ -103,6 +103,19 @@ manypy_status* invalid_argument(const char* function, const char* what) noexcept
 // above U+10FFFF.
 bool valid_utf8(const char* s, size_t n);
 
+// A caller's user_data and its free_user_data, which runs exactly once:
+// when the last holder of the shared_ptr lets go. If the holder cannot be
+// made, the data is freed at once and bad_alloc thrown: either way the
+// caller's free runs once, as every callback setter promises.
+struct UserData {
+  void* data;
+  void (*free)(void*);
+  ~UserData() {
+    if (free) free(data);
+  }
+};
+std::shared_ptr<UserData> own_user_data(void* data, void (*free_user_data)(void*));
+
 // A malloc'ed copy of `s` for the caller to free(). Throws bad_alloc.
 char* copy_string(const std::string& s);
 

@@ -58,19 +58,23 @@ manypy_status* manypy_pool_options_set_grow_after(manypy_pool_options* options, 
 }
 
 manypy_status* manypy_pool_options_set_on_interpreter_failed(
-    manypy_pool_options* options, manypy_interpreter_failed_fn callback, void* user_data) {
+    manypy_pool_options* options, manypy_interpreter_failed_fn callback, void* user_data,
+    void (*free_user_data)(void*)) {
   return fence(__func__, [&](const char* api_function) -> manypy_status* {
+    // Owned from here on (as set_verifier's): freed when the last pool or
+    // options holding the callback let go, or here if anything fails.
+    const auto owned = manypy::capi::own_user_data(user_data, free_user_data);
     MANYPY_NOT_NULL(options);
     if (callback == nullptr) {
       options->options.on_interpreter_failed = nullptr;
       return nullptr;
     }
-    options->options.on_interpreter_failed = [callback, user_data](int index,
-                                                                   const manypy::Error& why) {
+    options->options.on_interpreter_failed = [callback, owned](int index,
+                                                               const manypy::Error& why) {
       manypy_status* status =
           manypy::capi::make_status(static_cast<manypy_code>(why.code()), why.message(),
                                     why.python_type(), why.traceback());
-      callback(user_data, index, status);
+      callback(owned->data, index, status);
       manypy_status_free(status);
     };
     return nullptr;

@@ -32,6 +32,15 @@ manypy_status* invalid_argument(const char* function, const char* what) noexcept
 
 bool is_static(const manypy_status* status) { return status == &g_out_of_memory; }
 
+std::shared_ptr<UserData> own_user_data(void* data, void (*free_user_data)(void*)) {
+  try {
+    return std::shared_ptr<UserData>(new UserData{data, free_user_data});  // in place: a copy would free
+  } catch (...) {
+    if (free_user_data) free_user_data(data);
+    throw;
+  }
+}
+
 char* copy_string(const std::string& s) {
   char* out = static_cast<char*>(std::malloc(s.size() + 1));
   if (out == nullptr) throw std::bad_alloc();

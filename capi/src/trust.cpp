@@ -31,20 +31,7 @@ manypy_status* set_verifier(const char* function, const char* handle, manypy::Ar
   return manypy::capi::fence(function, [&](const char* api_function) -> manypy_status* {
     // Owned from here on: freed when the last holder of the verifier goes,
     // or here if anything fails.
-    struct UserData {
-      void* data;
-      void (*free)(void*);
-      ~UserData() {
-        if (free) free(data);
-      }
-    };
-    std::shared_ptr<UserData> owned;
-    try {
-      owned.reset(new UserData{user_data, free_user_data});  // in place: a copy would free
-    } catch (...) {
-      if (free_user_data) free_user_data(user_data);
-      throw;
-    }
+    const auto owned = manypy::capi::own_user_data(user_data, free_user_data);
     if (trust == nullptr) {
       return manypy::capi::invalid_argument(api_function, (std::string(handle) + " must not be NULL").c_str());
     }

@@ -112,13 +112,7 @@ void InterpreterSet::start(dispatch::Lane& lane, bool wait) noexcept {
   // so other pools come and go meanwhile.
   if (parallel_starts()) {
     lane.begin_start();
-    if (wait) {
-      try {
-        lane.interpreter().wait_started();
-      } catch (...) {
-        // The interpreter keeps its failure for bring_up.
-      }
-    }
+    if (wait) start_settled(lane);
     return;
   }
   std::lock_guard<std::mutex> one_at_a_time(sequential_start_mu_);
@@ -139,6 +133,14 @@ void InterpreterSet::start(dispatch::Lane& lane, bool wait) noexcept {
       std::lock_guard<std::mutex> lock(mu_);
       if (!static_tls_failure_) static_tls_failure_ = e;
     }
+  }
+}
+
+void InterpreterSet::start_settled(dispatch::Lane& lane) noexcept {
+  try {
+    lane.interpreter().wait_started();
+  } catch (...) {
+    // The interpreter keeps its failure for bring_up.
   }
 }
 

@@ -55,6 +55,9 @@ class InterpreterSet {
   // are not tried: they fail with that error. Never throws: a failure is
   // the interpreter's (Interpreter::wait_started).
   void start(dispatch::Lane& lane, bool wait) noexcept;
+  // Waits until a lane start() began has started or failed. Never throws:
+  // the failure is the interpreter's.
+  void start_settled(dispatch::Lane& lane) noexcept;
   // Whether starts run in parallel (static TLS was raised).
   bool parallel_starts() const;
 

@@ -1,5 +1,6 @@
 #include "pool_members.h"
 
+#include <algorithm>
 #include <string>
 
 #include "runtime.h"
@@ -96,9 +97,22 @@ void PoolMembers::grow(size_t n, Wait wait, bool background) {
 
   // When the pool serves from its first member, that one starts alone:
   // the others, started beside it, would slow it down on a small machine.
+  // Then they start at most one fewer than the machine's cores at a time,
+  // so that the requests the first one serves keep a core.
   const bool stagger = wait == Wait::kFirst && fresh.size() == leased.size() && fresh.size() > 1;
   auto start = [&set, fresh, stagger] {
-    for (size_t i = 0; i < fresh.size(); ++i) set.start(*fresh[i], stagger && i == 0);
+    if (!stagger) {
+      for (dispatch::Lane* lane : fresh) set.start(*lane, /*wait=*/false);
+      return;
+    }
+    set.start(*fresh[0], /*wait=*/true);
+    const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+    const size_t at_once = std::max<size_t>(1, cores - 1);
+    for (size_t i = 1; i < fresh.size(); i += at_once) {
+      const size_t end = std::min(fresh.size(), i + at_once);
+      for (size_t k = i; k < end; ++k) set.start(*fresh[k], /*wait=*/false);
+      for (size_t k = i; k < end; ++k) set.start_settled(*fresh[k]);
+    }
   };
   if (wait == Wait::kFirst && !fresh.empty()) {
     in_background(start);

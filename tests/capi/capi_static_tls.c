@@ -36,6 +36,11 @@ static manypy_code g_failed_code;
 static char g_failed_message[1024];
 
 static void* g_failed_user_data;
+static int g_freed; /* free_user_data's runs */
+
+static void free_failed(void* user_data) {
+  if (user_data == &g_failed_count) ++g_freed;
+}
 
 /* On a thread of manypy's: records, and asserts nothing (cmocka's failures
  * must happen on the test's thread). */
@@ -59,7 +64,14 @@ static void test_background_start_failure(void** state) {
   assert_non_null(options);
   ASSERT_OK(manypy_pool_options_set_interpreters(options, TOO_MANY));
   ASSERT_OK(manypy_pool_options_set_serve_early(options, 1));
-  ASSERT_OK(manypy_pool_options_set_on_interpreter_failed(options, on_failed, &g_failed_count));
+  /* A NULL options still frees the data, once. */
+  ASSERT_INVALID_ARG(manypy_pool_options_set_on_interpreter_failed(NULL, on_failed, &g_failed_count,
+                                                                   free_failed),
+                     "manypy_pool_options_set_on_interpreter_failed", "options");
+  assert_int_equal(g_freed, 1);
+  g_freed = 0;
+  ASSERT_OK(manypy_pool_options_set_on_interpreter_failed(options, on_failed, &g_failed_count,
+                                                          free_failed));
   double t0 = capi_now();
   ASSERT_OK(manypy_pool_create(options, &g_pool));
   manypy_pool_options_free(options);
@@ -106,7 +118,11 @@ static void test_background_start_failure(void** state) {
     assert_true(EVAL_DOUBLE(g_pool, MANYPY_ANY_INTERPRETER,
                             "__import__('torch').ones(3).sum().item()") == 3.0);
   }
+  /* The callback's data is freed once, when its last holder (the pool;
+   * the options went after create) lets go. */
+  assert_int_equal(g_freed, 0);
   teardown_pool(NULL);
+  assert_int_equal(g_freed, 1);
 }
 
 static void test_static_tls_exhaustion_is_reported(void** state) {
