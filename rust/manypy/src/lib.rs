@@ -73,7 +73,7 @@ pub use batcher::{Batcher, BatcherBuilder};
 pub use call::{Args, Arguments, CallOptions, CallOptionsBuilder, KeywordArguments, Kwargs};
 pub use cancel::CancelToken;
 pub use callbacks::{InputKind, OpCallback, OpCallbackRegistration, OpCallbacks, OpEvent, OpInput};
-pub use error::{Code, Error, Result};
+pub use error::{code_label, Code, Error, Result};
 pub use future::CallFuture;
 pub use metadata::{archive_list_files, archive_read_file, clear_export_hook, set_export_hook, ExportHook};
 pub use object::Object;
