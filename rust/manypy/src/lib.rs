@@ -59,6 +59,7 @@ mod package;
 mod pool;
 mod profiler;
 mod script;
+mod serving;
 mod tensor;
 mod trampoline;
 mod trust;
@@ -81,6 +82,7 @@ pub use package::Package;
 pub use pool::{Pool, PoolBuilder, ThreadMode};
 pub use profiler::{ProfileEntry, Profiler};
 pub use script::ScriptModule;
+pub use serving::{CodeCounts, DrainResult, DurationHistogram, PoolStats, RequestMetrics};
 pub use tensor::{Complex32, Complex64, DType, Element, Tensor, BF16, F16};
 pub use trampoline::callback_panics;
 pub use trust::{ArchiveTrust, ArchiveTrustBuilder, ArchiveVerifier};
@@ -133,6 +135,7 @@ mod thread_safety {
         send_sync::<(Pool, Package, Object, ScriptModule, ArchiveTrust, CallOptions, CancelToken)>();
         send_sync::<(Profiler, Tensor, Value, Args, Kwargs, Error)>();
         send_sync::<(Batcher, CallFuture)>();
+        send_sync::<(PoolStats, RequestMetrics, DrainResult)>();
     }
 
     #[test]
