@@ -265,7 +265,7 @@ impl PoolBuilder {
             let mut pool = std::ptr::null_mut();
             Error::check(sys::manypy_pool_create(o, &mut pool))?;
             let raw = Handle::returned(pool, "pool")?;
-            Ok(Pool(Arc::new(PoolInner { raw, _on_failed: on_failed })))
+            Ok(Pool(Arc::new(PoolInner { raw, name: self.name, _on_failed: on_failed })))
         }
     }
 }
@@ -290,6 +290,7 @@ pub struct Pool(Arc<PoolInner>);
 
 struct PoolInner {
     raw: Handle<sys::manypy_pool>, // destroyed first
+    name: Option<String>,
     // Removed from the registry once the C handle is freed.
     _on_failed: Option<FailedRegistration>,
 }
@@ -316,6 +317,12 @@ impl Pool {
     /// than keeping it.
     pub fn size(&self) -> usize {
         unsafe { sys::manypy_pool_size(self.ptr()) }
+    }
+
+    /// The pool's name ([`PoolBuilder::name`]), the `pool` label of its
+    /// metrics; `None` for a pool without one.
+    pub fn name(&self) -> Option<&str> {
+        self.0.name.as_deref()
     }
 
     /// The pool's health: its interpreters by state, its load, whether it
@@ -504,7 +511,7 @@ impl Pool {
 
 impl std::fmt::Debug for Pool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pool").field("size", &self.size()).finish()
+        f.debug_struct("Pool").field("name", &self.name()).field("size", &self.size()).finish()
     }
 }
 

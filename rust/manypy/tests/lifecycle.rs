@@ -33,6 +33,8 @@ fn version_of(pool: &Pool, name: &str) -> manypy::Object {
 fn stats_and_request_metrics_count_calls_by_code() {
     let _serial = serial();
     let pool = Pool::builder().interpreters(2).name("svc").build().unwrap();
+    assert_eq!(pool.name(), Some("svc"));
+    assert_eq!(Pool::new(1).unwrap().name(), None);
     let s = pool.stats().unwrap();
     assert_eq!((s.interpreters, s.ready, s.busy, s.starting, s.broken), (2, 2, 0, 0, 0), "{s:?}");
     assert_eq!((s.in_flight, s.queued, s.draining), (0, 0, false));
