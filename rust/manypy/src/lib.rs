@@ -23,6 +23,14 @@
 //!   call. A pool's queue limit ([`PoolBuilder::queue_limit`]) refuses calls
 //!   past it with [`Code::Overloaded`]; a [`Batcher`] stacks concurrent
 //!   requests into one call.
+//! * The serving lifecycle: a pool can serve early, grow and be resized
+//!   ([`PoolBuilder::serve_early`], [`PoolBuilder::max_interpreters`],
+//!   [`Pool::resize`]), report its health and request metrics
+//!   ([`Pool::stats`], [`Pool::request_metrics`], [`Pool::prometheus_text`];
+//!   the `manypy-prometheus` crate is their `prometheus` collector), and
+//!   drain ([`Pool::drain`], then [`Code::Draining`]). A model hot swap
+//!   keeps the current version as an `Arc<Object>` (docs/rust.md, "Model
+//!   hot swap").
 //! * [`ArchiveTrust`] names the archives that may run (their SHA-256 digests
 //!   and a verifier), for pools ([`PoolBuilder::trust`]) and TorchScript
 //!   loaded on the host ([`ScriptModule::load_trusted`]).
