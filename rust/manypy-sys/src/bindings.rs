@@ -10,6 +10,7 @@ pub const MANYPY_VERSION_MINOR: u32 = 3;
 pub const MANYPY_VERSION_PATCH: u32 = 0;
 pub const MANYPY_VERSION_STRING: &[u8; 6] = b"0.3.0\0";
 pub const MANYPY_VERSION_NUMBER: u32 = 300;
+pub const MANYPY_CODE_SLOTS: u32 = 32;
 pub const MANYPY_VALUE_MAX_DEPTH: u32 = 64;
 pub const MANYPY_ANY_INTERPRETER: i32 = -1;
 pub const kDLCPU: DLDeviceType = 1;
@@ -156,6 +157,7 @@ pub const MANYPY_ERR_DEADLINE_EXCEEDED: manypy_code = 19;
 pub const MANYPY_ERR_CANCELLED: manypy_code = 20;
 pub const MANYPY_ERR_UNTRUSTED_ARCHIVE: manypy_code = 21;
 pub const MANYPY_ERR_OVERLOADED: manypy_code = 22;
+pub const MANYPY_ERR_DRAINING: manypy_code = 23;
 pub type manypy_code = ::std::os::raw::c_uint;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -567,6 +569,49 @@ unsafe extern "C" {
     ) -> *mut manypy_status;
 }
 unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_pool_options_set_serve_early(
+        options: *mut manypy_pool_options,
+        serve_early: ::std::os::raw::c_int,
+    ) -> *mut manypy_status;
+}
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_pool_options_set_max_interpreters(
+        options: *mut manypy_pool_options,
+        max: usize,
+    ) -> *mut manypy_status;
+}
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_pool_options_set_grow_after(
+        options: *mut manypy_pool_options,
+        wait_ns: i64,
+    ) -> *mut manypy_status;
+}
+pub type manypy_interpreter_failed_fn = ::std::option::Option<
+    unsafe extern "C" fn(
+        user_data: *mut ::std::os::raw::c_void,
+        interpreter: i32,
+        why: *const manypy_status,
+    ),
+>;
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_pool_options_set_on_interpreter_failed(
+        options: *mut manypy_pool_options,
+        callback: manypy_interpreter_failed_fn,
+        user_data: *mut ::std::os::raw::c_void,
+    ) -> *mut manypy_status;
+}
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_pool_options_set_name(
+        options: *mut manypy_pool_options,
+        name: *const ::std::os::raw::c_char,
+    ) -> *mut manypy_status;
+}
+unsafe extern "C" {
     pub fn manypy_max_interpreters() -> usize;
 }
 #[repr(C)]
@@ -592,6 +637,158 @@ unsafe extern "C" {
 }
 unsafe extern "C" {
     pub fn manypy_pool_in_flight(pool: *const manypy_pool) -> usize;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct manypy_pool_stats {
+    pub struct_size: u32,
+    pub draining: u32,
+    pub interpreters: usize,
+    pub starting: usize,
+    pub ready: usize,
+    pub busy: usize,
+    pub broken: usize,
+    pub in_flight: usize,
+    pub queued: usize,
+    pub completed: [u64; 32usize],
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of manypy_pool_stats"][::std::mem::size_of::<manypy_pool_stats>() - 320usize];
+    [
+        "Alignment of manypy_pool_stats",
+    ][::std::mem::align_of::<manypy_pool_stats>() - 8usize];
+    [
+        "Offset of field: manypy_pool_stats::struct_size",
+    ][::std::mem::offset_of!(manypy_pool_stats, struct_size) - 0usize];
+    [
+        "Offset of field: manypy_pool_stats::draining",
+    ][::std::mem::offset_of!(manypy_pool_stats, draining) - 4usize];
+    [
+        "Offset of field: manypy_pool_stats::interpreters",
+    ][::std::mem::offset_of!(manypy_pool_stats, interpreters) - 8usize];
+    [
+        "Offset of field: manypy_pool_stats::starting",
+    ][::std::mem::offset_of!(manypy_pool_stats, starting) - 16usize];
+    [
+        "Offset of field: manypy_pool_stats::ready",
+    ][::std::mem::offset_of!(manypy_pool_stats, ready) - 24usize];
+    [
+        "Offset of field: manypy_pool_stats::busy",
+    ][::std::mem::offset_of!(manypy_pool_stats, busy) - 32usize];
+    [
+        "Offset of field: manypy_pool_stats::broken",
+    ][::std::mem::offset_of!(manypy_pool_stats, broken) - 40usize];
+    [
+        "Offset of field: manypy_pool_stats::in_flight",
+    ][::std::mem::offset_of!(manypy_pool_stats, in_flight) - 48usize];
+    [
+        "Offset of field: manypy_pool_stats::queued",
+    ][::std::mem::offset_of!(manypy_pool_stats, queued) - 56usize];
+    [
+        "Offset of field: manypy_pool_stats::completed",
+    ][::std::mem::offset_of!(manypy_pool_stats, completed) - 64usize];
+};
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_pool_get_stats(
+        pool: *const manypy_pool,
+        out: *mut manypy_pool_stats,
+    ) -> *mut manypy_status;
+}
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_pool_resize(
+        pool: *mut manypy_pool,
+        interpreters: usize,
+    ) -> *mut manypy_status;
+}
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_pool_drain(
+        pool: *mut manypy_pool,
+        deadline_ns: i64,
+        out_finished: *mut usize,
+        out_cancelled: *mut usize,
+    ) -> *mut manypy_status;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct manypy_request_metrics {
+    pub struct_size: u32,
+    pub model: *const ::std::os::raw::c_char,
+    pub completed: [u64; 32usize],
+    pub num_buckets: usize,
+    pub bucket_bounds: *const f64,
+    pub request_buckets: *const u64,
+    pub request_count: u64,
+    pub request_seconds_sum: f64,
+    pub queue_buckets: *const u64,
+    pub queue_count: u64,
+    pub queue_seconds_sum: f64,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of manypy_request_metrics",
+    ][::std::mem::size_of::<manypy_request_metrics>() - 336usize];
+    [
+        "Alignment of manypy_request_metrics",
+    ][::std::mem::align_of::<manypy_request_metrics>() - 8usize];
+    [
+        "Offset of field: manypy_request_metrics::struct_size",
+    ][::std::mem::offset_of!(manypy_request_metrics, struct_size) - 0usize];
+    [
+        "Offset of field: manypy_request_metrics::model",
+    ][::std::mem::offset_of!(manypy_request_metrics, model) - 8usize];
+    [
+        "Offset of field: manypy_request_metrics::completed",
+    ][::std::mem::offset_of!(manypy_request_metrics, completed) - 16usize];
+    [
+        "Offset of field: manypy_request_metrics::num_buckets",
+    ][::std::mem::offset_of!(manypy_request_metrics, num_buckets) - 272usize];
+    [
+        "Offset of field: manypy_request_metrics::bucket_bounds",
+    ][::std::mem::offset_of!(manypy_request_metrics, bucket_bounds) - 280usize];
+    [
+        "Offset of field: manypy_request_metrics::request_buckets",
+    ][::std::mem::offset_of!(manypy_request_metrics, request_buckets) - 288usize];
+    [
+        "Offset of field: manypy_request_metrics::request_count",
+    ][::std::mem::offset_of!(manypy_request_metrics, request_count) - 296usize];
+    [
+        "Offset of field: manypy_request_metrics::request_seconds_sum",
+    ][::std::mem::offset_of!(manypy_request_metrics, request_seconds_sum) - 304usize];
+    [
+        "Offset of field: manypy_request_metrics::queue_buckets",
+    ][::std::mem::offset_of!(manypy_request_metrics, queue_buckets) - 312usize];
+    [
+        "Offset of field: manypy_request_metrics::queue_count",
+    ][::std::mem::offset_of!(manypy_request_metrics, queue_count) - 320usize];
+    [
+        "Offset of field: manypy_request_metrics::queue_seconds_sum",
+    ][::std::mem::offset_of!(manypy_request_metrics, queue_seconds_sum) - 328usize];
+};
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_pool_request_metrics(
+        pool: *const manypy_pool,
+        out_metrics: *mut *mut manypy_request_metrics,
+        out_count: *mut usize,
+    ) -> *mut manypy_status;
+}
+unsafe extern "C" {
+    pub fn manypy_request_metrics_free(
+        metrics: *mut manypy_request_metrics,
+        count: usize,
+    );
+}
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_pool_prometheus(
+        pool: *const manypy_pool,
+        out_text: *mut *mut manypy_value,
+    ) -> *mut manypy_status;
 }
 unsafe extern "C" {
     #[must_use]
@@ -680,6 +877,13 @@ unsafe extern "C" {
 }
 unsafe extern "C" {
     pub fn manypy_object_free(object: *mut manypy_object);
+}
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_object_share(
+        object: *const manypy_object,
+        out_object: *mut *mut manypy_object,
+    ) -> *mut manypy_status;
 }
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]

@@ -39,3 +39,17 @@ pub unsafe fn manypy_profile_entry_at(
     (entries as *const u8).add(index * (*entries).struct_size as usize)
         as *const manypy_profile_entry
 }
+
+/// Entry `index` (< the count) of `manypy_pool_request_metrics`'s array:
+/// the header's `static inline manypy_request_metrics_at`. Steps by the
+/// library's `struct_size`, as the header requires.
+///
+/// # Safety
+/// `metrics` must come from `manypy_pool_request_metrics` with more than
+/// `index` entries.
+pub unsafe fn manypy_request_metrics_at(
+    metrics: *const manypy_request_metrics,
+    index: usize,
+) -> *const manypy_request_metrics {
+    (metrics as *const u8).add(index * (*metrics).struct_size as usize) as *const manypy_request_metrics
+}

@@ -60,6 +60,10 @@ pub enum Code {
     /// ([`PoolBuilder::queue_limit`](crate::PoolBuilder::queue_limit)).
     /// Retry later or shed the load.
     Overloaded,
+    /// Refused at once, without running: the pool is draining
+    /// ([`Pool::drain`](crate::Pool::drain)); it finishes the calls it has
+    /// and takes no new ones. Send the call to another pool or process.
+    Draining,
     /// The loaded libmanypy is not the version this crate was built for
     /// (binding-side: checked once, before any other call).
     VersionMismatch,
@@ -99,6 +103,7 @@ impl Code {
             sys::MANYPY_ERR_CANCELLED => Cancelled,
             sys::MANYPY_ERR_UNTRUSTED_ARCHIVE => UntrustedArchive,
             sys::MANYPY_ERR_OVERLOADED => Overloaded,
+            sys::MANYPY_ERR_DRAINING => Draining,
             other => Unknown(other),
         }
     }
@@ -130,6 +135,7 @@ impl Code {
             Cancelled => sys::MANYPY_ERR_CANCELLED,
             UntrustedArchive => sys::MANYPY_ERR_UNTRUSTED_ARCHIVE,
             Overloaded => sys::MANYPY_ERR_OVERLOADED,
+            Draining => sys::MANYPY_ERR_DRAINING,
             VersionMismatch | TensorLent => return None,
             Unknown(raw) => raw,
         })
@@ -164,10 +170,50 @@ impl Code {
             Cancelled => "MANYPY_ERR_CANCELLED",
             UntrustedArchive => "MANYPY_ERR_UNTRUSTED_ARCHIVE",
             Overloaded => "MANYPY_ERR_OVERLOADED",
+            Draining => "MANYPY_ERR_DRAINING",
             VersionMismatch => "MANYPY_BINDING_VERSION_MISMATCH",
             TensorLent => "MANYPY_BINDING_TENSOR_LENT",
             Unknown(_) => "MANYPY_UNKNOWN",
         }
+    }
+}
+
+/// The label of a status code in manypy's metrics (the `code` label of
+/// `manypy_requests_total`, as `manypy_pool_prometheus` writes it): the C
+/// name without its `MANYPY_ERR_` (or `MANYPY_`) prefix, in lower case.
+/// `"ok"` for `MANYPY_OK` (0), `"unknown"` for a code this crate does not
+/// know, e.g. `code_label(3)` is `"python"`.
+pub fn code_label(raw: u32) -> &'static str {
+    use Code::*;
+    if raw == sys::MANYPY_OK {
+        return "ok";
+    }
+    match Code::from_raw(raw) {
+        InvalidArgument => "invalid_argument",
+        OutOfRange => "out_of_range",
+        Python => "python",
+        Syntax => "syntax",
+        UnsupportedType => "unsupported_type",
+        WrongKind => "wrong_kind",
+        StaticTls => "static_tls",
+        ResourceExhausted => "resource_exhausted",
+        Loader => "loader",
+        InterpreterBroken => "interpreter_broken",
+        Internal => "internal",
+        NotFound => "not_found",
+        BadArchive => "bad_archive",
+        NotAPackage => "not_a_package",
+        UnsupportedVersion => "unsupported_version",
+        ModuleNotFound => "module_not_found",
+        BadTensor => "bad_tensor",
+        NoSuchName => "no_such_name",
+        DeadlineExceeded => "deadline_exceeded",
+        Cancelled => "cancelled",
+        UntrustedArchive => "untrusted_archive",
+        Overloaded => "overloaded",
+        Draining => "draining",
+        // Never a C code: from_raw does not return them.
+        VersionMismatch | TensorLent | Unknown(_) => "unknown",
     }
 }
 
@@ -227,6 +273,19 @@ impl Error {
         non_empty(&self.0.traceback)
     }
 
+    /// A copy of a status the caller keeps (one a callback borrows).
+    ///
+    /// # Safety
+    /// `status` is a live status.
+    pub(crate) unsafe fn borrowed(status: *const sys::manypy_status) -> Error {
+        Error(Box::new(Inner {
+            code: Code::from_raw(sys::manypy_status_code(status)),
+            message: owned(sys::manypy_status_message(status)),
+            python_type: owned(sys::manypy_status_python_type(status)),
+            traceback: owned(sys::manypy_status_traceback(status)),
+        }))
+    }
+
     /// Takes a C status: `Ok(())` for NULL, otherwise its contents as an
     /// `Error`. Frees the status either way.
     ///
@@ -236,12 +295,7 @@ impl Error {
         if status.is_null() {
             return Ok(());
         }
-        let error = Error(Box::new(Inner {
-            code: Code::from_raw(sys::manypy_status_code(status)),
-            message: owned(sys::manypy_status_message(status)),
-            python_type: owned(sys::manypy_status_python_type(status)),
-            traceback: owned(sys::manypy_status_traceback(status)),
-        }));
+        let error = Error::borrowed(status);
         sys::manypy_status_free(status);
         Err(error)
     }
@@ -295,7 +349,7 @@ mod tests {
 
     #[test]
     fn codes_round_trip_through_their_numbers() {
-        for raw in 1..=sys::MANYPY_ERR_OVERLOADED {
+        for raw in 1..=sys::MANYPY_ERR_DRAINING {
             let code = Code::from_raw(raw);
             assert!(!matches!(code, Code::Unknown(_)), "code {raw} is not mapped");
             assert_eq!(code.raw(), Some(raw));
@@ -303,5 +357,19 @@ mod tests {
         assert_eq!(Code::from_raw(999), Code::Unknown(999));
         assert_eq!(Code::VersionMismatch.raw(), None);
         assert_eq!(Code::TensorLent.raw(), None);
+    }
+
+    #[test]
+    fn labels_are_the_c_names_without_prefix_in_lower_case() {
+        assert_eq!(code_label(0), "ok");
+        for raw in 1..sys::MANYPY_CODE_SLOTS {
+            let code = Code::from_raw(raw);
+            let expected = match code {
+                Code::Unknown(_) => "unknown".to_owned(),
+                _ => code.name().strip_prefix("MANYPY_ERR_").expect("an error code's name").to_lowercase(),
+            };
+            assert_eq!(code_label(raw), expected, "code {raw}");
+        }
+        assert_eq!(code_label(999), "unknown");
     }
 }

@@ -23,6 +23,14 @@
 //!   call. A pool's queue limit ([`PoolBuilder::queue_limit`]) refuses calls
 //!   past it with [`Code::Overloaded`]; a [`Batcher`] stacks concurrent
 //!   requests into one call.
+//! * The serving lifecycle: a pool can serve early, grow and be resized
+//!   ([`PoolBuilder::serve_early`], [`PoolBuilder::max_interpreters`],
+//!   [`Pool::resize`]), report its health and request metrics
+//!   ([`Pool::stats`], [`Pool::request_metrics`], [`Pool::prometheus_text`];
+//!   the `manypy-prometheus` crate is their `prometheus` collector), and
+//!   drain ([`Pool::drain`], then [`Code::Draining`]). A model hot swap
+//!   keeps the current version as an `Arc<Object>` (docs/rust.md, "Model
+//!   hot swap").
 //! * [`ArchiveTrust`] names the archives that may run (their SHA-256 digests
 //!   and a verifier), for pools ([`PoolBuilder::trust`]) and TorchScript
 //!   loaded on the host ([`ScriptModule::load_trusted`]).
@@ -59,6 +67,7 @@ mod package;
 mod pool;
 mod profiler;
 mod script;
+mod serving;
 mod tensor;
 mod trampoline;
 mod trust;
@@ -73,7 +82,7 @@ pub use batcher::{Batcher, BatcherBuilder};
 pub use call::{Args, Arguments, CallOptions, CallOptionsBuilder, KeywordArguments, Kwargs};
 pub use cancel::CancelToken;
 pub use callbacks::{InputKind, OpCallback, OpCallbackRegistration, OpCallbacks, OpEvent, OpInput};
-pub use error::{Code, Error, Result};
+pub use error::{code_label, Code, Error, Result};
 pub use future::CallFuture;
 pub use metadata::{archive_list_files, archive_read_file, clear_export_hook, set_export_hook, ExportHook};
 pub use object::Object;
@@ -81,6 +90,7 @@ pub use package::Package;
 pub use pool::{Pool, PoolBuilder, ThreadMode};
 pub use profiler::{ProfileEntry, Profiler};
 pub use script::ScriptModule;
+pub use serving::{CodeCounts, DrainResult, DurationHistogram, PoolStats, RequestMetrics};
 pub use tensor::{Complex32, Complex64, DType, Element, Tensor, BF16, F16};
 pub use trampoline::callback_panics;
 pub use trust::{ArchiveTrust, ArchiveTrustBuilder, ArchiveVerifier};
@@ -133,6 +143,7 @@ mod thread_safety {
         send_sync::<(Pool, Package, Object, ScriptModule, ArchiveTrust, CallOptions, CancelToken)>();
         send_sync::<(Profiler, Tensor, Value, Args, Kwargs, Error)>();
         send_sync::<(Batcher, CallFuture)>();
+        send_sync::<(PoolStats, RequestMetrics, DrainResult)>();
     }
 
     #[test]

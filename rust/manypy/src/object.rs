@@ -16,6 +16,14 @@ use crate::value::{c_string, Value};
 /// (the borrow checker ensures no synchronous call is running then;
 /// asynchronous ones in flight hold the object and complete as usual).
 ///
+/// Owners that share an object hold an `Arc<Object>`: that is what C's
+/// `manypy_object_share` (a second handle) gives C callers, so the crate
+/// has no `share`. For a model hot swap, keep the current version as an
+/// `Arc<Object>` behind a `RwLock`: each request clones the `Arc` and calls
+/// outside the lock; a swap loads the new version, replaces the `Arc`, and
+/// the old version unloads when the last request holding it ends
+/// (docs/rust.md, "Model hot swap").
+///
 /// ```no_run
 /// # fn main() -> manypy::Result<()> {
 /// use manypy::{Pool, Tensor, Value};

@@ -9,6 +9,10 @@ use crate::call::{nanos, options_ptr, value_result, CallOptions};
 use crate::error::{Code, Error, Result};
 use crate::handle::Handle;
 use crate::package::Package;
+use crate::serving::{
+    interpreter_failed, take_request_metrics, DrainResult, FailedRegistration, InterpreterFailedCallback, PoolStats,
+    RequestMetrics,
+};
 use crate::trust::{ArchiveTrust, ArchiveTrustBuilder};
 use crate::value::{c_string, Value};
 use crate::version::check_library_version;
@@ -27,6 +31,11 @@ pub enum ThreadMode {
 /// Options of a [`Pool`]; see [`Pool::builder`].
 #[derive(Default)]
 pub struct PoolBuilder {
+    serve_early: bool,
+    max_interpreters: Option<usize>,
+    grow_after: Option<Duration>,
+    name: Option<String>,
+    on_interpreter_failed: Option<InterpreterFailedCallback>,
     interpreters: Option<usize>,
     sys_paths: Vec<String>,
     intra_op_threads: Option<i32>,
@@ -126,8 +135,83 @@ impl PoolBuilder {
         self
     }
 
-    /// Creates the pool. Interpreters start on first use (about a second
-    /// each: each imports torch).
+    /// Serve as soon as one interpreter is ready (default false: only once
+    /// all are). With true, [`build`](Self::build) returns when the first
+    /// interpreter has started and the others start in the background:
+    /// calls that may go anywhere go only to started interpreters, and a
+    /// call pinned to one still starting waits for it, within its deadline.
+    /// A background start that fails leaves that interpreter broken
+    /// ([`Pool::stats`] counts it, [`Pool::check_interpreter`] says why, and
+    /// [`on_interpreter_failed`](Self::on_interpreter_failed) is told); the
+    /// pool serves on the others. `build` fails only if no interpreter
+    /// starts.
+    ///
+    /// Off by default so that a pool that is returned is whole: an
+    /// interpreter that cannot start then fails `build` itself. Turn it on
+    /// for a service behind a readiness probe.
+    pub fn serve_early(mut self, serve_early: bool) -> Self {
+        self.serve_early = serve_early;
+        self
+    }
+
+    /// Growth: the most interpreters the pool may grow to by itself, from
+    /// [`interpreters`](Self::interpreters) (the least). When a call has
+    /// waited for an interpreter longer than
+    /// [`grow_after`](Self::grow_after), the pool starts one more in the
+    /// background, up to this many, and serves on the others meanwhile.
+    /// Default: the starting number (no growth). `build` fails with
+    /// [`Code::OutOfRange`] below the starting number or above
+    /// [`crate::max_interpreters`]. A pool never shrinks by itself (an
+    /// interpreter keeps its memory for the life of the process); see
+    /// [`Pool::resize`].
+    pub fn max_interpreters(mut self, max: usize) -> Self {
+        self.max_interpreters = Some(max);
+        self
+    }
+
+    /// How long a call may wait for an interpreter before the pool grows
+    /// (up to [`max_interpreters`](Self::max_interpreters)). Default 20 ms.
+    /// `build` fails with [`Code::OutOfRange`] below 1 ns or past
+    /// `i64::MAX` nanoseconds.
+    pub fn grow_after(mut self, wait: Duration) -> Self {
+        self.grow_after = Some(wait);
+        self
+    }
+
+    /// A name for the pool: the `pool` label of its metrics
+    /// ([`Pool::prometheus_text`], and the `manypy-prometheus` collector's
+    /// default), so that several pools of a process can be told apart.
+    /// Default: none (no `pool` label). A NUL in it is
+    /// [`Code::InvalidArgument`] from `build`.
+    pub fn name(mut self, name: &str) -> Self {
+        self.name = Some(name.to_owned());
+        self
+    }
+
+    /// Told when an interpreter of the pool fails to start in the
+    /// background ([`serve_early`](Self::serve_early), or when the pool
+    /// grows), with its index in the pool and the error saying why.
+    ///
+    /// - It runs on a thread of manypy's, possibly several at once (hence
+    ///   `Fn + Send + Sync`: keep state in atomics or a `Mutex`). It may
+    ///   call manypy.
+    /// - A panic in it is caught and counted ([`crate::callback_panics`]).
+    /// - It lives as long as the Rust handles that hold the pool: the
+    ///   [`Pool`] clones, its packages and its objects. A failure reported
+    ///   after the last of them went (while only a batcher or an
+    ///   asynchronous call still holds the C pool) is not passed on. So it
+    ///   must not hold the pool, a package or an object of it itself: that
+    ///   would keep the pool alive for the rest of the process.
+    ///
+    /// Replaces an earlier callback.
+    pub fn on_interpreter_failed(mut self, callback: impl Fn(usize, Error) + Send + Sync + 'static) -> Self {
+        self.on_interpreter_failed = Some(Arc::new(callback));
+        self
+    }
+
+    /// Creates the pool. Interpreters are leased from the process and
+    /// started now (about a second each: each imports torch), or only the
+    /// first with [`serve_early`](Self::serve_early).
     pub fn build(self) -> Result<Pool> {
         check_library_version()?;
         let options = Handle::allocated(unsafe { sys::manypy_pool_options_new() })?;
@@ -157,9 +241,31 @@ impl PoolBuilder {
             if let Some(limit) = self.queue_limit {
                 Error::check(sys::manypy_pool_options_set_queue_limit(o, limit))?;
             }
+            Error::check(sys::manypy_pool_options_set_serve_early(o, self.serve_early as i32))?;
+            if let Some(max) = self.max_interpreters {
+                Error::check(sys::manypy_pool_options_set_max_interpreters(o, max))?;
+            }
+            if let Some(wait) = self.grow_after {
+                Error::check(sys::manypy_pool_options_set_grow_after(o, nanos(wait, "grow_after")?))?;
+            }
+            if let Some(name) = &self.name {
+                Error::check(sys::manypy_pool_options_set_name(o, c_string(name)?.as_ptr()))?;
+            }
+            // Registered before the pool exists: with serve_early, a
+            // background start may fail before manypy_pool_create returns.
+            // Removed again (with the Err) if the pool is not created.
+            let on_failed = self.on_interpreter_failed.map(FailedRegistration::new);
+            if let Some(registration) = &on_failed {
+                Error::check(sys::manypy_pool_options_set_on_interpreter_failed(
+                    o,
+                    Some(interpreter_failed),
+                    registration.user_data(),
+                ))?;
+            }
             let mut pool = std::ptr::null_mut();
             Error::check(sys::manypy_pool_create(o, &mut pool))?;
-            Ok(Pool(Arc::new(Handle::returned(pool, "pool")?)))
+            let raw = Handle::returned(pool, "pool")?;
+            Ok(Pool(Arc::new(PoolInner { raw, name: self.name, _on_failed: on_failed })))
         }
     }
 }
@@ -177,9 +283,17 @@ impl PoolBuilder {
 /// # Ok(()) }
 /// ```
 // Destroyed once, when the last Arc (the Pool clones, its packages' and
-// objects' references) goes, so it never races another call.
+// objects' references) goes, so it never races another call: every method
+// borrows a Pool, and so holds the Arc.
 #[derive(Clone)]
-pub struct Pool(Arc<Handle<sys::manypy_pool>>);
+pub struct Pool(Arc<PoolInner>);
+
+struct PoolInner {
+    raw: Handle<sys::manypy_pool>, // destroyed first
+    name: Option<String>,
+    // Removed from the registry once the C handle is freed.
+    _on_failed: Option<FailedRegistration>,
+}
 
 impl Pool {
     /// Options for a new pool.
@@ -193,12 +307,113 @@ impl Pool {
     }
 
     fn ptr(&self) -> *mut sys::manypy_pool {
-        self.0.as_ptr()
+        self.0.raw.as_ptr()
     }
 
-    /// Number of interpreters.
+    /// The number of interpreters in the pool right now (starting, ready,
+    /// busy or broken): indices `0..size()` are valid for pinned calls. It
+    /// changes with [`resize`](Self::resize) and growth
+    /// ([`PoolBuilder::max_interpreters`]), so read it when needed rather
+    /// than keeping it.
     pub fn size(&self) -> usize {
         unsafe { sys::manypy_pool_size(self.ptr()) }
+    }
+
+    /// The pool's name ([`PoolBuilder::name`]), the `pool` label of its
+    /// metrics; `None` for a pool without one.
+    pub fn name(&self) -> Option<&str> {
+        self.0.name.as_deref()
+    }
+
+    /// The pool's health: its interpreters by state, its load, whether it
+    /// drains, and the calls completed by status code. Lock-free reads, so
+    /// the counts may be taken a moment apart.
+    pub fn stats(&self) -> Result<PoolStats> {
+        // SAFETY: a plain C struct, all integers: zero is a valid value.
+        let mut raw: sys::manypy_pool_stats = unsafe { std::mem::zeroed() };
+        raw.struct_size = std::mem::size_of::<sys::manypy_pool_stats>() as u32;
+        unsafe { Error::check(sys::manypy_pool_get_stats(self.ptr(), &mut raw))? };
+        Ok(PoolStats::from_raw(&raw))
+    }
+
+    /// Resizes the pool to `interpreters`, 1 to [`crate::max_interpreters`]
+    /// ([`Code::OutOfRange`] otherwise, whose message gives the range).
+    ///
+    /// - Growing leases interpreters from the process (starting new ones)
+    ///   and returns once they serve; one that fails to start stays in the
+    ///   pool, broken, and the first failure is the `Err`.
+    ///   [`Code::ResourceExhausted`] when the process has too few
+    ///   interpreters left.
+    /// - Shrinking takes the highest indices out of the pool at once (calls
+    ///   pinned to them are then [`Code::OutOfRange`]; calls running there
+    ///   finish first) and gives them back to the process for other pools;
+    ///   their memory stays with the process.
+    /// - [`Code::Draining`] once the pool drains.
+    ///
+    /// Resizes of one pool are serialized; any thread may call it.
+    pub fn resize(&self, interpreters: usize) -> Result<()> {
+        unsafe { Error::check(sys::manypy_pool_resize(self.ptr(), interpreters)) }
+    }
+
+    /// Graceful drain, for a service that is stopping (SIGTERM) or moving
+    /// traffic away. From now on the pool refuses new calls with
+    /// [`Code::Draining`], through its packages, objects and batchers too,
+    /// synchronous and asynchronous; it never stops draining.
+    ///
+    /// Calls already running or queued go on. `timeout` bounds them: when
+    /// it passes, those left are cancelled as by a [`CancelToken`]
+    /// (they end with [`Code::Cancelled`]); `None` waits for them however
+    /// long they take. Returns when no call is left, or once those
+    /// cancelled have had their stop grace
+    /// ([`PoolBuilder::stop_grace`]) twice over to end, with how many
+    /// finished and how many were cancelled.
+    ///
+    /// Any number of threads may drain at once, and again: each waits in
+    /// the same way and counts the calls in flight when it began. While it
+    /// waits, the borrow keeps this pool's C handle alive, so other handles
+    /// may be dropped meanwhile, in any order.
+    ///
+    /// [`CancelToken`]: crate::CancelToken
+    pub fn drain(&self, timeout: Option<Duration>) -> Result<DrainResult> {
+        let deadline = match timeout {
+            None => 0,
+            Some(timeout) => {
+                let now = unsafe { sys::manypy_monotonic_ns() };
+                now.checked_add(nanos(timeout, "drain timeout")?)
+                    .ok_or_else(|| Error::new(Code::OutOfRange, format!("drain timeout {timeout:?}")))?
+            }
+        };
+        let mut out = DrainResult::default();
+        unsafe {
+            Error::check(sys::manypy_pool_drain(self.ptr(), deadline, &mut out.finished, &mut out.cancelled))?;
+        }
+        Ok(out)
+    }
+
+    /// Every model's request metrics since the pool was created (owned
+    /// copies), by the model id of the calls' context ([`CallOptions`]'s
+    /// `context`; `""` for calls without one): calls by status code, and
+    /// histograms of request and queue durations.
+    pub fn request_metrics(&self) -> Result<Vec<RequestMetrics>> {
+        let (mut metrics, mut count) = (std::ptr::null_mut(), 0usize);
+        unsafe {
+            Error::check(sys::manypy_pool_request_metrics(self.ptr(), &mut metrics, &mut count))?;
+            take_request_metrics(metrics, count)
+        }
+    }
+
+    /// The pool's metrics in the Prometheus text exposition format, as the
+    /// C library writes them, for a `/metrics` endpoint:
+    /// `manypy_requests_total{model,code}`, the histograms
+    /// `manypy_request_duration_seconds{model}` and
+    /// `manypy_queue_duration_seconds{model}`, the gauges
+    /// `manypy_inflight_requests`, `manypy_queued_requests`,
+    /// `manypy_interpreters{state}` and `manypy_draining`; every series
+    /// carries `pool="<name>"` when the pool has a name
+    /// ([`PoolBuilder::name`]). A service on the `prometheus` crate
+    /// registers the `manypy-prometheus` collector instead.
+    pub fn prometheus_text(&self) -> Result<String> {
+        String::try_from(value_result(|out| unsafe { sys::manypy_pool_prometheus(self.ptr(), out) })?)
     }
 
     /// Calls waiting for an interpreter now: what
@@ -296,7 +511,7 @@ impl Pool {
 
 impl std::fmt::Debug for Pool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pool").field("size", &self.size()).finish()
+        f.debug_struct("Pool").field("name", &self.name()).field("size", &self.size()).finish()
     }
 }
 

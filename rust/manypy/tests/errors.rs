@@ -10,16 +10,27 @@ use manypy::{sys, Code, Pool, ScriptModule, Value};
 #[test]
 fn every_code_of_the_c_api_is_mapped_with_its_c_name() {
     manypy::check_library_version().unwrap();
-    for raw in 1..=sys::MANYPY_ERR_OVERLOADED {
+    let c_name = |raw: u32| unsafe { CStr::from_ptr(sys::manypy_code_name(raw)) }.to_str().unwrap().to_owned();
+    // Every code the library names, up to its last (the header's newest is
+    // Draining): a code added to the C API without a Code fails here.
+    let known: Vec<u32> = (1..sys::MANYPY_CODE_SLOTS).filter(|&raw| c_name(raw) != "MANYPY_UNKNOWN").collect();
+    let last = *known.last().unwrap();
+    assert_eq!(last, sys::MANYPY_ERR_DRAINING, "the library's last code");
+    assert_eq!(known, (1..=last).collect::<Vec<_>>(), "the codes are contiguous");
+    for raw in known {
         let code = Code::from_raw(raw);
-        let c_name = unsafe { CStr::from_ptr(sys::manypy_code_name(raw)) }.to_str().unwrap();
-        assert_eq!(code.name(), c_name, "code {raw}");
+        assert_eq!(code.name(), c_name(raw), "code {raw}");
         assert_eq!(code.raw(), Some(raw));
+        // The metrics label, as manypy_pool_prometheus writes it.
+        assert_eq!(manypy::code_label(raw), c_name(raw).trim_start_matches("MANYPY_ERR_").to_lowercase());
     }
+    assert_eq!(Code::from_raw(sys::MANYPY_ERR_DRAINING), Code::Draining);
+    assert_eq!(manypy::code_label(sys::MANYPY_OK), "ok");
     // A code the library does not know either.
-    let next = sys::MANYPY_ERR_OVERLOADED + 1;
+    let next = last + 1;
     assert_eq!(Code::from_raw(next), Code::Unknown(next));
-    assert_eq!(unsafe { CStr::from_ptr(sys::manypy_code_name(next)) }.to_str().unwrap(), Code::Unknown(next).name());
+    assert_eq!(c_name(next), Code::Unknown(next).name());
+    assert_eq!(manypy::code_label(next), "unknown");
 }
 
 #[test]

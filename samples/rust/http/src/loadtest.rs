@@ -168,13 +168,37 @@ async fn check_service(addr: SocketAddr) -> Result<(), String> {
     Ok(())
 }
 
+/// A service whose pool drains: not ready, and predictions refused (503).
+async fn check_draining(addr: SocketAddr, case: &Case) -> Result<(), String> {
+    let mut client = Client::connect(addr).await?;
+    let (status, _, body) = client.send(Method::GET, "/healthz", &[], Bytes::new()).await?;
+    if status != StatusCode::SERVICE_UNAVAILABLE {
+        return Err(format!("/healthz of a draining pool: {status}: {}", String::from_utf8_lossy(&body)));
+    }
+    let (status, _, body) = client.send(Method::POST, "/predict", &[(SHAPE_HEADER, case.shape.clone())], case.input.clone()).await?;
+    let text = String::from_utf8_lossy(&body);
+    if status != StatusCode::SERVICE_UNAVAILABLE || !text.contains("MANYPY_ERR_DRAINING") {
+        return Err(format!("a prediction on a draining pool: {status}: {text}"));
+    }
+    Ok(())
+}
+
 async fn scrape(addr: SocketAddr) -> Result<String, String> {
     let (status, _, body) = Client::connect(addr).await?.send(Method::GET, "/metrics", &[], Bytes::new()).await?;
     let text = String::from_utf8(body.to_vec()).map_err(|e| e.to_string())?;
     if status != StatusCode::OK {
         return Err(format!("/metrics: {status}: {text}"));
     }
-    for metric in ["http_requests_total", "manypy_pool_queued", "manypy_pool_in_flight"] {
+    for metric in [
+        "http_requests_total",
+        "manypy_requests_total{",
+        "manypy_request_duration_seconds_bucket{",
+        "manypy_queue_duration_seconds_count{",
+        "manypy_inflight_requests{",
+        "manypy_queued_requests{",
+        "manypy_interpreters{pool=",
+        "manypy_draining{",
+    ] {
         if !text.contains(metric) {
             return Err(format!("/metrics has no {metric}"));
         }
@@ -232,11 +256,38 @@ pub async fn run(pool: &Pool, model: &Arc<Object>, options: &Options) -> Result<
             total.latencies.extend(run.latencies);
         }
     }
+    // Stopping as a service stops (SIGTERM): the pool drains, after which
+    // both services say they are not ready and refuse predictions with 503.
+    let draining = pool.clone();
+    let drained = tokio::task::spawn_blocking(move || draining.drain(Some(Duration::from_secs(10))))
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    if drained.cancelled != 0 {
+        return Err(format!("the drain after the load cancelled {} calls", drained.cancelled));
+    }
+    for (_, served_one, _) in &served {
+        check_draining(served_one.addr, &case).await?;
+    }
     println!("{:<36} {:>9} {:>9} {:>9} {:>11}", "configuration", "req/s", "p50 ms", "p99 ms", "mean batch");
     let mut rates = Vec::new();
     for (batched, served_one, mut run) in served {
         let metrics = scrape(served_one.addr).await?;
         served_one.stop().await?;
+        // The pool's collector: calls that succeeded, by model. Both
+        // services share the pool, so each sees at least its own (a batch
+        // is one call).
+        let ok_calls: f64 = metrics
+            .lines()
+            .filter(|l| l.starts_with("manypy_requests_total{code=\"ok\","))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        if ok_calls < if batched { 1.0 } else { run.latencies.len() as f64 } {
+            return Err(format!("/metrics counts {ok_calls} successful calls after {} requests", run.latencies.len()));
+        }
+        if !metrics.contains(&format!("manypy_draining{{pool=\"{name}\"}} 1")) {
+            return Err("/metrics does not show the pool draining".into());
+        }
         let (batch_rows, batches) = sum_and_count(&metrics, "manypy_batch_size");
         if batched && batches == 0.0 {
             return Err("the batched service's /metrics shows no manypy_batch_size samples".into());

@@ -130,7 +130,7 @@ pub fn service(pool: &Pool, model: &Arc<manypy::Object>, options: &Options, batc
         timeout: options.timeout,
         model_id: options.model.clone(),
         // Operators are sampled rarely: the profiler is on in production.
-        metrics: Metrics::new(0.01)?,
+        metrics: Metrics::new(pool, 0.01)?,
     })
 }
 
@@ -147,6 +147,8 @@ async fn run() -> Result<(), String> {
     let pool = Pool::builder()
         .interpreters(options.interpreters)
         .queue_limit(options.queue_limit)
+        // The `pool` label of its metrics.
+        .name(&options.model)
         .build()
         .map_err(|e| e.to_string())?;
     let archive = options.archives.join(format!("{}.pt", options.model));
@@ -173,5 +175,14 @@ async fn run() -> Result<(), String> {
             let _ = tokio::signal::ctrl_c().await;
         })
         .await
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    // Stopping: the pool refuses new calls (Code::Draining, 503) and gets
+    // up to 10 s to finish those it has; then they are cancelled. A drain
+    // blocks, so not on a runtime thread.
+    let drained = tokio::task::spawn_blocking(move || pool.drain(Some(Duration::from_secs(10))))
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    println!("drained: {} calls finished, {} cancelled", drained.finished, drained.cancelled);
+    Ok(())
 }

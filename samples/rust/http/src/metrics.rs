@@ -1,25 +1,27 @@
-//! `/metrics`: the service's requests and latencies and the pool's load
-//! (a `prometheus` registry), followed by manypy's profiler text (sampled
-//! operator durations per model, and `manypy_batch_size`, the batches the
-//! Batcher formed).
+//! `/metrics`: a `prometheus` registry with the service's HTTP requests and
+//! latencies and the pool's collector (manypy-prometheus: requests by model
+//! and status code, request and queue durations, calls in flight and
+//! queued, interpreters by state, draining), followed by manypy's profiler
+//! text (sampled operator durations per model, and `manypy_batch_size`, the
+//! batches the Batcher formed).
 use std::time::Duration;
 
 use axum::http::StatusCode;
 use manypy::{Pool, Profiler};
-use prometheus::{Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
+use manypy_prometheus::PoolCollector;
+use prometheus::{Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder};
 
 pub struct Metrics {
     registry: Registry,
     requests: IntCounterVec,
     latency: HistogramVec,
-    queued: IntGauge,
-    in_flight: IntGauge,
     profiler: Profiler,
 }
 
 impl Metrics {
-    /// `sampling`: the profiler's operator sampling probability, in (0, 1].
-    pub fn new(sampling: f64) -> Result<Metrics, String> {
+    /// `pool`'s metrics and the service's. `sampling`: the profiler's
+    /// operator sampling probability, in (0, 1].
+    pub fn new(pool: &Pool, sampling: f64) -> Result<Metrics, String> {
         let requests = IntCounterVec::new(
             Opts::new("http_requests_total", "HTTP requests by route and status"),
             &["route", "status"],
@@ -31,21 +33,17 @@ impl Metrics {
             &["route"],
         )
         .map_err(|e| e.to_string())?;
-        let queued = IntGauge::new("manypy_pool_queued", "Calls waiting for an interpreter (the queue limit bounds it)")
-            .map_err(|e| e.to_string())?;
-        let in_flight = IntGauge::new("manypy_pool_in_flight", "Calls admitted and not complete (waiting or running)")
-            .map_err(|e| e.to_string())?;
         let registry = Registry::new();
         for c in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(latency.clone()),
-            Box::new(queued.clone()),
-            Box::new(in_flight.clone()),
+            // Read from the pool at each scrape.
+            Box::new(PoolCollector::new(pool).map_err(|e| e.to_string())?),
         ] {
             registry.register(c).map_err(|e| e.to_string())?;
         }
         let profiler = Profiler::start(sampling).map_err(|e| e.to_string())?;
-        Ok(Metrics { registry, requests, latency, queued, in_flight, profiler })
+        Ok(Metrics { registry, requests, latency, profiler })
     }
 
     pub fn observe(&self, route: &str, status: StatusCode, elapsed: Duration) {
@@ -53,10 +51,9 @@ impl Metrics {
         self.latency.with_label_values(&[route]).observe(elapsed.as_secs_f64());
     }
 
-    /// The exposition text: the pool's load read now, then the profiler's.
-    pub fn render(&self, pool: &Pool) -> Result<String, String> {
-        self.queued.set(pool.queued() as i64);
-        self.in_flight.set(pool.in_flight() as i64);
+    /// The exposition text: the registry's (the pool read now), then the
+    /// profiler's.
+    pub fn render(&self) -> Result<String, String> {
         let mut out = Vec::new();
         TextEncoder::new().encode(&self.registry.gather(), &mut out).map_err(|e| e.to_string())?;
         let mut text = String::from_utf8(out).map_err(|e| e.to_string())?;

@@ -130,7 +130,7 @@ fn tensor(shape: &[i64], body: &[u8]) -> Result<Tensor, Failure> {
 /// An HTTP status for a failed call: the client's fault, the load, or ours.
 pub fn status_of(e: &manypy::Error) -> Failure {
     let status = match e.code() {
-        Code::Overloaded | Code::InterpreterBroken => StatusCode::SERVICE_UNAVAILABLE,
+        Code::Overloaded | Code::Draining | Code::InterpreterBroken => StatusCode::SERVICE_UNAVAILABLE,
         Code::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
         Code::InvalidArgument | Code::BadTensor | Code::Python | Code::WrongKind | Code::OutOfRange => {
             StatusCode::BAD_REQUEST
@@ -141,15 +141,21 @@ pub fn status_of(e: &manypy::Error) -> Failure {
 }
 
 async fn metrics(State(service): State<Arc<Service>>) -> Response {
-    match service.metrics.render(&service.pool) {
+    match service.metrics.render() {
         Ok(text) => ([("content-type", "text/plain; version=0.0.4")], text).into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
     }
 }
 
-/// 200 while an interpreter can serve; 503 once every one is retired.
+/// A readiness probe: 200 while an interpreter can serve; 503 once every
+/// one is broken, and once the pool drains (the service is stopping).
 async fn healthz(State(service): State<Arc<Service>>) -> Response {
-    let serving = (0..service.pool.size()).filter(|&i| service.pool.check_interpreter(i).is_ok()).count();
-    let status = if serving > 0 { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
-    (status, format!("{serving} of {} interpreters serving\n", service.pool.size())).into_response()
+    let stats = match service.pool.stats() {
+        Ok(stats) => stats,
+        Err(e) => return (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
+    };
+    let serving = stats.ready + stats.busy;
+    let status = if serving > 0 && !stats.draining { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    let draining = if stats.draining { ", draining" } else { "" };
+    (status, format!("{serving} of {} interpreters serving{draining}\n", stats.interpreters)).into_response()
 }

@@ -1,0 +1,329 @@
+//! The serving lifecycle's values (manypy.h, since 0.3): a pool's health
+//! ([`PoolStats`]), its request metrics ([`RequestMetrics`]), what a drain
+//! did ([`DrainResult`]), and the registry behind
+//! [`PoolBuilder::on_interpreter_failed`](crate::PoolBuilder::on_interpreter_failed).
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use manypy_sys as sys;
+
+use crate::error::{code_label, owned, Code, Error, Result};
+use crate::trampoline::guard;
+
+/// Calls counted by status code, as `manypy_pool_stats` and
+/// `manypy_request_metrics` count them: those that succeeded, those that
+/// failed with each code, and those refused at admission
+/// ([`Code::Overloaded`], [`Code::Draining`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CodeCounts(Vec<u64>);
+
+impl CodeCounts {
+    pub(crate) fn from_raw(counts: &[u64]) -> CodeCounts {
+        CodeCounts(counts.to_vec())
+    }
+
+    /// Calls that succeeded.
+    pub fn ok(&self) -> u64 {
+        self.raw(sys::MANYPY_OK)
+    }
+
+    /// Calls that ended (or were refused) with `code`; 0 for the binding's
+    /// own codes, which C never counts.
+    pub fn get(&self, code: Code) -> u64 {
+        code.raw().map_or(0, |raw| self.raw(raw))
+    }
+
+    /// The count of the raw code `raw` (`MANYPY_OK` is 0); 0 past the
+    /// library's slots.
+    pub fn raw(&self, raw: u32) -> u64 {
+        self.0.get(raw as usize).copied().unwrap_or(0)
+    }
+
+    /// Every call counted, whatever its code.
+    pub fn total(&self) -> u64 {
+        self.0.iter().sum()
+    }
+
+    /// The codes with a count, as (raw code, count), in code order: 0 is
+    /// success, and [`crate::code_label`] gives each its metrics label.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+        self.0.iter().enumerate().filter(|(_, &n)| n > 0).map(|(code, &n)| (code as u32, n))
+    }
+
+    /// The counts as (metrics label, count), as `manypy_requests_total`'s
+    /// `code` label names them: `("ok", 3)`, `("python", 1)`.
+    pub fn labelled(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        self.iter().map(|(code, n)| (code_label(code), n))
+    }
+}
+
+/// A pool's health ([`Pool::stats`](crate::Pool::stats)), for readiness
+/// probes, dashboards and autoscalers. Read lock-free, so the counts may be
+/// taken a moment apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PoolStats {
+    /// True once [`Pool::drain`](crate::Pool::drain) was called: the pool
+    /// refuses new calls with [`Code::Draining`] for good.
+    pub draining: bool,
+    /// [`Pool::size`](crate::Pool::size): `starting + ready + busy + broken`.
+    pub interpreters: usize,
+    /// Not yet able to serve: starting, or being leased.
+    pub starting: usize,
+    /// Serving, with no call.
+    pub ready: usize,
+    /// Serving, with at least one call.
+    pub busy: usize,
+    /// Failed to start, or retired
+    /// ([`Pool::check_interpreter`](crate::Pool::check_interpreter) says why).
+    pub broken: usize,
+    /// As [`Pool::in_flight`](crate::Pool::in_flight).
+    pub in_flight: usize,
+    /// As [`Pool::queued`](crate::Pool::queued).
+    pub queued: usize,
+    /// Calls completed since the pool was created, by status code,
+    /// refusals included.
+    pub completed: CodeCounts,
+}
+
+impl PoolStats {
+    pub(crate) fn from_raw(s: &sys::manypy_pool_stats) -> PoolStats {
+        PoolStats {
+            draining: s.draining != 0,
+            interpreters: s.interpreters,
+            starting: s.starting,
+            ready: s.ready,
+            busy: s.busy,
+            broken: s.broken,
+            in_flight: s.in_flight,
+            queued: s.queued,
+            completed: CodeCounts::from_raw(&s.completed),
+        }
+    }
+}
+
+/// What [`Pool::drain`](crate::Pool::drain) did with the calls in flight
+/// when it began.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct DrainResult {
+    /// Calls that finished by themselves.
+    pub finished: usize,
+    /// Calls the drain cancelled at its deadline (they ended with
+    /// [`Code::Cancelled`]).
+    pub cancelled: usize,
+}
+
+/// A histogram of durations in seconds, as Prometheus keeps one: bucket
+/// `i` counts the durations `<= bounds[i]` (cumulative), and `count` is the
+/// `+Inf` bucket.
+#[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
+pub struct DurationHistogram {
+    /// The buckets' upper bounds, ascending, in seconds (the library's).
+    pub bounds: Vec<f64>,
+    /// Cumulative counts, one per bound.
+    pub cumulative: Vec<u64>,
+    /// Every observation (the `+Inf` bucket).
+    pub count: u64,
+    /// The sum of the observations, in seconds.
+    pub sum_seconds: f64,
+}
+
+/// Request metrics of one model in a pool since it was created
+/// ([`Pool::request_metrics`](crate::Pool::request_metrics)): an owned
+/// copy. A call's model is the model id of its context
+/// ([`CallOptionsBuilder::context`](crate::CallOptionsBuilder::context)),
+/// `""` for calls without one.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct RequestMetrics {
+    /// The model id.
+    pub model: String,
+    /// Calls by status code, refusals at admission included.
+    pub completed: CodeCounts,
+    /// From admission to completion (refusals are not timed).
+    pub request: DurationHistogram,
+    /// From admission until the call began running in its interpreter (in
+    /// DIRECT mode, until it held the interpreter's GIL).
+    pub queue: DurationHistogram,
+}
+
+/// # Safety
+/// `p` points to `n` elements, or `n` is 0.
+unsafe fn slice<'a, T>(p: *const T, n: usize) -> &'a [T] {
+    if n == 0 || p.is_null() {
+        &[]
+    } else {
+        std::slice::from_raw_parts(p, n)
+    }
+}
+
+impl RequestMetrics {
+    /// # Safety
+    /// `m` is an entry of a live `manypy_pool_request_metrics` array.
+    pub(crate) unsafe fn from_raw(m: &sys::manypy_request_metrics) -> RequestMetrics {
+        let n = m.num_buckets;
+        let bounds = slice(m.bucket_bounds, n).to_vec();
+        RequestMetrics {
+            model: owned(m.model),
+            completed: CodeCounts::from_raw(&m.completed),
+            request: DurationHistogram {
+                bounds: bounds.clone(),
+                cumulative: slice(m.request_buckets, n).to_vec(),
+                count: m.request_count,
+                sum_seconds: m.request_seconds_sum,
+            },
+            queue: DurationHistogram {
+                bounds,
+                cumulative: slice(m.queue_buckets, n).to_vec(),
+                count: m.queue_count,
+                sum_seconds: m.queue_seconds_sum,
+            },
+        }
+    }
+}
+
+/// Copies the C array of `manypy_pool_request_metrics` and frees it.
+///
+/// # Safety
+/// `metrics` and `count` are what `manypy_pool_request_metrics` returned.
+pub(crate) unsafe fn take_request_metrics(
+    metrics: *mut sys::manypy_request_metrics,
+    count: usize,
+) -> Result<Vec<RequestMetrics>> {
+    if metrics.is_null() {
+        return if count == 0 {
+            Ok(Vec::new())
+        } else {
+            Err(Error::new(Code::Internal, "the library returned no request metrics"))
+        };
+    }
+    // Copied before the free, which runs even if a copy panicked (out of
+    // memory aborts instead, so in practice it always runs).
+    struct Free(*mut sys::manypy_request_metrics, usize);
+    impl Drop for Free {
+        fn drop(&mut self) {
+            unsafe { sys::manypy_request_metrics_free(self.0, self.1) }
+        }
+    }
+    let _free = Free(metrics, count);
+    Ok((0..count).map(|i| RequestMetrics::from_raw(&*sys::manypy_request_metrics_at(metrics, i))).collect())
+}
+
+/// The callback of [`PoolBuilder::on_interpreter_failed`](crate::PoolBuilder::on_interpreter_failed).
+pub type InterpreterFailedCallback = Arc<dyn Fn(usize, Error) + Send + Sync + 'static>;
+
+/// The callbacks of live pools, by a number of their own. C gets the number
+/// as its `user_data`, never a pointer: the C pool may outlive the Rust
+/// handles (asynchronous calls in flight hold it), and C has no function
+/// that says when it is gone. A callback that arrives for a number no
+/// longer here finds nothing, and nothing dangles.
+static REGISTRY: Mutex<Option<HashMap<usize, InterpreterFailedCallback>>> = Mutex::new(None);
+static NEXT_ID: AtomicUsize = AtomicUsize::new(1);
+
+/// A callback in the registry, removed when dropped (with the pool's last
+/// Rust handle, after the C handle is freed).
+pub(crate) struct FailedRegistration(usize);
+
+impl FailedRegistration {
+    pub(crate) fn new(callback: InterpreterFailedCallback) -> FailedRegistration {
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        REGISTRY.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert_with(HashMap::new).insert(id, callback);
+        FailedRegistration(id)
+    }
+
+    /// What C is given as `user_data`.
+    pub(crate) fn user_data(&self) -> *mut c_void {
+        self.0 as *mut c_void
+    }
+}
+
+impl Drop for FailedRegistration {
+    fn drop(&mut self) {
+        // Taken out under the lock, dropped outside it: the closure's
+        // captures may run code of their own when they go.
+        let callback = REGISTRY.lock().unwrap_or_else(PoisonError::into_inner).as_mut().and_then(|m| m.remove(&self.0));
+        drop(callback);
+    }
+}
+
+/// The `manypy_interpreter_failed_fn` of every pool with a callback. Runs
+/// on a manypy thread; never unwinds.
+pub(crate) unsafe extern "C" fn interpreter_failed(
+    user_data: *mut c_void,
+    interpreter: i32,
+    why: *const sys::manypy_status,
+) {
+    guard(|| {
+        let id = user_data as usize;
+        let callback = REGISTRY.lock().unwrap_or_else(PoisonError::into_inner).as_ref().and_then(|m| m.get(&id).cloned());
+        if let Some(callback) = callback {
+            let error = if why.is_null() {
+                Error::new(Code::Internal, "an interpreter failed to start, without a status")
+            } else {
+                Error::borrowed(why)
+            };
+            callback(usize::try_from(interpreter).unwrap_or(usize::MAX), error);
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    //! The interpreter-failed trampoline, called as C calls it (a real
+    //! background start that fails cannot be caused on purpose from a
+    //! test: tests/lifecycle.rs checks a healthy pool reports nothing).
+    use super::*;
+    use std::sync::atomic::AtomicU64;
+
+    fn status(code: u32, message: &str) -> *mut sys::manypy_status {
+        let message = std::ffi::CString::new(message).unwrap();
+        let s = unsafe { sys::manypy_status_new(code, message.as_ptr()) };
+        assert!(!s.is_null());
+        s
+    }
+
+    #[test]
+    fn failures_reach_the_callback_until_its_registration_goes() {
+        crate::check_library_version().unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = seen.clone();
+        let registration = FailedRegistration::new(Arc::new(move |i, e: Error| {
+            sink.lock().unwrap().push((i, e.code(), e.message().to_owned()));
+        }));
+        let why = status(sys::MANYPY_ERR_STATIC_TLS, "interpreter 2: out of static TLS");
+        unsafe { interpreter_failed(registration.user_data(), 2, why) };
+        let user_data = registration.user_data();
+        drop(registration);
+        // After the pool's last Rust handle went: nothing to tell, nothing dangles.
+        unsafe { interpreter_failed(user_data, 3, why) };
+        unsafe { sys::manypy_status_free(why) };
+        assert_eq!(
+            *seen.lock().unwrap(),
+            vec![(2, Code::StaticTls, "interpreter 2: out of static TLS".to_owned())]
+        );
+        // The closure went with the registration.
+        assert_eq!(Arc::strong_count(&seen), 1);
+    }
+
+    #[test]
+    fn a_panicking_callback_is_caught_and_counted() {
+        crate::check_library_version().unwrap();
+        let calls = Arc::new(AtomicU64::new(0));
+        let counted = calls.clone();
+        let registration = FailedRegistration::new(Arc::new(move |_, _| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            panic!("a callback that panics");
+        }));
+        let before = crate::callback_panics();
+        let why = status(sys::MANYPY_ERR_LOADER, "no");
+        unsafe { interpreter_failed(registration.user_data(), 0, why) };
+        unsafe { interpreter_failed(registration.user_data(), 0, std::ptr::null()) };
+        unsafe { sys::manypy_status_free(why) };
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+        assert!(crate::callback_panics() >= before + 2);
+    }
+}
