@@ -100,6 +100,7 @@ class ManypyMetricsTest {
           "# TYPE manypy_requests_total counter",
           "manypy_requests_total{code=\"ok\",model=\"m1\",pool=\"svc\"} 2.0",
           "manypy_requests_total{code=\"python\",model=\"m1\",pool=\"svc\"} 1.0",
+          "# TYPE manypy_request_duration_seconds summary", // count and sum, no buckets
           "manypy_request_duration_seconds_count{model=\"m1\",pool=\"svc\"} 3",
           "manypy_queue_duration_seconds_count{model=\"m1\",pool=\"svc\"} 3",
           "manypy_inflight_requests{pool=\"svc\"} 0.0",
