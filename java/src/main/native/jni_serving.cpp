@@ -3,7 +3,6 @@
 // start in the background.
 #include <cstdint>
 #include <cstring>
-#include <vector>
 
 #include "jni_env.h"
 #include "jni_glue.h"
@@ -41,10 +40,15 @@ void interpreter_failed(void* id, int32_t interpreter, const manypy_status* why)
   env->PopLocalFrame(nullptr);
 }
 
-jlongArray long_array(JNIEnv* jenv, const std::vector<jlong>& values) {
-  jlongArray array = jenv->NewLongArray(static_cast<jsize>(values.size()));
-  if (array) jenv->SetLongArrayRegion(array, 0, static_cast<jsize>(values.size()), values.data());
-  return array;  // null with OutOfMemoryError pending if the JVM is out of heap
+// Copies `count` uint64_t counts into `array` from `at` on, and returns the
+// next position. Counts fit in a jlong (they would take centuries to pass
+// 2^63).
+jsize put_counts(JNIEnv* jenv, jlongArray array, jsize at, const uint64_t* counts, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    const jlong value = static_cast<jlong>(counts[i]);
+    jenv->SetLongArrayRegion(array, at++, 1, &value);
+  }
+  return at;
 }
 
 }  // namespace
@@ -57,13 +61,14 @@ manypy_status* manypy_jni_pool_get_stats(JNIEnv* jenv, const manypy_pool* pool, 
   std::memset(&stats, 0, sizeof stats);
   stats.struct_size = sizeof stats;
   if (manypy_status* status = manypy_pool_get_stats(pool, &stats)) return status;
-  std::vector<jlong> values = {
+  // No allocation here (nothing C++ may throw through JNI).
+  jlong values[MANYPY_JNI_POOL_STATS_LENGTH] = {
       static_cast<jlong>(stats.draining), static_cast<jlong>(stats.interpreters),
       static_cast<jlong>(stats.starting), static_cast<jlong>(stats.ready),
       static_cast<jlong>(stats.busy),     static_cast<jlong>(stats.broken),
       static_cast<jlong>(stats.in_flight), static_cast<jlong>(stats.queued)};
-  for (uint64_t completed : stats.completed) values.push_back(static_cast<jlong>(completed));
-  jenv->SetLongArrayRegion(out, 0, static_cast<jsize>(values.size()), values.data());
+  for (int c = 0; c < MANYPY_CODE_SLOTS; ++c) values[8 + c] = static_cast<jlong>(stats.completed[c]);
+  jenv->SetLongArrayRegion(out, 0, MANYPY_JNI_POOL_STATS_LENGTH, values);
   return nullptr;
 }
 
@@ -83,24 +88,27 @@ jbyteArray manypy_jni_request_metrics_model(JNIEnv* jenv, const manypy_request_m
 jlongArray manypy_jni_request_metrics_counts(JNIEnv* jenv, const manypy_request_metrics* metrics,
                                              size_t index) {
   const manypy_request_metrics& m = *manypy_request_metrics_at(metrics, index);
-  std::vector<jlong> values = {static_cast<jlong>(m.num_buckets),
-                               static_cast<jlong>(m.request_count),
-                               static_cast<jlong>(m.queue_count)};
-  for (uint64_t completed : m.completed) values.push_back(static_cast<jlong>(completed));
-  for (size_t b = 0; b < m.num_buckets; ++b) values.push_back(static_cast<jlong>(m.request_buckets[b]));
-  for (size_t b = 0; b < m.num_buckets; ++b) values.push_back(static_cast<jlong>(m.queue_buckets[b]));
-  return long_array(jenv, values);
+  const jsize length = static_cast<jsize>(3 + MANYPY_CODE_SLOTS + 2 * m.num_buckets);
+  jlongArray array = jenv->NewLongArray(length);
+  if (!array) return nullptr;  // OutOfMemoryError pending for the caller
+  const uint64_t head[3] = {m.num_buckets, m.request_count, m.queue_count};
+  jsize at = put_counts(jenv, array, 0, head, 3);
+  at = put_counts(jenv, array, at, m.completed, MANYPY_CODE_SLOTS);
+  at = put_counts(jenv, array, at, m.request_buckets, m.num_buckets);
+  put_counts(jenv, array, at, m.queue_buckets, m.num_buckets);
+  return array;
 }
 
 jdoubleArray manypy_jni_request_metrics_seconds(JNIEnv* jenv,
                                                 const manypy_request_metrics* metrics,
                                                 size_t index) {
   const manypy_request_metrics& m = *manypy_request_metrics_at(metrics, index);
-  std::vector<jdouble> values = {m.request_seconds_sum, m.queue_seconds_sum};
-  for (size_t b = 0; b < m.num_buckets; ++b) values.push_back(m.bucket_bounds[b]);
-  jdoubleArray array = jenv->NewDoubleArray(static_cast<jsize>(values.size()));
-  if (array) {
-    jenv->SetDoubleArrayRegion(array, 0, static_cast<jsize>(values.size()), values.data());
+  jdoubleArray array = jenv->NewDoubleArray(static_cast<jsize>(2 + m.num_buckets));
+  if (!array) return nullptr;  // OutOfMemoryError pending for the caller
+  const jdouble sums[2] = {m.request_seconds_sum, m.queue_seconds_sum};
+  jenv->SetDoubleArrayRegion(array, 0, 2, sums);
+  if (m.num_buckets > 0) {
+    jenv->SetDoubleArrayRegion(array, 2, static_cast<jsize>(m.num_buckets), m.bucket_bounds);
   }
   return array;
 }
