@@ -128,4 +128,42 @@ jbyteArray manypy_jni_profile_entry_op(JNIEnv* jenv, const manypy_profile_entry*
 jlongArray manypy_jni_profile_entry_numbers(JNIEnv* jenv, const manypy_profile_entry* entries,
                                             size_t index);
 
+/* ---- the serving lifecycle (since 0.3) ---------------------------------- */
+
+/* How many longs manypy_jni_pool_get_stats fills. */
+#define MANYPY_JNI_POOL_STATS_LENGTH (8 + MANYPY_CODE_SLOTS)
+
+/* manypy_pool_get_stats (with this glue's struct_size) into `out`, which
+ * must hold MANYPY_JNI_POOL_STATS_LENGTH longs: {draining, interpreters,
+ * starting, ready, busy, broken, in_flight, queued, completed[0], ...,
+ * completed[MANYPY_CODE_SLOTS - 1]}. A null or short array is a
+ * MANYPY_ERR_INVALID_ARGUMENT status. */
+manypy_status* manypy_jni_pool_get_stats(JNIEnv* jenv, const manypy_pool* pool, jlongArray out);
+
+/* manypy_pool_options_set_on_interpreter_failed with a trampoline that calls
+ * CallbackDispatch.interpreterFailed(id, interpreter, status) on the manypy
+ * thread that reports the failure (attached as a daemon, as for every
+ * callback), the status borrowed for the call. `id` is a number, not a
+ * pointer: it names the Java callback in CallbackDispatch's registry, so
+ * nothing native is held. The C API gives no hook for when a pool's last
+ * holder (its handle, packages, objects, calls) is gone, so a reference
+ * held here could never be released; a late report whose id the Java side
+ * dropped finds nothing and is ignored. 0 removes the callback. */
+manypy_status* manypy_jni_pool_options_set_on_interpreter_failed(manypy_pool_options* options,
+                                                                 int64_t id);
+
+/* Entry `index` (< the count) of a manypy_pool_request_metrics array,
+ * stepped by the library's struct_size: its model (UTF-8 bytes); its counts
+ * {num_buckets, request_count, queue_count, completed[0], ...,
+ * completed[MANYPY_CODE_SLOTS - 1], request_buckets[num_buckets]...,
+ * queue_buckets[num_buckets]...}; and its seconds {request_seconds_sum,
+ * queue_seconds_sum, bucket_bounds[num_buckets]...}. */
+jbyteArray manypy_jni_request_metrics_model(JNIEnv* jenv, const manypy_request_metrics* metrics,
+                                            size_t index);
+jlongArray manypy_jni_request_metrics_counts(JNIEnv* jenv, const manypy_request_metrics* metrics,
+                                             size_t index);
+jdoubleArray manypy_jni_request_metrics_seconds(JNIEnv* jenv,
+                                                const manypy_request_metrics* metrics,
+                                                size_t index);
+
 #endif /* MANYPY_JNI_GLUE_H */

@@ -25,6 +25,14 @@
  * (manypy_pool_options_set_queue_limit, manypy_pool_queued/_in_flight,
  * manypy_batcher_options_*, manypy_batcher_new/_free/_call): size_t is a
  * long, a manypy_batcher** a long[1].
+ * The serving lifecycle (since 0.3) is wrapped as declared where it can be:
+ * manypy_pool_options_set_serve_early/_max_interpreters/_grow_after/_name,
+ * manypy_pool_resize, manypy_pool_drain (its counts as long[1]),
+ * manypy_pool_prometheus, manypy_pool_request_metrics (the array as a long,
+ * read by the glue's accessors, freed by manypy_request_metrics_free) and
+ * manypy_object_share. What takes a struct the caller fills or a C callback
+ * goes through the glue: manypy_jni_pool_get_stats and
+ * manypy_jni_pool_options_set_on_interpreter_failed.
  */
 %module ManypyNative
 
@@ -65,7 +73,7 @@
   manypy_package** out_package, manypy_object** out_object,
   manypy_script_module** out_module, manypy_profiler** out_profiler,
   manypy_profile_entry** out_entries, manypy_tensor** out_tensor,
-  manypy_batcher** out_batcher
+  manypy_batcher** out_batcher, manypy_request_metrics** out_metrics
 };
 
 /* Scalar out-parameters: a one-element Java array. */
@@ -89,7 +97,8 @@ MANYPY_OUT_SCALAR(size_t, jlong, jlongArray, long[], SetLongArrayRegion)
 MANYPY_OUT_SCALAR(double, jdouble, jdoubleArray, double[], SetDoubleArrayRegion)
 %apply int *OUT_SCALAR { int* out, int* out_has };
 %apply int64_t *OUT_SCALAR { int64_t* out, int64_t* out_id };
-%apply size_t *OUT_SCALAR { size_t* out_length, size_t* out_count };
+%apply size_t *OUT_SCALAR { size_t* out_length, size_t* out_count, size_t* out_finished,
+                            size_t* out_cancelled };
 %apply double *OUT_SCALAR { double* out };
 
 /* ---- strings: NUL-terminated UTF-8 byte arrays -------------------------- */
@@ -155,12 +164,13 @@ MANYPY_OUT_SCALAR(double, jdouble, jdoubleArray, double[], SetDoubleArrayRegion)
 %ignore manypy_op_input;
 %ignore manypy_op_event;
 %ignore manypy_profile_entry;
-/* The serving lifecycle's structs and callback: not wrapped yet. */
+/* The serving lifecycle's structs and callback: the glue reads the structs
+ * (manypy_jni_pool_get_stats fills one; manypy_jni_request_metrics_* read an
+ * array of them, stepping by struct_size) and sets the callback
+ * (manypy_jni_pool_options_set_on_interpreter_failed). */
 %ignore manypy_pool_stats;
 %ignore manypy_pool_get_stats;
 %ignore manypy_request_metrics;
-%ignore manypy_pool_request_metrics;
-%ignore manypy_request_metrics_free;
 %ignore manypy_request_metrics_at;
 %ignore manypy_interpreter_failed_fn;
 %ignore manypy_pool_options_set_on_interpreter_failed;

@@ -41,16 +41,19 @@ import org.manypy.internal.ManypyNative;
  * completes as usual.
  */
 public final class Batcher extends NativeResource {
-  private Batcher(long handle) {
-    super(handle, ManypyNative::manypy_batcher_free, "Batcher");
+  private Batcher(long handle, Object keepAlive) {
+    super(handle, ManypyNative::manypy_batcher_free, "Batcher", keepAlive);
   }
 
-  /** A batcher over the object `object` (held by the caller for this call). */
-  static Batcher create(long object, String method, BatcherOptions options) {
+  /**
+   * A batcher over the object `object` (held by the caller for this call); `keepAlive` is the
+   * object's (NativeResource), held until the batcher's handle is freed.
+   */
+  static Batcher create(long object, String method, BatcherOptions options, Object keepAlive) {
     long nativeOptions = BatcherOptions.toNative(options);
     try {
       return new Batcher(Values.out(
-          out -> ManypyNative.manypy_batcher_new(object, method, nativeOptions, out)));
+          out -> ManypyNative.manypy_batcher_new(object, method, nativeOptions, out)), keepAlive);
     } finally {
       ManypyNative.manypy_batcher_options_free(nativeOptions);
     }

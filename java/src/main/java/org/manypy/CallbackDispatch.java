@@ -1,5 +1,6 @@
 package org.manypy;
 
+import java.util.concurrent.atomic.AtomicInteger;
 import org.manypy.internal.Utf8;
 
 /**
@@ -9,6 +10,16 @@ import org.manypy.internal.Utf8;
  */
 final class CallbackDispatch {
   private CallbackDispatch() {}
+
+  // Threads running a pool's interpreter-failed callback: the count lets
+  // inPoolCallback() skip the ThreadLocal on every other thread's frees.
+  private static final AtomicInteger IN_POOL_CALLBACKS = new AtomicInteger();
+  private static final ThreadLocal<Boolean> IN_POOL_CALLBACK = new ThreadLocal<>();
+
+  /** Whether this thread runs a pool's callback, where it must not destroy the pool. */
+  static boolean inPoolCallback() {
+    return IN_POOL_CALLBACKS.get() > 0 && IN_POOL_CALLBACK.get() != null;
+  }
 
   /** The pair of callbacks one registration calls. */
   record OpTarget(OpCallback enter, OpCallback exit) {}
@@ -63,6 +74,25 @@ final class CallbackDispatch {
       ((AsyncCall) call).lost(error);
     } catch (Throwable again) {
       Manypy.reportCallbackError(again);
+    }
+  }
+
+  /**
+   * An interpreter of a pool failed to start in the background (jni_serving.cpp), on a manypy
+   * thread: `id` names the pool's callback, `status` (borrowed) says why. Handles the callback
+   * frees are freed on another thread (NativeResource): this thread is the pool's.
+   */
+  static void interpreterFailed(long id, int interpreter, long status) {
+    IN_POOL_CALLBACKS.incrementAndGet();
+    IN_POOL_CALLBACK.set(Boolean.TRUE);
+    try {
+      InterpreterFailedCallback callback = InterpreterFailures.lookup(id);
+      if (callback != null) callback.onInterpreterFailed(interpreter, Status.read(status));
+    } catch (Throwable error) {
+      Manypy.reportCallbackError(error);
+    } finally {
+      IN_POOL_CALLBACK.remove();
+      IN_POOL_CALLBACKS.decrementAndGet();
     }
   }
 

@@ -27,6 +27,7 @@ public enum ErrorCode {
   CANCELLED(ManypyNativeConstants.MANYPY_ERR_CANCELLED),
   UNTRUSTED_ARCHIVE(ManypyNativeConstants.MANYPY_ERR_UNTRUSTED_ARCHIVE),
   OVERLOADED(ManypyNativeConstants.MANYPY_ERR_OVERLOADED),
+  DRAINING(ManypyNativeConstants.MANYPY_ERR_DRAINING),
   /** A code newer than this binding. */
   UNKNOWN(-1);
 

@@ -1,6 +1,8 @@
 package org.manypy;
 
 import java.lang.ref.Cleaner;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.LongConsumer;
 import java.util.function.LongFunction;
@@ -17,6 +19,12 @@ import java.util.function.LongUnaryOperator;
  * and calls that start after close fail with IllegalStateException. The C
  * API keeps parents alive from their children (an object keeps its package
  * and pool), so resources can be closed in any order.
+ *
+ * <p>A handle freed on a thread that is running a pool's
+ * interpreter-failed callback ({@link PoolOptions#onInterpreterFailed}) is
+ * freed on another thread instead: that thread belongs to the pool, and the
+ * last handle of a pool destroys it, which waits for the pool's own threads
+ * (the C API forbids manypy_pool_destroy there).
  */
 abstract class NativeResource implements AutoCloseable {
   private static final Cleaner CLEANER =
@@ -32,8 +40,27 @@ abstract class NativeResource implements AutoCloseable {
 
   /** Takes ownership of `address`, freed by `free` (which must not refer to this object). */
   NativeResource(long address, LongConsumer free, String kind) {
-    this.handle = new Handle(address, free, kind);
+    this(address, free, kind, null);
+  }
+
+  /**
+   * As above, and keeps `keepAlive` reachable until the handle is freed (not
+   * merely closed: calls in flight still hold it). A pool's descendants keep
+   * the pool's callback registration so (Pool, InterpreterFailures).
+   */
+  NativeResource(long address, LongConsumer free, String kind, Object keepAlive) {
+    this.handle = new Handle(address, free, kind, keepAlive);
     this.cleanable = CLEANER.register(this, handle);
+  }
+
+  /** The Cleaner of native resources, for the binding's other native state. */
+  static Cleaner cleaner() {
+    return CLEANER;
+  }
+
+  /** What the constructor was given to keep alive; null once the handle is freed. */
+  final Object keepAlive() {
+    return handle.keepAlive;
   }
 
   /** The handle, held until {@link #release()}; throws IllegalStateException once closed. */
@@ -95,11 +122,13 @@ abstract class NativeResource implements AutoCloseable {
     // freed when it drops to 0.
     private final AtomicInteger holders = new AtomicInteger(1);
     private volatile boolean closed;
+    private volatile Object keepAlive;
 
-    Handle(long address, LongConsumer free, String kind) {
+    Handle(long address, LongConsumer free, String kind, Object keepAlive) {
       this.address = address;
       this.free = free;
       this.kind = kind;
+      this.keepAlive = keepAlive;
     }
 
     long acquire() {
@@ -111,7 +140,20 @@ abstract class NativeResource implements AutoCloseable {
     }
 
     void release() {
-      if (holders.decrementAndGet() == 0) free.accept(address);
+      if (holders.decrementAndGet() != 0) return;
+      if (CallbackDispatch.inPoolCallback()) {
+        Deferred.FREES.execute(this::free);
+      } else {
+        free();
+      }
+    }
+
+    private void free() {
+      try {
+        free.accept(address);
+      } finally {
+        keepAlive = null;
+      }
     }
 
     /** close() or collection: runs at most once (Cleaner's guarantee). */
@@ -120,5 +162,14 @@ abstract class NativeResource implements AutoCloseable {
       closed = true;
       release();
     }
+  }
+
+  /** The thread that frees handles released inside a pool's callback, made on first use. */
+  private static final class Deferred {
+    static final ExecutorService FREES = Executors.newSingleThreadExecutor(runnable -> {
+      Thread thread = new Thread(runnable, "manypy-deferred-free");
+      thread.setDaemon(true);
+      return thread;
+    });
   }
 }

@@ -1,7 +1,13 @@
 package org.manypy;
 
+import java.lang.ref.Reference;
 import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import org.manypy.internal.ManypyNative;
+import org.manypy.internal.ManypyNativeConstants;
+import org.manypy.internal.Utf8;
 
 /**
  * A pool of isolated CPython interpreters, each with its own GIL: N Java
@@ -13,16 +19,27 @@ import org.manypy.internal.ManypyNative;
  * next pool. Thread safe: any number of threads may use one pool at once;
  * {@link #close()} waits for synchronous calls in flight, and asynchronous
  * ones, which hold the pool, run and complete after it.
+ *
+ * <p>Serving lifecycle: a pool may serve before all its interpreters have
+ * started ({@link PoolOptions#serveEarly(boolean)}), grow by itself on long
+ * waits ({@link PoolOptions#maxInterpreters(int)}) or by {@link #resize(int)},
+ * report its health ({@link #stats()}) and request metrics ({@link
+ * #requestMetrics()}, {@link #prometheusText()}), and drain ({@link
+ * #drain(Duration)}) before a service stops.
  */
 public final class Pool extends NativeResource {
   /** Lets the pool choose: a free interpreter if there is one, else the least loaded. */
   public static final int ANY_INTERPRETER = -1;
 
-  private final int size;
+  private final String name;
 
-  private Pool(long handle) {
-    super(handle, ManypyNative::manypy_pool_destroy, "Pool");
-    this.size = (int) ManypyNative.manypy_pool_size(handle);
+  /**
+   * `failures`: the pool's interpreter-failed callback registration, or null; the pool and its
+   * descendants keep it until their handles are freed (InterpreterFailures).
+   */
+  private Pool(long handle, String name, InterpreterFailures.Registration failures) {
+    super(handle, ManypyNative::manypy_pool_destroy, "Pool", failures);
+    this.name = name;
   }
 
   /** A pool of `interpreters` interpreters with default options. */
@@ -40,6 +57,9 @@ public final class Pool extends NativeResource {
    */
   public static Pool create(PoolOptions options) {
     long native_ = NativeLibrary.newHandle(ManypyNative::manypy_pool_options_new);
+    InterpreterFailures.Registration failures = options.onInterpreterFailed == null
+        ? null : new InterpreterFailures.Registration(options.onInterpreterFailed);
+    boolean created = false;
     try {
       Status.check(ManypyNative.manypy_pool_options_set_interpreters(native_, options.interpreters));
       for (String path : options.sysPath) {
@@ -61,9 +81,30 @@ public final class Pool extends NativeResource {
             "manypy: queue limit " + options.queueLimit + " is negative (0 sets no limit)", "", "");
       }
       Status.check(ManypyNative.manypy_pool_options_set_queue_limit(native_, options.queueLimit));
-      return createWithRetries(native_);
+      Status.check(ManypyNative.manypy_pool_options_set_serve_early(native_, options.serveEarly ? 1 : 0));
+      if (options.maxInterpreters < 0) {
+        throw Status.of(ErrorCode.OUT_OF_RANGE, "manypy: the most interpreters "
+            + options.maxInterpreters + " is negative (0: the starting number, no growth)", "", "");
+      }
+      Status.check(ManypyNative.manypy_pool_options_set_max_interpreters(native_, options.maxInterpreters));
+      if (options.growAfter != null) {
+        Status.check(ManypyNative.manypy_pool_options_set_grow_after(
+            native_, CallOptions.saturatedNanos(options.growAfter)));
+      }
+      String name = options.name == null ? "" : options.name;
+      if (!name.isEmpty()) Status.check(ManypyNative.manypy_pool_options_set_name(native_, name));
+      if (failures != null) {
+        Status.check(ManypyNative.manypy_jni_pool_options_set_on_interpreter_failed(native_, failures.id));
+      }
+      Pool pool = createWithRetries(native_, name, failures);
+      created = true;
+      return pool;
     } finally {
       ManypyNative.manypy_pool_options_free(native_);
+      if (failures != null && !created) failures.unregister();
+      // A background start may report while create runs: the callback stays
+      // registered (reachable) at least until here, and then through the pool.
+      Reference.reachabilityFence(failures);
     }
   }
 
@@ -72,11 +113,12 @@ public final class Pool extends NativeResource {
    * cleaned. Like the JDK when direct buffer memory runs out, collect, give
    * the cleaners time (about a second in all), and try again before failing.
    */
-  private static Pool createWithRetries(long options) {
+  private static Pool createWithRetries(long options, String name,
+      InterpreterFailures.Registration failures) {
     long[] out = new long[1];
     for (int attempt = 0; ; ++attempt) {
       long status = ManypyNative.manypy_pool_create(options, out);
-      if (status == 0) return new Pool(out[0]);
+      if (status == 0) return new Pool(out[0], name, failures);
       ManypyException error = Status.toException(status);
       if (!(error instanceof ResourceExhaustedException) || attempt == 10) throw error;
       System.gc();
@@ -89,9 +131,134 @@ public final class Pool extends NativeResource {
     }
   }
 
-  /** Number of interpreters. */
+  /**
+   * Number of interpreters in the pool now (starting, ready, busy or broken): indices 0 to
+   * size() - 1 are valid for pinned calls. Read from the pool at each call, since it changes
+   * with {@link #resize(int)} and growth ({@link PoolOptions#maxInterpreters(int)}): read it
+   * when needed rather than keeping it. A closed pool throws {@link IllegalStateException}.
+   */
   public int size() {
-    return size;
+    return (int) (long) with(ManypyNative::manypy_pool_size);
+  }
+
+  /** The pool's name ({@link PoolOptions#name(String)}), "" for none. */
+  public String name() {
+    return name;
+  }
+
+  /**
+   * The pool's health now: interpreters by state, calls in flight and queued, whether it
+   * drains, and calls completed by code. Lock-free reads, so the counts may be taken a moment
+   * apart. For readiness probes: a serve-early pool is ready once {@link PoolStats#serving()}.
+   */
+  public PoolStats stats() {
+    long[] values = new long[ManypyNativeConstants.MANYPY_JNI_POOL_STATS_LENGTH];
+    check(pool -> ManypyNative.manypy_jni_pool_get_stats(pool, values));
+    return PoolStats.decode(values);
+  }
+
+  /**
+   * Resizes the pool to `interpreters`, 1 to {@link Manypy#maxInterpreters()}. Growing leases
+   * interpreters from the process's set (starting new ones) and returns once they serve; one
+   * that fails to start stays in the pool, broken, and its failure is thrown. Shrinking takes
+   * the highest indices out at once (calls pinned to them then throw {@link
+   * OutOfRangeException}; calls running there finish first) and gives them back to the process
+   * for other pools; their memory stays with the process. Throws {@link OutOfRangeException}
+   * for a count outside 1 to {@link Manypy#maxInterpreters()}, {@link
+   * ResourceExhaustedException} when the process has too few interpreters left, {@link
+   * DrainingException} while the pool drains. Resizes of one pool run one at a time.
+   */
+  public void resize(int interpreters) {
+    if (interpreters < 0) {
+      throw Status.of(ErrorCode.OUT_OF_RANGE, "manypy_pool_resize: a pool needs 1 to "
+          + Manypy.maxInterpreters() + " interpreters on this platform, not " + interpreters, "", "");
+    }
+    check(pool -> ManypyNative.manypy_pool_resize(pool, interpreters));
+  }
+
+  /**
+   * Drains the pool with no deadline: waits until every call it has, running or queued,
+   * finished. See {@link #drainUntil(long)}.
+   */
+  public DrainResult drain() {
+    return drainUntil(0);
+  }
+
+  /**
+   * Drains the pool, cancelling at `timeout` from now what is left; {@link Duration#ZERO}
+   * cancels at once. See {@link #drainUntil(long)}. A negative timeout throws {@link
+   * OutOfRangeException}, a null one {@link IllegalArgumentException}; one too long for 64-bit
+   * nanoseconds is no deadline.
+   */
+  public DrainResult drain(Duration timeout) {
+    if (timeout == null) throw new IllegalArgumentException("manypy: the drain's timeout is null");
+    if (timeout.isNegative()) {
+      throw Status.of(ErrorCode.OUT_OF_RANGE,
+          "manypy: the drain's timeout " + timeout + " is negative", "", "");
+    }
+    long now = Manypy.monotonicNanos();
+    long nanos = CallOptions.saturatedNanos(timeout);
+    // No deadline past 64-bit nanoseconds (0 is the C API's "none").
+    return drainUntil(nanos > Long.MAX_VALUE - now ? 0 : Math.max(1, now + nanos));
+  }
+
+  /**
+   * Graceful drain, for a service that is stopping (SIGTERM) or moving traffic away: from now
+   * on the pool refuses new calls with {@link DrainingException}, through its packages,
+   * objects and batchers too, synchronous and asynchronous. Calls already running or queued go
+   * on; at `deadlineNanos` (absolute, on the clock of {@link Manypy#monotonicNanos()}; 0: no
+   * deadline) those left are cancelled, as by a cancel token: they end with {@link
+   * CancelledException}. Returns when no call is left, or when those cancelled have had twice
+   * their stop grace ({@link PoolOptions#stopGrace(Duration)}) to end. A pool never stops
+   * draining; {@link #close()} it when done.
+   *
+   * <p>May be called again, or from several threads: each call waits the same way and counts
+   * the calls in flight when it began. The drain holds the pool: a {@link #close()} from
+   * another thread meanwhile returns at once, and the pool is freed when the drain returns. A
+   * negative deadline throws {@link OutOfRangeException}. The waiting thread is not
+   * interruptible: bound it with a deadline.
+   */
+  public DrainResult drainUntil(long deadlineNanos) {
+    long[] finished = new long[1];
+    long[] cancelled = new long[1];
+    check(pool -> ManypyNative.manypy_pool_drain(pool, deadlineNanos, finished, cancelled));
+    return new DrainResult(finished[0], cancelled[0]);
+  }
+
+  /**
+   * The pool's metrics in the Prometheus text exposition format, for a service's /metrics
+   * endpoint: {@code manypy_requests_total{model,code}}, the histograms {@code
+   * manypy_request_duration_seconds{model}} and {@code manypy_queue_duration_seconds{model}}
+   * (with their buckets), the gauges {@code manypy_inflight_requests}, {@code
+   * manypy_queued_requests}, {@code manypy_interpreters{state}} and {@code manypy_draining};
+   * every series with {@code pool="<name>"} when the pool has a name.
+   */
+  public String prometheusText() {
+    return (String) with(pool -> Values.result(out -> ManypyNative.manypy_pool_prometheus(pool, out)));
+  }
+
+  /** Every model's request metrics, in the order the models were first called. */
+  public List<RequestMetrics> requestMetrics() {
+    long pool = acquire();
+    try {
+      long[] metrics = new long[1];
+      long[] count = new long[1];
+      Status.check(ManypyNative.manypy_pool_request_metrics(pool, metrics, count));
+      try {
+        List<RequestMetrics> out = new ArrayList<>((int) count[0]);
+        for (long i = 0; i < count[0]; ++i) {
+          out.add(RequestMetrics.decode(
+              Utf8.decode(ManypyNative.manypy_jni_request_metrics_model(metrics[0], i)),
+              ManypyNative.manypy_jni_request_metrics_counts(metrics[0], i),
+              ManypyNative.manypy_jni_request_metrics_seconds(metrics[0], i)));
+        }
+        return List.copyOf(out);
+      } finally {
+        ManypyNative.manypy_request_metrics_free(metrics[0], count[0]);
+      }
+    } finally {
+      release();
+    }
   }
 
   /**
@@ -179,13 +346,13 @@ public final class Pool extends NativeResource {
    */
   public TorchPackage loadPackage(Path archive) {
     String path = archive.toString();
-    return new TorchPackage(with(pool -> Values.out(
-        out -> ManypyNative.manypy_package_load_file(pool, path, out))));
+    return with(pool -> new TorchPackage(Values.out(
+        out -> ManypyNative.manypy_package_load_file(pool, path, out)), keepAlive()));
   }
 
   /** Loads a torch.package archive from memory (the bytes are copied). */
   public TorchPackage loadPackage(byte[] archive) {
-    return new TorchPackage(with(pool -> Values.out(
-        out -> ManypyNative.manypy_package_load_bytes(pool, archive, out))));
+    return with(pool -> new TorchPackage(Values.out(
+        out -> ManypyNative.manypy_package_load_bytes(pool, archive, out)), keepAlive()));
   }
 }

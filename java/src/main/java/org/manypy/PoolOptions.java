@@ -8,7 +8,9 @@ import java.util.List;
  * Options for {@link Pool#create(PoolOptions)}; plain Java, checked when the
  * pool is created. Defaults: 1 interpreter, no extra sys.path entries, 1
  * intra-op thread per interpreter, {@link ThreadMode#DIRECT}, a stop grace of
- * 100 ms, no queue limit. Not thread safe.
+ * 100 ms, no queue limit, whole before serving (no serve early), no growth
+ * (growth waits 20 ms when a maximum is set), no name, no interpreter-failed
+ * callback. Not thread safe.
  */
 public final class PoolOptions {
   int interpreters = 1;
@@ -19,6 +21,11 @@ public final class PoolOptions {
   boolean allowProcessExit = false;
   Duration stopGrace = null; // null: the library's default, 100 ms
   long queueLimit = 0; // 0: no limit
+  boolean serveEarly = false;
+  int maxInterpreters = 0; // 0: the starting number, no growth
+  Duration growAfter = null; // null: the library's default, 20 ms
+  String name = null; // null: none
+  InterpreterFailedCallback onInterpreterFailed = null;
 
   /** Number of interpreters, 1 to {@link Manypy#maxInterpreters()}. */
   public PoolOptions interpreters(int count) {
@@ -109,6 +116,77 @@ public final class PoolOptions {
    */
   public PoolOptions queueLimit(long limit) {
     this.queueLimit = limit;
+    return this;
+  }
+
+  /**
+   * Serve as soon as one interpreter is ready (true), or only once all are (false, the
+   * default). With true, {@link Pool#create(PoolOptions)} returns when the first interpreter
+   * has started and the others start in the background: calls that may go anywhere go to
+   * started interpreters only, and a call pinned to one still starting waits for it, within
+   * its deadline. A background start that fails leaves that interpreter broken ({@link
+   * PoolStats#broken()}; {@link Pool#checkInterpreter(int)} says why; {@link
+   * #onInterpreterFailed} is told) and the pool serves on the others; {@code Pool.create}
+   * fails only if no interpreter starts. Off by default so that a pool that is returned is
+   * whole: an interpreter that cannot start fails {@code Pool.create} itself. Turn it on for a
+   * service behind a readiness probe ({@link Pool#stats()}).
+   */
+  public PoolOptions serveEarly(boolean serveEarly) {
+    this.serveEarly = serveEarly;
+    return this;
+  }
+
+  /**
+   * Growth: the most interpreters the pool may grow to by itself, from the number it starts
+   * with ({@link #interpreters(int)}, the least). When a call has waited for an interpreter
+   * longer than {@link #growAfter(Duration)}, the pool starts one more in the background, up
+   * to this many, and serves on the others meanwhile. 0, the default, means the starting
+   * number: no growth. {@link Pool#create(PoolOptions)} throws {@link OutOfRangeException}
+   * if it is negative, below the starting number, or above {@link Manypy#maxInterpreters()}.
+   * A pool never shrinks by itself ({@link Pool#resize(int)} does).
+   */
+  public PoolOptions maxInterpreters(int max) {
+    this.maxInterpreters = max;
+    return this;
+  }
+
+  /**
+   * How long a call may wait for an interpreter before the pool grows (up to {@link
+   * #maxInterpreters(int)}). 20 ms unless set. Below one nanosecond ({@link Duration#ZERO}, a
+   * negative wait) {@link Pool#create(PoolOptions)} throws {@link OutOfRangeException}; one
+   * too long for 64-bit nanoseconds never grows the pool. Null throws {@link
+   * IllegalArgumentException}.
+   */
+  public PoolOptions growAfter(Duration wait) {
+    if (wait == null) {
+      throw new IllegalArgumentException("manypy: the wait that grows a pool is null");
+    }
+    this.growAfter = wait;
+    return this;
+  }
+
+  /**
+   * The pool's name: the {@code pool} label of its metrics ({@link Pool#prometheusText()},
+   * and the tag {@code org.manypy.micrometer.ManypyMetrics} gives its meters), so that the
+   * pools of a service can be told apart. Null or "" (the default): none, and no label. A
+   * name containing NUL makes {@link Pool#create(PoolOptions)} throw {@link
+   * IllegalArgumentException}.
+   */
+  public PoolOptions name(String name) {
+    this.name = name;
+    return this;
+  }
+
+  /**
+   * Told when an interpreter of the pool fails to start in the background (with {@link
+   * #serveEarly(boolean)}, or when the pool grows), with its index and the exception saying
+   * why, on a manypy thread; see {@link InterpreterFailedCallback}. Null (the default) removes
+   * it. The pool and everything loaded from it hold the callback until their native handles
+   * are freed; a failure reported after that (an asynchronous call still running makes the
+   * pool grow) is not told.
+   */
+  public PoolOptions onInterpreterFailed(InterpreterFailedCallback callback) {
+    this.onInterpreterFailed = callback;
     return this;
   }
 }

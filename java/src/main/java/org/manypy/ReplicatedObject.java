@@ -15,8 +15,9 @@ import org.manypy.internal.ManypyNative;
  * the pool spreads them over its interpreters.
  */
 public final class ReplicatedObject extends NativeResource {
-  ReplicatedObject(long handle) {
-    super(handle, ManypyNative::manypy_object_free, "ReplicatedObject");
+  /** `keepAlive`: the package's (NativeResource), held until this handle is freed. */
+  ReplicatedObject(long handle, Object keepAlive) {
+    super(handle, ManypyNative::manypy_object_free, "ReplicatedObject", keepAlive);
   }
 
   /** Calls the object itself (for an nn.Module, forward through __call__). */
@@ -98,7 +99,7 @@ public final class ReplicatedObject extends NativeResource {
    * one call; `options` null gives the defaults. See {@link Batcher}.
    */
   public Batcher batcher(String method, BatcherOptions options) {
-    return with(object -> Batcher.create(object, method, options));
+    return with(object -> Batcher.create(object, method, options, keepAlive()));
   }
 
   /** The attribute `name`, converted to Java. */

@@ -53,6 +53,7 @@ final class Status {
       case CANCELLED: return new CancelledException(code, message, type, traceback);
       case UNTRUSTED_ARCHIVE: return new UntrustedArchiveException(code, message, type, traceback);
       case OVERLOADED: return new OverloadedException(code, message, type, traceback);
+      case DRAINING: return new DrainingException(code, message, type, traceback);
       default: return new ManypyException(code, message, type, traceback);
     }
   }

@@ -11,8 +11,9 @@ import org.manypy.internal.ManypyNative;
  * Keeps its pool alive. Thread safe.
  */
 public final class TorchPackage extends NativeResource {
-  TorchPackage(long handle) {
-    super(handle, ManypyNative::manypy_package_free, "TorchPackage");
+  /** `keepAlive`: the pool's (NativeResource), held until this handle is freed. */
+  TorchPackage(long handle, Object keepAlive) {
+    super(handle, ManypyNative::manypy_package_free, "TorchPackage", keepAlive);
   }
 
   /**
@@ -22,8 +23,8 @@ public final class TorchPackage extends NativeResource {
    * corrupt record), and lazily in the others.
    */
   public ReplicatedObject loadPickle(String module, String name) {
-    return new ReplicatedObject(with(pkg -> Values.out(
-        out -> ManypyNative.manypy_package_load_pickle(pkg, module, name, out))));
+    return with(pkg -> new ReplicatedObject(Values.out(
+        out -> ManypyNative.manypy_package_load_pickle(pkg, module, name, out)), keepAlive()));
   }
 
   /** The names of the archive's records, read without Python. */

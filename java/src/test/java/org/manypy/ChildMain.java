@@ -16,6 +16,7 @@ public final class ChildMain {
   public static void main(String[] args) throws Exception {
     switch (args[0]) {
       case "static-tls" -> staticTls();
+      case "interpreter-failed" -> interpreterFailed();
       case "load" -> load();
       case "exit-live" -> exitWithLivePools();
       case "exit-async" -> exitWithAsyncCallsInFlight();
@@ -37,6 +38,52 @@ public final class ChildMain {
       System.out.println("RESULT no-failure " + pools.size());
     } catch (StaticTlsException e) {
       System.out.println("RESULT static-tls after " + pools.size() + ": " + e.getMessage());
+    }
+  }
+
+  /**
+   * A serve-early pool of 8 interpreters (or the process's limit) in a JVM started without the
+   * static TLS setting: those past glibc's default room fail to start in the background, and
+   * the pool's callback, which throws, is told of each on a manypy thread. Prints what it was
+   * told and the pool's state once nothing is starting.
+   */
+  static void interpreterFailed() {
+    List<String> told = java.util.Collections.synchronizedList(new ArrayList<>());
+    List<Throwable> reported = java.util.Collections.synchronizedList(new ArrayList<>());
+    Manypy.setCallbackErrorHandler(reported::add);
+    int n = Math.min(8, Manypy.maxInterpreters());
+    PoolOptions options = new PoolOptions().interpreters(n).serveEarly(true)
+        .onInterpreterFailed((interpreter, why) -> {
+          Thread thread = Thread.currentThread();
+          told.add(interpreter + ":" + why.code() + ":" + thread.getName() + ":" + thread.isDaemon());
+          if (!why.getMessage().contains("GLIBC_TUNABLES")) told.add("message: " + why.getMessage());
+          throw new IllegalStateException("thrown by the callback for " + interpreter);
+        });
+    try (Pool pool = Pool.create(options)) {
+      long end = System.nanoTime() + 300_000_000_000L;
+      while (pool.stats().starting() > 0 && System.nanoTime() < end) sleep(20);
+      PoolStats stats = pool.stats();
+      // What failed is broken; the pool serves on the others.
+      String broken = "";
+      for (int i = 0; i < n; ++i) {
+        try {
+          pool.checkInterpreter(i);
+        } catch (InterpreterBrokenException e) {
+          broken += " " + i + (e.getMessage().contains("GLIBC_TUNABLES") ? ":static-tls" : ":" + e.getMessage());
+        }
+      }
+      System.out.println("RESULT interpreters=" + n + " up=" + (stats.ready() + stats.busy())
+          + " broken=" + stats.broken() + " starting=" + stats.starting() + " served="
+          + pool.eval("6 * 7") + " told=" + told + " reported=" + reported.size()
+          + " checked=" + broken.trim().replace(' ', ','));
+    }
+  }
+
+  static void sleep(long millis) {
+    try {
+      Thread.sleep(millis);
+    } catch (InterruptedException e) {
+      throw new IllegalStateException(e);
     }
   }
 

@@ -66,7 +66,8 @@ class ErrorsTest {
         Map.entry(ErrorCode.DEADLINE_EXCEEDED, DeadlineExceededException.class),
         Map.entry(ErrorCode.CANCELLED, CancelledException.class),
         Map.entry(ErrorCode.UNTRUSTED_ARCHIVE, UntrustedArchiveException.class),
-        Map.entry(ErrorCode.OVERLOADED, OverloadedException.class));
+        Map.entry(ErrorCode.OVERLOADED, OverloadedException.class),
+        Map.entry(ErrorCode.DRAINING, DrainingException.class));
     for (ErrorCode code : ErrorCode.values()) {
       if (code == ErrorCode.OK || code == ErrorCode.UNKNOWN) continue;
       ManypyException e = Status.of(code, "m", "", "");

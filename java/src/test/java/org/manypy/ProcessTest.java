@@ -9,6 +9,7 @@ import java.nio.file.Path;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 import org.manypy.internal.ManypyNativeConstants;
 
@@ -124,6 +125,53 @@ class ProcessTest {
     int started = Integer.parseInt(line.split(" ")[3].replace(":", ""));
     assertTrue(started >= 1 && started < 10, line);
     assertEquals(0, child.exitCode(), child.output());
+  }
+
+  /**
+   * A serve-early pool whose interpreters past glibc's default static TLS fail to start in
+   * the background (ChildMain.interpreterFailed): its callback is told of each, with a
+   * StaticTlsException, on a daemon manypy-native thread; the callback's exception goes to the
+   * error handler and the JVM lives; each failed interpreter is broken and says why; the pool
+   * serves on the others and closes.
+   */
+  @Test
+  void aServeEarlyPoolTellsItsCallbackOfInterpretersThatFailToStart() throws Exception {
+    TestSupport.ChildResult child = TestSupport.runChild(env(null),
+        List.of(libraryPath(), "-Xcheck:jni"), "interpreter-failed");
+    assertEquals(0, child.exitCode(), child.output());
+    String line = resultLine(child);
+    System.out.println("interpreter-failed child: " + line);
+    Map<String, String> fields = new HashMap<>();
+    for (String field : line.substring("RESULT ".length()).split(" (?=\\w+=)")) {
+      fields.put(field.substring(0, field.indexOf('=')), field.substring(field.indexOf('=') + 1));
+    }
+    int n = Integer.parseInt(fields.get("interpreters"));
+    int broken = Integer.parseInt(fields.get("broken"));
+    assertEquals("42", fields.get("served"), line);
+    assertEquals("0", fields.get("starting"), line);
+    if (broken == 0) {
+      // torch 2.x's interpreters (7 at most) all fit in glibc's default: nothing can fail.
+      assertTrue(Manypy.maxInterpreters() <= 7, "nothing failed to start: " + line);
+      assertEquals("[]", fields.get("told"), line);
+      Assumptions.abort("every interpreter fit in glibc's default static TLS on this leg: " + line);
+    }
+    assertEquals(n, broken + Integer.parseInt(fields.get("up")), line);
+    List<String> told = List.of(fields.get("told").replaceAll("^\\[|\\]$", "").split(", "));
+    assertEquals(broken, told.size(), line);
+    assertEquals(String.valueOf(broken), fields.get("reported"), line);
+    StringBuilder expected = new StringBuilder();
+    for (String report : told) {
+      String[] parts = report.split(":");
+      assertEquals(List.of("STATIC_TLS", "manypy-native", "true"),
+          List.of(parts[1], parts[2], parts[3]), line);
+      int index = Integer.parseInt(parts[0]);
+      assertTrue(index >= 1 && index < n, line);
+      expected.append(expected.length() == 0 ? "" : ",").append(index).append(":static-tls");
+    }
+    // Each failed interpreter is broken, and checkInterpreter says why.
+    List<String> checked = List.of(fields.get("checked").split(","));
+    assertEquals(java.util.Set.copyOf(List.of(expected.toString().split(","))),
+        java.util.Set.copyOf(checked), line);
   }
 
   @Test
