@@ -260,6 +260,7 @@ impl PoolBuilder {
                     o,
                     Some(interpreter_failed),
                     registration.user_data(),
+                    None,
                 ))?;
             }
             let mut pool = std::ptr::null_mut();

@@ -74,9 +74,11 @@ manypy_status* manypy_jni_pool_get_stats(JNIEnv* jenv, const manypy_pool* pool, 
 
 manypy_status* manypy_jni_pool_options_set_on_interpreter_failed(manypy_pool_options* options,
                                                                  int64_t id) {
-  if (id == 0) return manypy_pool_options_set_on_interpreter_failed(options, nullptr, nullptr);
+  if (id == 0) {
+    return manypy_pool_options_set_on_interpreter_failed(options, nullptr, nullptr, nullptr);
+  }
   return manypy_pool_options_set_on_interpreter_failed(
-      options, interpreter_failed, reinterpret_cast<void*>(static_cast<intptr_t>(id)));
+      options, interpreter_failed, reinterpret_cast<void*>(static_cast<intptr_t>(id)), nullptr);
 }
 
 jbyteArray manypy_jni_request_metrics_model(JNIEnv* jenv, const manypy_request_metrics* metrics,
