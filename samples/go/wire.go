@@ -41,6 +41,10 @@ type predictResponse struct {
 type errorBody struct {
 	Error     string `json:"error"`
 	RequestID string `json:"request_id,omitempty"`
+	// Refused: the request was refused before any of it ran (the service
+	// was starting or stopping, or its queue was full), so a client may
+	// send it to another replica.
+	Refused bool `json:"refused,omitempty"`
 }
 
 // maxBody bounds a request: bad input gets a 400, not the memory.
