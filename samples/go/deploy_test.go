@@ -67,6 +67,60 @@ func buildServe(t *testing.T) string {
 	return bin
 }
 
+// process is the sample's binary running.
+type process struct {
+	cmd    *exec.Cmd
+	base   string      // http://ADDR
+	lines  chan string // what it prints, line by line
+	exited chan error  // for nextLine: never written
+	waited chan error  // cmd.Wait's result, once it exits
+	mu     sync.Mutex
+	all    []string
+}
+
+// startBinary builds the sample, starts it with args (and -addr on a
+// loopback port), and returns once it listens.
+func startBinary(t *testing.T, args ...string) *process {
+	t.Helper()
+	bin := buildServe(t)
+	p := &process{lines: make(chan string, 1000), exited: make(chan error), waited: make(chan error, 1)}
+	p.cmd = exec.Command(bin, append(args, "-addr", "127.0.0.1:0")...)
+	stdout, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Stderr = os.Stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.cmd.Process.Kill() })
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		scanner := bufio.NewScanner(stdout)
+		for scanner.Scan() {
+			p.mu.Lock()
+			p.all = append(p.all, scanner.Text())
+			p.mu.Unlock()
+			p.lines <- scanner.Text()
+		}
+		close(p.lines)
+	}()
+	go func() {
+		<-read // Wait closes the pipe: read it all first
+		p.waited <- p.cmd.Wait()
+	}()
+	p.base = address(nextLine(t, p.lines, "listening on ", p.exited))
+	return p
+}
+
+// output is everything the process printed, once it has exited.
+func (p *process) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Join(p.all, "\n")
+}
+
 // outcomes counts what the clients of a load got.
 type outcomes struct {
 	ok, refused, afterSignal atomic.Int64 // 200; 503 "refused"; no answer, after SIGTERM
@@ -92,34 +146,10 @@ type outcomes struct {
 //     process exits 0 within the grace period.
 func TestDrainOnSIGTERM(t *testing.T) {
 	dir := archives(t)
-	bin := buildServe(t)
 	const grace = 20 * time.Second
-	cmd := exec.Command(bin, "-archive", filepath.Join(dir, "python_heavy.pt"), "-model-id", "python_heavy",
-		"-interpreters", "2", "-addr", "127.0.0.1:0", "-timeout", "20s", "-grace", grace.String())
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	lines := make(chan string, 100)
-	var printed []string
-	var printedMu sync.Mutex
-	go func() {
-		scanner := bufio.NewScanner(stdout)
-		for scanner.Scan() {
-			printedMu.Lock()
-			printed = append(printed, scanner.Text())
-			printedMu.Unlock()
-			lines <- scanner.Text()
-		}
-		close(lines)
-	}()
-	exited := make(chan error, 1)
-	base := address(nextLine(t, lines, "listening on ", exited))
+	p := startBinary(t, "-archive", filepath.Join(dir, "python_heavy.pt"), "-model-id", "python_heavy",
+		"-interpreters", "2", "-timeout", "20s", "-grace", grace.String())
+	cmd, lines, exited, base := p.cmd, p.lines, p.exited, p.base
 	client := &http.Client{Timeout: 60 * time.Second}
 	// Live while it starts; ready once it serves.
 	if status, body := probeStatus(client, base, "/healthz"); status != http.StatusOK {
@@ -212,9 +242,8 @@ func TestDrainOnSIGTERM(t *testing.T) {
 	if status, why := probeStatus(client, base, "/healthz"); status != http.StatusOK {
 		t.Errorf("/healthz while draining: %d %s", status, why)
 	}
-	go func() { exited <- cmd.Wait() }()
 	select {
-	case err := <-exited:
+	case err := <-p.waited:
 		took := time.Since(sent)
 		t.Logf("exited %v after SIGTERM: %v", took.Round(time.Millisecond), err)
 		if err != nil {
@@ -235,11 +264,7 @@ func TestDrainOnSIGTERM(t *testing.T) {
 	if err := <-slow; err != nil {
 		t.Error(err)
 	}
-	for range lines {
-	}
-	printedMu.Lock()
-	output := strings.Join(printed, "\n")
-	printedMu.Unlock()
+	output := p.output()
 	t.Logf("clients: %d answered 200, %d refused with 503, %d not connected after SIGTERM\n%s",
 		got.ok.Load(), got.refused.Load(), got.afterSignal.Load(), output)
 
@@ -412,5 +437,70 @@ func TestHotSwapOverHTTP(t *testing.T) {
 	}
 	if err := stop(); err != nil {
 		t.Errorf("stop: %v", err)
+	}
+}
+
+// TestDrainGraceRunsOut: a call that outlasts -grace (1 s) is cancelled at
+// its end; its request is answered 503 (not "refused": it ran), the drain
+// says so, and the process still exits 0, soon after the grace.
+func TestDrainGraceRunsOut(t *testing.T) {
+	dir := archives(t)
+	p := startBinary(t, "-archive", filepath.Join(dir, "python_heavy.pt"), "-interpreters", "1",
+		"-timeout", "60s", "-grace", "1s")
+	nextLine(t, p.lines, "ready: ", p.exited)
+	client := &http.Client{Timeout: 60 * time.Second}
+	input := readFloats(t, filepath.Join(dir, "python_heavy.input.bin"))
+	endless, _ := json.Marshal(map[string]any{
+		"inputs": []tensorJSON{{Shape: []int64{4, 64}, Data: input}},
+		"kwargs": map[string]any{"steps": 100_000_000},
+	})
+	type answer struct {
+		status int
+		body   []byte
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		status, body := postJSONErr(client, p.base, "endless", endless)
+		answered <- answer{status, body}
+	}()
+	// Until the call runs (the interpreter busy).
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		resp, err := client.Get(p.base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(raw), "\nmanypy_inflight_requests 1\n") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the call is not in flight:\n%s", raw)
+		}
+	}
+	sent := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.waited:
+		took := time.Since(sent)
+		t.Logf("exited %v after SIGTERM: %v\n%s", took.Round(time.Millisecond), err, p.output())
+		if err != nil || took > 10*time.Second {
+			t.Errorf("exit %v, %v after SIGTERM", err, took)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the process did not exit")
+	}
+	a := <-answered
+	var body errorBody
+	if err := json.Unmarshal(a.body, &body); err != nil || a.status != http.StatusServiceUnavailable || body.Refused ||
+		!strings.Contains(body.Error, "MANYPY_ERR_CANCELLED") || !strings.Contains(body.Error, "manypy_pool_drain") {
+		t.Errorf("the endless request: HTTP %d %s", a.status, a.body)
+	}
+	output := p.output()
+	if !regexp.MustCompile(`drained in \S+: 0 calls finished, 1 cancelled`).MatchString(output) ||
+		!strings.Contains(output, "stopped: 0 requests answered 200, 1 failed, 0 refused") {
+		t.Errorf("the output:\n%s", output)
 	}
 }

@@ -27,9 +27,12 @@ type config struct {
 	ModelID      string // reported to the profiler, callbacks and request metrics
 	PoolName     string // the pool label of the manypy_* request metrics ("": none)
 	Interpreters int    // the pool's size
-	ThreadMode   manypy.ThreadMode
-	Timeout      time.Duration // each request's call deadline
-	SampleRate   float64       // the profiler's sampling probability
+	// MaxInterpreters lets the pool grow, when calls wait, up to this many
+	// (0: no growth).
+	MaxInterpreters int
+	ThreadMode      manypy.ThreadMode
+	Timeout         time.Duration // each request's call deadline
+	SampleRate      float64       // the profiler's sampling probability
 	// QueueLimit bounds the calls waiting for an interpreter (0: no
 	// bound); past it a request is refused at once with 503.
 	QueueLimit int
@@ -112,7 +115,7 @@ func newService(cfg config) (*service, error) {
 // version of the model.
 func (s *service) start() error {
 	pool, err := manypy.NewPool(manypy.PoolOptions{Interpreters: s.cfg.Interpreters, ThreadMode: s.cfg.ThreadMode,
-		QueueLimit: s.cfg.QueueLimit, ServeEarly: true, Name: s.cfg.PoolName,
+		MaxInterpreters: s.cfg.MaxInterpreters, QueueLimit: s.cfg.QueueLimit, ServeEarly: true, Name: s.cfg.PoolName,
 		OnInterpreterFailed: func(index int, err error) {
 			log.Printf("interpreter %d failed to start: %v", index, err)
 		}})
@@ -397,7 +400,13 @@ func (s *service) serve(w http.ResponseWriter, r *http.Request) (int, any) {
 		out, err = v.model.CallKw(ctx, req.Method, req.args, req.kwargs)
 	}
 	if err != nil {
-		return statusOf(err), errorBody{Error: err.Error(), RequestID: requestID, Refused: refusal(err)}
+		status := statusOf(err)
+		if errors.Is(err, manypy.ErrCancelled) && ctx.Err() == nil {
+			// Cancelled, though neither the client nor the deadline did:
+			// the drain's grace ran out while the call ran.
+			status = http.StatusServiceUnavailable
+		}
+		return status, errorBody{Error: err.Error(), RequestID: requestID, Refused: refusal(err)}
 	}
 	result, err := encodeResult(out)
 	if err != nil {
