@@ -349,7 +349,7 @@ func (p *Pool) Size() int {
 // Queued is the number of calls waiting for an interpreter of the pool
 // right now: what PoolOptions.QueueLimit bounds. Calls made through the
 // pool's packages, objects and batchers count. 0 once the pool is closed.
-// For metrics (manypyprom.NewPoolCollector) and for a caller that sheds
+// For metrics (manypyprom.NewServingCollector) and for a caller that sheds
 // load itself.
 func (p *Pool) Queued() int {
 	return p.load(func(pool *C.manypy_pool) C.size_t { return C.manypy_pool_queued(pool) })
