@@ -65,8 +65,8 @@ func decodeRequest(body io.Reader) (*predictRequest, error) {
 	if err := dec.Decode(req); err != nil {
 		return nil, fmt.Errorf("bad JSON: %w", err)
 	}
-	if len(req.Inputs) == 0 {
-		return nil, fmt.Errorf("no inputs")
+	if len(req.Inputs) == 0 && req.Method == "" {
+		return nil, fmt.Errorf("no inputs") // a method may take only kwargs
 	}
 	for i, in := range req.Inputs {
 		data := make([]float32, len(in.Data))
