@@ -166,7 +166,7 @@ func codeCounts(counts []C.uint64_t) map[Code]uint64 {
 func (p *Pool) Resize(n int) error {
 	if n < 0 {
 		return &Error{Code: CodeOutOfRange, Message: fmt.Sprintf(
-			"manypy_pool_resize: a pool needs 1 to %d interpreters on this platform, not %d", MaxInterpreters(), n)}
+			"a pool needs 1 to %d interpreters on this platform, not %d", MaxInterpreters(), n)}
 	}
 	old := 0
 	err := p.h.use(p, func(ptr unsafe.Pointer, _ cStrings) error {

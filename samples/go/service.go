@@ -322,7 +322,10 @@ func (s *service) adminHandler() http.Handler {
 			writeJSON(w, swapStatus(err), errorBody{Error: err.Error()})
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"serving": now, "replaced": before})
+		writeJSON(w, http.StatusOK, struct {
+			Serving  *version `json:"serving"`
+			Replaced *version `json:"replaced"`
+		}{now, before})
 	})
 	return mux
 }
