@@ -23,7 +23,7 @@ import (
 
 // CallbackPanic describes a panic recovered in a callback.
 type CallbackPanic struct {
-	Callback string // "op callback", "api usage handler", "export hook", "archive verifier"
+	Callback string // "op callback", "api usage handler", "export hook", "archive verifier", "interpreter failed callback"
 	Value    any    // what was passed to panic
 	Stack    []byte
 }

@@ -112,6 +112,20 @@
 // and splits the result back. There is no asynchronous call form:
 // goroutines are Go's.
 //
+// # Serving lifecycle
+//
+// For a service behind a load balancer (docs/deploy.md): a pool that
+// serves as soon as one interpreter has started (PoolOptions.ServeEarly),
+// grows when calls wait (MaxInterpreters, GrowAfter) and tells of
+// interpreters that fail to start in the background (OnInterpreterFailed,
+// run on a goroutine of its own); its health (Pool.Stats, for readiness
+// probes: PoolStats.Serving); Pool.Resize; a graceful drain (Pool.Drain:
+// new calls fail with ErrDraining while the calls in flight finish, the
+// context's deadline bounding the wait); request metrics by model and code
+// (Pool.RequestMetrics, Pool.PrometheusText, and manypyprom's
+// ServingCollector); and Object.Share, the per-request handle a model hot
+// swap takes. Pool.Size changes with growth and Resize.
+//
 // # Trusted archives
 //
 // Loading a package runs its pickles, and loading TorchScript compiles its
@@ -155,7 +169,9 @@
 // recovered before it can reach C and reported to SetCallbackPanicHandler
 // (by default, printed to standard error with its stack); the model's call
 // goes on (a verifier that panics refuses its archive). Callbacks must be
-// quick and must not call manypy.
+// quick and must not call manypy. PoolOptions.OnInterpreterFailed is the
+// exception: it runs on a goroutine of its own, so it may call manypy and
+// block (its panics are reported the same way).
 //
 // # Threads
 //

@@ -42,6 +42,7 @@ const (
 	CodeCancelled          Code = C.MANYPY_ERR_CANCELLED
 	CodeUntrustedArchive   Code = C.MANYPY_ERR_UNTRUSTED_ARCHIVE
 	CodeOverloaded         Code = C.MANYPY_ERR_OVERLOADED
+	CodeDraining           Code = C.MANYPY_ERR_DRAINING
 )
 
 // codeNames: the C names without the library (String must work before the
@@ -58,7 +59,7 @@ var codeNames = map[Code]string{
 	CodeModuleNotFound: "MANYPY_ERR_MODULE_NOT_FOUND", CodeBadTensor: "MANYPY_ERR_BAD_TENSOR",
 	CodeNoSuchName: "MANYPY_ERR_NO_SUCH_NAME", CodeDeadlineExceeded: "MANYPY_ERR_DEADLINE_EXCEEDED",
 	CodeCancelled: "MANYPY_ERR_CANCELLED", CodeUntrustedArchive: "MANYPY_ERR_UNTRUSTED_ARCHIVE",
-	CodeOverloaded: "MANYPY_ERR_OVERLOADED",
+	CodeOverloaded: "MANYPY_ERR_OVERLOADED", CodeDraining: "MANYPY_ERR_DRAINING",
 }
 
 // String is the code's C name, e.g. "MANYPY_ERR_PYTHON"; "MANYPY_UNKNOWN(n)"
@@ -167,6 +168,10 @@ var (
 	// waiting for an interpreter, so the call was refused at once and never
 	// ran. Retry later, or shed the load (an HTTP service answers 503).
 	ErrOverloaded error = codeError(CodeOverloaded)
+	// ErrDraining: the pool is draining (Pool.Drain), so the call was
+	// refused at once and never ran. Send it to another pool or process (an
+	// HTTP service answers 503: it is stopping).
+	ErrDraining error = codeError(CodeDraining)
 )
 
 // ErrClosed is returned by a call on a handle after its Close.
@@ -186,14 +191,20 @@ func statusError(s *C.manypy_status) error {
 	if s == nil {
 		return nil
 	}
-	e := &Error{
+	e := borrowedStatus(s)
+	C.manypy_status_free(s)
+	return e
+}
+
+// borrowedStatus is the *Error of a status the caller does not own (a
+// callback's argument): copied, not freed.
+func borrowedStatus(s *C.manypy_status) *Error {
+	return &Error{
 		Code:       Code(C.manypy_status_code(s)),
 		Message:    C.GoString(C.manypy_status_message(s)),
 		PythonType: C.GoString(C.manypy_status_python_type(s)),
 		Traceback:  C.GoString(C.manypy_status_traceback(s)),
 	}
-	C.manypy_status_free(s)
-	return e
 }
 
 // outOfMemory is the error of a C allocation that failed: a new *Error

@@ -216,6 +216,21 @@ manypy_status* mpgo_archive_trust_set_verifier(manypy_archive_trust* trust, uint
   return manypy_archive_trust_set_verifier(trust, verify_archive, (void*)handle, free_handle);
 }
 
+static void interpreter_failed(void* user_data, int32_t interpreter, const manypy_status* why) {
+  mpgoOnInterpreterFailed((uintptr_t)user_data, interpreter, (manypy_status*)why);
+}
+
+manypy_status* mpgo_pool_options_set_on_interpreter_failed(manypy_pool_options* options,
+                                                           uintptr_t handle) {
+  return manypy_pool_options_set_on_interpreter_failed(options, interpreter_failed,
+                                                       (void*)handle);
+}
+
+const manypy_request_metrics* mpgo_request_metrics_at(const manypy_request_metrics* metrics,
+                                                      size_t index) {
+  return manypy_request_metrics_at(metrics, index);
+}
+
 const manypy_op_input* mpgo_op_event_input(const manypy_op_event* event, size_t index) {
   return manypy_op_event_input(event, index);
 }

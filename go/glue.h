@@ -79,6 +79,17 @@ manypy_status* mpgo_set_export_hook(uintptr_t handle);
 /* The verifier of an archive trust (pools and host loads take trusts). */
 manypy_status* mpgo_archive_trust_set_verifier(manypy_archive_trust* trust, uintptr_t handle);
 
+/* The pool options' on_interpreter_failed callback with the Go trampoline
+ * (mpgoOnInterpreterFailed); user_data is a cgo.Handle, which the Go side
+ * deletes (the C API has no free_user_data for it). */
+manypy_status* mpgo_pool_options_set_on_interpreter_failed(manypy_pool_options* options,
+                                                           uintptr_t handle);
+
+/* Entry `index` of manypy_pool_request_metrics's array (the header's inline
+ * function, for cgo). */
+const manypy_request_metrics* mpgo_request_metrics_at(const manypy_request_metrics* metrics,
+                                                      size_t index);
+
 /* Input `index` of an event (the header's inline function, for cgo). */
 const manypy_op_input* mpgo_op_event_input(const manypy_op_event* event, size_t index);
 

@@ -17,14 +17,35 @@ import (
 type Object struct {
 	h       *handle
 	cleanup runtime.Cleanup // the backstop, stopped by Close
+	life    *poolLife       // the pool's, held until the object is freed
 }
 
-func newObject(obj *C.manypy_object) *Object {
-	o := &Object{}
+func newObject(obj *C.manypy_object, life *poolLife) *Object {
+	o := &Object{life: life.hold()}
 	o.h, o.cleanup = adopt(o, unsafe.Pointer(obj), func(ptr unsafe.Pointer) {
 		C.manypy_object_free((*C.manypy_object)(ptr))
+		life.drop()
 	}, "object")
 	return o
+}
+
+// Share returns a second Object for the same loaded object: it stays
+// loaded until every Object for it is closed and its last call has
+// completed, and closing one does not affect the others. Cheap (no Python
+// runs; one allocation and a cgo call), so a caller may take one per
+// request. It is what a model hot swap needs (docs/deploy.md, "Model hot
+// swap"): a service keeps the current version under a lock; each request
+// shares it under the lock, calls outside it and closes its share; the swap
+// replaces it under the lock and closes the old one, which unloads once the
+// requests holding it end. ErrClosed once o is closed.
+func (o *Object) Share() (*Object, error) {
+	var out *C.manypy_object
+	if err := o.h.use(o, func(ptr unsafe.Pointer, _ cStrings) error {
+		return statusError(C.manypy_object_share((*C.manypy_object)(ptr), &out))
+	}); err != nil {
+		return nil, err
+	}
+	return newObject(out, o.life), nil
 }
 
 // Close frees the object and drops its replicas. Idempotent. Calls in

@@ -15,12 +15,14 @@ import (
 type Package struct {
 	h       *handle
 	cleanup runtime.Cleanup // the backstop, stopped by Close
+	life    *poolLife       // the pool's, held until the package is freed
 }
 
-func newPackage(pkg *C.manypy_package) *Package {
-	p := &Package{}
+func newPackage(pkg *C.manypy_package, life *poolLife) *Package {
+	p := &Package{life: life.hold()}
 	p.h, p.cleanup = adopt(p, unsafe.Pointer(pkg), func(ptr unsafe.Pointer) {
 		C.manypy_package_free((*C.manypy_package)(ptr))
+		life.drop()
 	}, "package")
 	return p
 }
@@ -39,7 +41,7 @@ func (p *Package) LoadPickle(module, name string) (*Object, error) {
 	}, module, name); err != nil {
 		return nil, err
 	}
-	return newObject(obj), nil
+	return newObject(obj, p.life), nil
 }
 
 // ListFiles names every record of the archive, without running Python.

@@ -84,6 +84,45 @@ type PoolOptions struct {
 	// thousands of times a second (docs/go.md, "Long calls and the Go
 	// scheduler").
 	KeepGOMAXPROCS bool
+
+	// The serving lifecycle (docs/deploy.md): serving early, growth, a
+	// name for metrics, and failures of interpreters starting in the
+	// background.
+
+	// ServeEarly makes NewPool return as soon as one interpreter has
+	// started; the others start in the background. Calls that may go to any
+	// interpreter go only to started ones; a call pinned to one still
+	// starting waits for it, within its deadline. An interpreter that fails
+	// to start in the background is left broken (Stats counts it,
+	// CheckInterpreter says why, OnInterpreterFailed is told) and the pool
+	// serves on the others; NewPool fails only if none starts. Off by
+	// default, so that a pool NewPool returns is whole; turn it on for a
+	// service behind a readiness probe (Stats).
+	ServeEarly bool
+	// MaxInterpreters lets the pool grow by itself, one interpreter at a
+	// time, up to this many, when a call has waited for an interpreter
+	// longer than GrowAfter; it starts in the background while the others
+	// serve. 0 means Interpreters: no growth. NewPool fails with
+	// ErrOutOfRange if it is below Interpreters or above the package's
+	// MaxInterpreters(). A pool never shrinks by itself (Resize does).
+	MaxInterpreters int
+	// GrowAfter is how long a call may wait for an interpreter before the
+	// pool grows (with MaxInterpreters). 0 means the library's default,
+	// 20 ms; a negative value is ErrOutOfRange.
+	GrowAfter time.Duration
+	// Name names the pool in its metrics: the label pool="<name>" of every
+	// series of PrometheusText (and of manypyprom.ServingCollector), so that
+	// several pools of a process can be told apart. "" (the default): no
+	// pool label. Valid UTF-8 without NUL, else ErrInvalidArgument.
+	Name string
+	// OnInterpreterFailed is told when an interpreter of the pool fails to
+	// start in the background (ServeEarly, or growth): its index in the
+	// pool and an *Error saying why. It runs on a goroutine of its own, so
+	// it may call the pool (even Close it) and may block; a panic in it is
+	// recovered and reported (SetCallbackPanicHandler). It is held as long
+	// as the pool or anything loaded from it (packages, objects, batchers)
+	// is open.
+	OnInterpreterFailed func(index int, err error)
 }
 
 // Pool is a pool of isolated Python interpreters. Safe for concurrent use
@@ -91,6 +130,8 @@ type PoolOptions struct {
 type Pool struct {
 	h       *handle
 	cleanup runtime.Cleanup // the backstop, stopped by Close
+	life    *poolLife       // nil without OnInterpreterFailed
+	name    string
 }
 
 // MaxInterpreters is the most interpreters this process can hold at once,
@@ -147,6 +188,10 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 		return nil, err
 	}
 	defer C.manypy_pool_options_free(copts)
+	life, err := newPoolLife(copts, opts.OnInterpreterFailed)
+	if err != nil {
+		return nil, err
+	}
 	var pool *C.manypy_pool
 	start := time.Now()
 	for attempt := 0; ; attempt++ {
@@ -159,13 +204,15 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 		time.Sleep(time.Duration(min(1<<attempt, 200)) * time.Millisecond)
 	}
 	if err != nil {
+		life.drop() // no pool: nothing calls back any more
 		return nil, err
 	}
-	p := &Pool{}
+	p := &Pool{life: life, name: opts.Name}
 	p.h, p.cleanup = adopt(p, unsafe.Pointer(pool), func(ptr unsafe.Pointer) {
 		C.manypy_pool_destroy((*C.manypy_pool)(ptr))
+		life.drop()
 	}, "pool")
-	reserveIdlePs(&opts, max(opts.Interpreters, 1))
+	reserveIdlePs(&opts, max(opts.Interpreters, opts.MaxInterpreters, 1))
 	return p, nil
 }
 
@@ -231,10 +278,38 @@ func (o *PoolOptions) fill(copts *C.manypy_pool_options) error {
 	if err := statusError(C.manypy_pool_options_set_queue_limit(copts, C.size_t(o.QueueLimit))); err != nil {
 		return err
 	}
-	if o.StopGrace == 0 {
-		return nil // the library's default
+	if o.StopGrace != 0 { // 0: the library's default
+		if err := statusError(C.manypy_pool_options_set_stop_grace(copts, C.int64_t(stopGraceNanos(o.StopGrace)))); err != nil {
+			return err
+		}
 	}
-	return statusError(C.manypy_pool_options_set_stop_grace(copts, C.int64_t(stopGraceNanos(o.StopGrace))))
+	return o.fillServing(copts)
+}
+
+// fillServing sets the options of the serving lifecycle but
+// OnInterpreterFailed (newPoolLife).
+func (o *PoolOptions) fillServing(copts *C.manypy_pool_options) error {
+	if err := statusError(C.manypy_pool_options_set_serve_early(copts, boolInt(o.ServeEarly))); err != nil {
+		return err
+	}
+	if o.MaxInterpreters < 0 {
+		return &Error{Code: CodeOutOfRange, Message: fmt.Sprintf(
+			"the most interpreters must be >= 0 (0: no growth), not %d", o.MaxInterpreters)}
+	}
+	if err := statusError(C.manypy_pool_options_set_max_interpreters(copts, C.size_t(o.MaxInterpreters))); err != nil {
+		return err
+	}
+	if o.GrowAfter != 0 { // 0: the library's default; C refuses a negative wait
+		if err := statusError(C.manypy_pool_options_set_grow_after(copts, C.int64_t(o.GrowAfter.Nanoseconds()))); err != nil {
+			return err
+		}
+	}
+	if o.Name == "" {
+		return nil
+	}
+	return withCStrings(func(c cStrings) error {
+		return statusError(C.manypy_pool_options_set_name(copts, c[0]))
+	}, o.Name)
 }
 
 // stopGraceNanos is StopGrace as the C API takes it, for a StopGrace that
@@ -257,7 +332,11 @@ func interpreterIndex(i int) (C.int32_t, error) {
 // order is safe.
 func (p *Pool) Close() { closeOwned(p.h, p.cleanup) }
 
-// Size is the number of interpreters in the pool (0 once closed).
+// Size is the number of interpreters in the pool right now (0 once
+// closed): starting, ready, busy or broken; indices [0, Size()) are valid
+// for pinned calls. It changes with Resize and growth
+// (PoolOptions.MaxInterpreters): read it when needed rather than keeping
+// it.
 func (p *Pool) Size() int {
 	n := 0
 	_ = p.h.use(p, func(ptr unsafe.Pointer, _ cStrings) error {
@@ -270,7 +349,7 @@ func (p *Pool) Size() int {
 // Queued is the number of calls waiting for an interpreter of the pool
 // right now: what PoolOptions.QueueLimit bounds. Calls made through the
 // pool's packages, objects and batchers count. 0 once the pool is closed.
-// For metrics (manypyprom.NewPoolCollector) and for a caller that sheds
+// For metrics (manypyprom.NewServingCollector) and for a caller that sheds
 // load itself.
 func (p *Pool) Queued() int {
 	return p.load(func(pool *C.manypy_pool) C.size_t { return C.manypy_pool_queued(pool) })
@@ -412,7 +491,7 @@ func (p *Pool) loadPackage(load func(pool *C.manypy_pool, c cStrings, pkg **C.ma
 	}, strs...); err != nil {
 		return nil, err
 	}
-	return newPackage(pkg), nil
+	return newPackage(pkg, p.life), nil
 }
 
 // addEach passes each string, as a C string, to an options setter.

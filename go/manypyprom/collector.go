@@ -14,7 +14,18 @@
 // the histogram manypy_batch_size{batcher} of the batch sizes (in rows)
 // that manypy.Batcher formed, as the profiler's text has it.
 //
-// NewPoolCollector reports a pool's load as gauges.
+// NewServingCollector reports a pool's standard request metrics and
+// health, the series of the C library's manypy_pool_prometheus:
+// manypy_requests_total{model,code}, the histograms
+// manypy_request_duration_seconds{model} and
+// manypy_queue_duration_seconds{model}, the gauges manypy_inflight_requests,
+// manypy_queued_requests, manypy_interpreters{state} and manypy_draining.
+//
+//	registry.MustRegister(manypyprom.NewServingCollector(pool))
+//
+// NewPoolCollector, from before it, reports a pool's load as the gauges
+// manypy_pool_queued_calls and manypy_pool_in_flight_calls; the serving
+// collector has the same two numbers, so register one or the other.
 package manypyprom
 
 import (

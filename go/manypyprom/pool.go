@@ -13,6 +13,13 @@ import (
 // scrape (manypy.Pool.Queued and InFlight), with the constant label pool.
 // Safe for concurrent scrapes. It does not own the pool: a closed pool
 // reports 0 for both.
+//
+// Deprecated: use ServingCollector, which reports the same two gauges as
+// manypy_queued_requests and manypy_inflight_requests, named as the C
+// library's text (manypy.Pool.PrometheusText) names them, with the
+// requests, their durations and the interpreters' states. PoolCollector
+// keeps its names for dashboards built on them; registering both exports
+// the two numbers twice.
 type PoolCollector struct {
 	pool     *manypy.Pool
 	queued   *prometheus.Desc

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -31,17 +30,7 @@ func TestBatchedServiceOverHTTP(t *testing.T) {
 	cfg := config{Archive: filepath.Join(dir, "batching.pt"), ModelID: "batching",
 		Interpreters: 2, Timeout: 10 * time.Second, SampleRate: 1.0, QueueLimit: 64,
 		Batch: 8, BatchWait: 50 * time.Millisecond}
-	ctx, stop := context.WithCancel(context.Background())
-	out := &lineWriter{lines: make(chan string, 1)}
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, cfg, "127.0.0.1:0", out) }()
-	var base string
-	select {
-	case line := <-out.lines:
-		base = strings.Fields(strings.TrimPrefix(line, "listening on "))[0]
-	case err := <-done:
-		t.Fatalf("the service did not start: %v", err)
-	}
+	base, _, stop := inProcess(t, cfg)
 	client := &http.Client{Timeout: 30 * time.Second}
 
 	var wg sync.WaitGroup
@@ -87,12 +76,28 @@ func TestBatchedServiceOverHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatalf("/metrics does not parse: %v", err)
 	}
-	for _, name := range []string{"manypy_pool_queued_calls", "manypy_pool_in_flight_calls"} {
+	// The pool's gauges (manypyprom.ServingCollector), of a pool without a
+	// name: no labels.
+	for _, name := range []string{"manypy_queued_requests", "manypy_inflight_requests", "manypy_draining"} {
 		f := families[name]
-		if f == nil || len(f.GetMetric()) != 1 || f.GetMetric()[0].GetLabel()[0].GetValue() != "batching" {
+		if f == nil || len(f.GetMetric()) != 1 || len(f.GetMetric()[0].GetLabel()) != 0 {
 			t.Errorf("%s: %v", name, f)
 		}
 	}
+	// The pool's calls by model id and code: the batches of the 64 batched
+	// requests (a batch is one call) and the call with a method.
+	requests := map[string]float64{}
+	for _, m := range families["manypy_requests_total"].GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		requests[labels["model"]+" "+labels["code"]] = m.GetCounter().GetValue()
+	}
+	if n := requests["batching ok"]; n < 2 || n > 65 {
+		t.Errorf("manypy_requests_total: %v, want 2 to 65 ok calls of model batching", requests)
+	}
+	t.Logf("manypy_requests_total: %v", requests)
 	// The batches the 64 forward requests made, by the batcher's name.
 	var batched uint64
 	for _, m := range families["manypy_batch_size"].GetMetric() {
@@ -104,14 +109,8 @@ func TestBatchedServiceOverHTTP(t *testing.T) {
 		t.Errorf("manypy_batch_size{batcher=\"batching\"} counts %d rows, want at least 64", batched)
 	}
 
-	stop()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the service did not stop")
+	if err := stop(); err != nil {
+		t.Errorf("shutdown: %v", err)
 	}
 }
 

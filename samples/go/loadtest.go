@@ -132,6 +132,20 @@ func measure(cfg config, load loadConfig, body []byte) (loadResult, error) {
 		return loadResult{}, err
 	}
 	defer svc.close()
+	if err := svc.start(); err != nil {
+		return loadResult{}, err
+	}
+	// The pool serves early: measure once every interpreter has started.
+	for {
+		stats, err := svc.pool.Load().Stats()
+		if err != nil {
+			return loadResult{}, err
+		}
+		if stats.Starting == 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	listener, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return loadResult{}, err

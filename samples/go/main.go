@@ -9,6 +9,13 @@
 //	  -d '{"inputs": [{"shape": [1, 64], "data": [0.1, ...]}], "kwargs": {"steps": 5}}'
 //	curl -s localhost:8080/metrics
 //
+// It is the reference deployment of docs/deploy.md: /healthz (live) and
+// /readyz (ready: the model is loaded, an interpreter serves, the pool is
+// not draining), a pool that serves as soon as one interpreter has
+// started, a graceful drain on SIGTERM within -grace, a model hot swap on
+// -admin-addr (POST /admin/model {"archive": "..."}), and the pool's
+// request metrics on /metrics.
+//
 // With -loadtest it measures itself instead: requests/s and p50/p99 latency
 // from a loopback client, for 1 interpreter and for N, or with -batch for N
 // interpreters unbatched and batched.
@@ -62,12 +69,16 @@ func parseFlags(args []string) (config, string, loadConfig, error) {
 	var load loadConfig
 	var mode string
 	fs.StringVar(&cfg.Archive, "archive", filepath.Join(archives, "python_heavy.pt"), "torch.package to serve (model/model.pkl)")
-	fs.StringVar(&cfg.ModelID, "model-id", "", "model id for metrics (default: the archive's name)")
+	fs.StringVar(&cfg.ModelID, "model-id", "", "model id for metrics, kept across hot swaps (default: the archive's name)")
 	fs.IntVar(&cfg.Interpreters, "interpreters", 2, "interpreters in the pool")
+	fs.IntVar(&cfg.MaxInterpreters, "max-interpreters", 0, "let the pool grow to this many when calls wait (0: -interpreters, no growth)")
 	fs.StringVar(&mode, "thread-mode", "direct", "direct or handoff")
 	fs.DurationVar(&cfg.Timeout, "timeout", 2*time.Second, "each request's deadline")
 	fs.Float64Var(&cfg.SampleRate, "profile", 0.01, "profiler sampling probability, in (0, 1]")
 	fs.IntVar(&cfg.QueueLimit, "queue-limit", 0, "calls that may wait for an interpreter; past it 503 (0: no limit)")
+	fs.DurationVar(&cfg.Grace, "grace", 25*time.Second, "after SIGTERM, how long the calls in flight may run before they are cancelled")
+	fs.StringVar(&cfg.AdminAddr, "admin-addr", "", "where to serve GET and POST /admin/model (model hot swap; empty: nowhere). Loading an archive runs its code: keep it private")
+	fs.StringVar(&cfg.PoolName, "pool-name", "", "the pool label of the manypy_* request metrics (empty: none)")
 	fs.IntVar(&cfg.Batch, "batch", 0, "batch requests without a method, up to this many rows (0: no batching)")
 	fs.DurationVar(&cfg.BatchWait, "batch-wait", 2*time.Millisecond, "the longest a batch waits to fill")
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address")
@@ -92,9 +103,15 @@ func parseFlags(args []string) (config, string, loadConfig, error) {
 	return cfg, *addr, load, nil
 }
 
-// run serves until ctx is done, then shuts down gracefully: in-flight
-// requests finish, then the model and pool are closed. It prints
-// "listening on http://ADDR" once the port is open.
+// run serves until ctx is done, then stops gracefully. It opens the port
+// first, printing "listening on http://ADDR" (and "admin on http://ADDR"
+// with an admin address), so that /healthz answers while the pool starts;
+// /readyz answers 200 once the model is loaded and an interpreter serves
+// ("ready: ..." is printed then). When ctx is done (SIGTERM, SIGINT):
+// readiness goes off at once, the pool drains (the calls in flight finish;
+// new ones are refused with 503, "refused": true), for at most cfg.Grace,
+// after which the calls left are cancelled; then the HTTP servers shut
+// down, the model and pool are closed, and run returns nil.
 func run(ctx context.Context, cfg config, addr string, out io.Writer) error {
 	svc, err := newService(cfg)
 	if err != nil {
@@ -105,23 +122,73 @@ func run(ctx context.Context, cfg config, addr string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	server := &http.Server{Handler: svc.handler(), ReadHeaderTimeout: 10 * time.Second}
+	servers := []*http.Server{{Handler: svc.handler(), ReadHeaderTimeout: 10 * time.Second}}
+	listeners := []net.Listener{listener}
 	fmt.Fprintf(out, "listening on http://%s (%d interpreters, model %s)\n",
 		listener.Addr(), cfg.Interpreters, cfg.ModelID)
-	served := make(chan error, 1)
-	go func() { served <- server.Serve(listener) }()
+	if cfg.AdminAddr != "" {
+		admin, err := net.Listen("tcp", cfg.AdminAddr)
+		if err != nil {
+			listener.Close()
+			return err
+		}
+		servers = append(servers, &http.Server{Handler: svc.adminHandler(), ReadHeaderTimeout: 10 * time.Second})
+		listeners = append(listeners, admin)
+		fmt.Fprintf(out, "admin on http://%s\n", admin.Addr())
+	}
+	served := make(chan error, len(servers))
+	for i, server := range servers {
+		go func() { served <- server.Serve(listeners[i]) }()
+	}
+	shutdown := func() error {
+		stop, cancel := context.WithTimeout(context.Background(), cfg.Timeout+5*time.Second)
+		defer cancel()
+		var first error
+		for _, server := range servers {
+			if err := server.Shutdown(stop); err != nil && first == nil {
+				first = err
+			}
+		}
+		for range servers {
+			if err := <-served; !errors.Is(err, http.ErrServerClosed) && first == nil {
+				first = err
+			}
+		}
+		return first
+	}
+	started := time.Now()
+	if err := svc.start(); err != nil {
+		shutdown()
+		return err
+	}
+	v := svc.acquire()
+	fmt.Fprintf(out, "ready: version %s of %s after %v\n", v.Label, v.Archive, time.Since(started).Round(time.Millisecond))
+	v.release()
+
 	select {
 	case err := <-served:
+		shutdown()
 		return err
 	case <-ctx.Done():
 	}
-	shutdown, cancel := context.WithTimeout(context.Background(), cfg.Timeout+5*time.Second)
+	// Readiness off first, so that the load balancer stops sending (the
+	// requests it still sends are refused by the drain: 503).
+	svc.stopping.Store(true)
+	grace := cfg.Grace
+	if grace <= 0 {
+		grace = 25 * time.Second // -grace's default
+	}
+	drainCtx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	if err := server.Shutdown(shutdown); err != nil {
+	start := time.Now()
+	result, err := svc.pool.Load().Drain(drainCtx)
+	if err != nil {
 		return err
 	}
-	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	fmt.Fprintf(out, "drained in %v: %d calls finished, %d cancelled\n",
+		time.Since(start).Round(time.Millisecond), result.Finished, result.Cancelled)
+	err = shutdown()
+	fmt.Fprintf(out, "stopped: %d requests answered 200, %d failed, %d refused\n",
+		svc.answeredOK.Load(), svc.failed.Load(), svc.refused.Load())
+	return err
 }

@@ -20,15 +20,89 @@ import (
 	"manypy.dev/manypy"
 )
 
-// lineWriter hands the first line the service prints to a channel.
+// lineWriter hands each line the service prints to a channel.
 type lineWriter struct {
-	once  sync.Once
-	lines chan string
+	mu      sync.Mutex
+	partial string
+	lines   chan string
 }
 
+func newLineWriter() *lineWriter { return &lineWriter{lines: make(chan string, 100)} }
+
 func (w *lineWriter) Write(p []byte) (int, error) {
-	w.once.Do(func() { w.lines <- strings.TrimSpace(string(p)) })
-	return len(p), nil
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.partial += string(p)
+	for {
+		i := strings.IndexByte(w.partial, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		w.lines <- w.partial[:i]
+		w.partial = w.partial[i+1:]
+	}
+}
+
+// next is the next line printed with the given prefix, skipping others.
+func nextLine(t *testing.T, lines <-chan string, prefix string, done <-chan error) string {
+	t.Helper()
+	timeout := time.After(60 * time.Second)
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatalf("the service's output ended before %q", prefix)
+			}
+			if strings.HasPrefix(line, prefix) {
+				return line
+			}
+		case err := <-done:
+			t.Fatalf("the service ended before printing %q: %v", prefix, err)
+		case <-timeout:
+			t.Fatalf("the service did not print %q within 60 s", prefix)
+		}
+	}
+}
+
+// address is the http://ADDR of a "listening on" or "admin on" line.
+func address(line string) string {
+	for _, field := range strings.Fields(line) {
+		if strings.HasPrefix(field, "http://") {
+			return field
+		}
+	}
+	return ""
+}
+
+// inProcess runs the service (run) on loopback ports until the test ends
+// or stop is called, and returns its base URL and its admin URL ("" without
+// cfg.AdminAddr) once it is ready; stop returns what run returned.
+func inProcess(t *testing.T, cfg config) (base, admin string, stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := newLineWriter()
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, cfg, "127.0.0.1:0", out) }()
+	base = address(nextLine(t, out.lines, "listening on ", done))
+	if cfg.AdminAddr != "" {
+		admin = address(nextLine(t, out.lines, "admin on ", done))
+	}
+	nextLine(t, out.lines, "ready: ", done)
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case err = <-done:
+			case <-time.After(60 * time.Second):
+				err = fmt.Errorf("the service did not stop within 60 s")
+			}
+		})
+		return err
+	}
+	t.Cleanup(func() { stop() })
+	return base, admin, stop
 }
 
 func archives(t *testing.T) string {
@@ -59,17 +133,7 @@ func TestServiceOverHTTP(t *testing.T) {
 	dir := archives(t)
 	cfg := config{Archive: filepath.Join(dir, "python_heavy.pt"), ModelID: "python_heavy",
 		Interpreters: 2, Timeout: time.Second, SampleRate: 1.0}
-	ctx, stop := context.WithCancel(context.Background())
-	out := &lineWriter{lines: make(chan string, 1)}
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, cfg, "127.0.0.1:0", out) }()
-	var base string
-	select {
-	case line := <-out.lines:
-		base = strings.Fields(strings.TrimPrefix(line, "listening on "))[0]
-	case err := <-done:
-		t.Fatalf("the service did not start: %v", err)
-	}
+	base, _, stop := inProcess(t, cfg)
 	client := &http.Client{Timeout: 30 * time.Second}
 
 	input := readFloats(t, filepath.Join(dir, "python_heavy.input.bin"))
@@ -126,14 +190,8 @@ func TestServiceOverHTTP(t *testing.T) {
 
 	checkMetrics(t, client, base)
 
-	stop()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the service did not stop")
+	if err := stop(); err != nil {
+		t.Errorf("shutdown: %v", err)
 	}
 }
 
@@ -166,15 +224,22 @@ func checkPrediction(client *http.Client, base, id string, body []byte, wantLogi
 		} `json:"outputs"`
 		RequestID string `json:"request_id"`
 		Error     string `json:"error"`
+		Refused   bool   `json:"refused"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&answer); err != nil {
-		return err
+		return fmt.Errorf("%s: HTTP %d, a body that does not decode: %w", id, resp.StatusCode, err)
+	}
+	if resp.StatusCode == http.StatusServiceUnavailable && answer.Refused {
+		return &refusedError{id: id, message: answer.Error}
 	}
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("%s: HTTP %d: %s", id, resp.StatusCode, answer.Error)
 	}
 	if answer.RequestID != id || answer.Outputs.Steps != 5 {
 		return fmt.Errorf("%s: request id %q, steps %d", id, answer.RequestID, answer.Outputs.Steps)
+	}
+	if v, g := resp.Header.Get("X-Model-Version"), resp.Header.Get("X-Model-Generation"); v != "python_heavy.pt" || g != "1" {
+		return fmt.Errorf("%s: X-Model-Version %q, X-Model-Generation %q", id, v, g)
 	}
 	for _, c := range []struct {
 		name      string
@@ -191,6 +256,12 @@ func checkPrediction(client *http.Client, base, id string, body []byte, wantLogi
 	}
 	return nil
 }
+
+// refusedError is a request the service refused before any of it ran
+// (503, "refused": true).
+type refusedError struct{ id, message string }
+
+func (e *refusedError) Error() string { return e.id + ": refused: " + e.message }
 
 func checkMetrics(t *testing.T, client *http.Client, base string) {
 	resp, err := client.Get(base + "/metrics")
@@ -229,6 +300,33 @@ func checkMetrics(t *testing.T, client *http.Client, base string) {
 	if ok != 33 {
 		t.Errorf("predict_requests_total{code=\"200\"} = %v, want 33", ok)
 	}
+	// The pool's request metrics (manypyprom.ServingCollector): the model's
+	// calls by code, the one past its deadline included, and its durations.
+	calls := map[string]float64{}
+	for _, m := range families["manypy_requests_total"].GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		calls[labels["model"]+" "+labels["code"]] = m.GetCounter().GetValue()
+	}
+	if calls["python_heavy ok"] != 33 || calls["python_heavy deadline_exceeded"] != 1 {
+		t.Errorf("manypy_requests_total: %v, want 33 ok and 1 deadline_exceeded of python_heavy", calls)
+	}
+	for _, m := range families["manypy_request_duration_seconds"].GetMetric() {
+		if h := m.GetHistogram(); h.GetSampleCount() < 34 || h.GetSampleSum() <= 0 {
+			t.Errorf("manypy_request_duration_seconds: %v", h)
+		}
+	}
+	ready := 0.0
+	for _, m := range families["manypy_interpreters"].GetMetric() {
+		if state := m.GetLabel()[0].GetValue(); state == "ready" || state == "busy" {
+			ready += m.GetGauge().GetValue()
+		}
+	}
+	if ready < 1 || families["manypy_draining"].GetMetric()[0].GetGauge().GetValue() != 0 {
+		t.Errorf("manypy_interpreters %v, manypy_draining %v", families["manypy_interpreters"], families["manypy_draining"])
+	}
 }
 
 // What each kind of failed call answers.
@@ -242,6 +340,7 @@ func TestStatusOf(t *testing.T) {
 		{&manypy.Error{Code: manypy.CodePython}, http.StatusBadRequest},
 		{&manypy.Error{Code: manypy.CodeInterpreterBroken}, http.StatusServiceUnavailable},
 		{&manypy.Error{Code: manypy.CodeOverloaded}, http.StatusServiceUnavailable},
+		{&manypy.Error{Code: manypy.CodeDraining}, http.StatusServiceUnavailable},
 		{&manypy.Error{Code: manypy.CodeBadTensor}, http.StatusBadRequest},
 		{&manypy.Error{Code: manypy.CodeInternal}, http.StatusInternalServerError},
 	} {

@@ -41,6 +41,10 @@ type predictResponse struct {
 type errorBody struct {
 	Error     string `json:"error"`
 	RequestID string `json:"request_id,omitempty"`
+	// Refused: the request was refused before any of it ran (the service
+	// was starting or stopping, or its queue was full), so a client may
+	// send it to another replica.
+	Refused bool `json:"refused,omitempty"`
 }
 
 // maxBody bounds a request: bad input gets a 400, not the memory.
@@ -61,8 +65,8 @@ func decodeRequest(body io.Reader) (*predictRequest, error) {
 	if err := dec.Decode(req); err != nil {
 		return nil, fmt.Errorf("bad JSON: %w", err)
 	}
-	if len(req.Inputs) == 0 {
-		return nil, fmt.Errorf("no inputs")
+	if len(req.Inputs) == 0 && req.Method == "" {
+		return nil, fmt.Errorf("no inputs") // a method may take only kwargs
 	}
 	for i, in := range req.Inputs {
 		data := make([]float32, len(in.Data))
