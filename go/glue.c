@@ -223,7 +223,7 @@ static void interpreter_failed(void* user_data, int32_t interpreter, const manyp
 manypy_status* mpgo_pool_options_set_on_interpreter_failed(manypy_pool_options* options,
                                                            uintptr_t handle) {
   return manypy_pool_options_set_on_interpreter_failed(options, interpreter_failed,
-                                                       (void*)handle);
+                                                       (void*)handle, NULL);
 }
 
 const manypy_request_metrics* mpgo_request_metrics_at(const manypy_request_metrics* metrics,
