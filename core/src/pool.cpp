@@ -123,16 +123,7 @@ DrainResult Pool::drain(int64_t deadline_ns) {
 }
 
 std::string Pool::prometheus_text() const {
-  const PoolStats s = stats();
-  PoolGauges gauges;
-  gauges.in_flight = s.in_flight;
-  gauges.queued = s.queued;
-  gauges.starting = s.starting;
-  gauges.ready = s.ready;
-  gauges.busy = s.busy;
-  gauges.broken = s.broken;
-  gauges.draining = s.draining;
-  return pool_prometheus_text(dispatcher_.metrics().snapshot(), gauges, name_);
+  return pool_prometheus_text(dispatcher_.metrics().snapshot(), stats(), name_);
 }
 
 void Pool::check_interpreter(int index) const {

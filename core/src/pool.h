@@ -38,11 +38,10 @@ struct PoolOptions {
   std::string name;
 };
 
-// A pool's health (manypy_pool_stats).
-struct PoolStats {
-  size_t interpreters = 0, starting = 0, ready = 0, busy = 0, broken = 0;
-  size_t in_flight = 0, queued = 0;
-  bool draining = false;
+// A pool's health (manypy_pool_stats): the gauges its metrics expose, the
+// members in all, and the calls completed by code.
+struct PoolStats : PoolGauges {
+  size_t interpreters = 0;
   std::array<uint64_t, kCodeSlots> completed{};
 };
 

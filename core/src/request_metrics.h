@@ -76,7 +76,8 @@ class RequestMetrics {
   std::unordered_map<std::string, Series*> by_model_;
 };
 
-// What a pool's exposition says beside its request metrics.
+// What a pool's exposition says beside its request metrics (the gauges of
+// its stats, pool.h's PoolStats).
 struct PoolGauges {
   size_t in_flight = 0, queued = 0;
   size_t starting = 0, ready = 0, busy = 0, broken = 0;

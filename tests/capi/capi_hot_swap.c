@@ -32,22 +32,6 @@
 #define VERSION_BYTES (32LL * 1024 * 1024)
 #define ELEMENTS 4
 
-/* Private_Clean + Private_Dirty of this process, in bytes (as capi_weights). */
-static long long private_bytes(void) {
-  FILE* f = fopen("/proc/self/smaps_rollup", "r");
-  if (f == NULL) fail_msg("cannot open /proc/self/smaps_rollup");
-  char line[256];
-  long long clean = -1, dirty = -1;
-  while (fgets(line, sizeof line, f) != NULL) {
-    long long kb = 0;
-    if (sscanf(line, "Private_Clean: %lld kB", &kb) == 1) clean = kb;
-    if (sscanf(line, "Private_Dirty: %lld kB", &kb) == 1) dirty = kb;
-  }
-  fclose(f);
-  if (clean < 0 || dirty < 0) fail_msg("no Private_Clean/Private_Dirty in smaps_rollup");
-  return (clean + dirty) * 1024;
-}
-
 static double mib(long long bytes) { return (double)bytes / (1024.0 * 1024.0); }
 
 static void sleep_ms(long ms) {
@@ -192,12 +176,12 @@ static void test_hot_swap_under_load(void** state) {
   start_callers(&s, callers, threads);
   sleep_ms(1000);
   stop_callers(&s, threads);
-  const long long one = private_bytes();
+  const long long one = capi_private_bytes();
   /* A second version beside it is visible to the measure. */
   manypy_object* beside = load_version(pool, 2);
-  const long long two = private_bytes();
+  const long long two = capi_private_bytes();
   manypy_object_free(beside);
-  const long long back = private_bytes();
+  const long long back = capi_private_bytes();
   fprintf(stderr, "  private memory: one version %.1f MiB, two %.1f MiB (+%.1f), back %+.1f\n",
           mib(one), mib(two), mib(two - one), mib(back - one));
   assert_true(two - one >= VERSION_BYTES / 2);
@@ -244,7 +228,7 @@ static void test_hot_swap_under_load(void** state) {
     if (capi_now() - began > longest) longest = capi_now() - began;
   }
   stop_callers(&s, threads);
-  const long long end = private_bytes();
+  const long long end = capi_private_bytes();
   const long calls = atomic_load(&s.calls);
   fprintf(stderr,
           "  %.1f s: %d swaps (longest %.0f ms), %d refused, %ld calls, %ld failed, "

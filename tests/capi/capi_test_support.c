@@ -282,6 +282,21 @@ double capi_now(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+long long capi_private_bytes(void) {
+  FILE* f = fopen("/proc/self/smaps_rollup", "r");
+  if (f == NULL) fail_msg("cannot open /proc/self/smaps_rollup");
+  char line[256];
+  long long clean = -1, dirty = -1;
+  while (fgets(line, sizeof line, f) != NULL) {
+    long long kb = 0;
+    if (sscanf(line, "Private_Clean: %lld kB", &kb) == 1) clean = kb;
+    if (sscanf(line, "Private_Dirty: %lld kB", &kb) == 1) dirty = kb;
+  }
+  fclose(f);
+  if (clean < 0 || dirty < 0) fail_msg("no Private_Clean/Private_Dirty in smaps_rollup");
+  return (clean + dirty) * 1024;
+}
+
 void capi_check_invalid_argument(manypy_status* status, const char* expr, const char* function,
                                  const char* argument, const char* file, int line) {
   status = capi_expect_code(status, MANYPY_ERR_INVALID_ARGUMENT, expr, file, line);

@@ -105,6 +105,10 @@ int capi_eval_int64_nofail(manypy_pool* pool, int32_t interp, const char* expr, 
 /* Seconds since an arbitrary epoch (CLOCK_MONOTONIC). */
 double capi_now(void);
 
+/* This process's private memory, Private_Clean + Private_Dirty of
+ * /proc/self/smaps_rollup, in bytes; fails the test when it cannot read it. */
+long long capi_private_bytes(void);
+
 /* Checks a MANYPY_ERR_INVALID_ARGUMENT status whose message names the
  * function and the argument, and that carries no Python type or traceback;
  * then frees it. */

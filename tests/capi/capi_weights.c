@@ -25,22 +25,6 @@
 #define POOL_SIZE 4
 #define K 64 /* big_weights.py: forward(x) with x [batch, 64] */
 
-/* Private_Clean + Private_Dirty of this process, in bytes. */
-static long long private_bytes(void) {
-  FILE* f = fopen("/proc/self/smaps_rollup", "r");
-  if (f == NULL) fail_msg("cannot open /proc/self/smaps_rollup");
-  char line[256];
-  long long clean = -1, dirty = -1;
-  while (fgets(line, sizeof line, f) != NULL) {
-    long long kb = 0;
-    if (sscanf(line, "Private_Clean: %lld kB", &kb) == 1) clean = kb;
-    if (sscanf(line, "Private_Dirty: %lld kB", &kb) == 1) dirty = kb;
-  }
-  fclose(f);
-  if (clean < 0 || dirty < 0) fail_msg("no Private_Clean/Private_Dirty in smaps_rollup");
-  return (clean + dirty) * 1024;
-}
-
 static manypy_call_options* pinned(int32_t interp) {
   manypy_call_options* options = manypy_call_options_new();
   ASSERT_OK(manypy_call_options_set_interpreter(options, interp));
@@ -70,7 +54,7 @@ static void test_weights_are_shared(void** state) {
   manypy_package_free(small);
   fprintf(stderr, "  %d interpreters ready in %.1f s\n", POOL_SIZE, capi_now() - t0);
 
-  long long before = private_bytes();
+  long long before = capi_private_bytes();
   manypy_package* package = LOAD_PACKAGE(pool, "big_weights.pt");
   manypy_object* model = LOAD_MODEL(package);
   /* x: row 0 is e_0, row 1 is 2 e_5: out[0] = w[0, :64] + S,
@@ -91,7 +75,7 @@ static void test_weights_are_shared(void** state) {
     fprintf(stderr, "  big_weights on interpreter %d: %.2f s\n", (int)i, capi_now() - t);
     manypy_call_options_free(options);
   }
-  long long after = private_bytes();
+  long long after = capi_private_bytes();
 
   /* Each replica's weights are at one address: one storage. */
   int64_t data[POOL_SIZE];
@@ -110,7 +94,7 @@ static void test_weights_are_shared(void** state) {
   DLManagedTensor* w = NULL;
   ASSERT_OK(manypy_value_get_tensor(wv, &w));
   manypy_value_free(wv);
-  long long after_getattr = private_bytes();
+  long long after_getattr = capi_private_bytes();
   assert_int_equal(w->dl_tensor.ndim, 2);
   assert_int_equal(w->dl_tensor.shape[1], 1024);
   if (w->dl_tensor.strides != NULL) { /* C-contiguous, as read below */
