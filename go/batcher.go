@@ -82,11 +82,9 @@ func (o *Object) NewBatcher(method string, opts BatcherOptions) (*Batcher, error
 	}, method); err != nil {
 		return nil, err
 	}
-	life := o.life.hold()
 	b := &Batcher{}
 	b.h, b.cleanup = adopt(b, unsafe.Pointer(out), func(ptr unsafe.Pointer) {
 		C.manypy_batcher_free((*C.manypy_batcher)(ptr))
-		life.drop()
 	}, "batcher")
 	return b, nil
 }

@@ -4,7 +4,8 @@ package manypy
 // have created (HANDOFF threads, torch's threads inside interpreters), and
 // cgo runs them as Go. Each recovers any panic: a panic must never unwind
 // into C frames. user_data is always a cgo.Handle, deleted in free_user_data
-// (mpgoFreeHandle), never earlier.
+// (mpgoFreeHandle; mpgoFreeInterpreterFailed in serving.go), never
+// earlier.
 
 /*
 #include "glue.h"

@@ -220,10 +220,14 @@ static void interpreter_failed(void* user_data, int32_t interpreter, const manyp
   mpgoOnInterpreterFailed((uintptr_t)user_data, interpreter, (manypy_status*)why);
 }
 
+static void free_interpreter_failed(void* user_data) {
+  mpgoFreeInterpreterFailed((uintptr_t)user_data);
+}
+
 manypy_status* mpgo_pool_options_set_on_interpreter_failed(manypy_pool_options* options,
                                                            uintptr_t handle) {
   return manypy_pool_options_set_on_interpreter_failed(options, interpreter_failed,
-                                                       (void*)handle, NULL);
+                                                       (void*)handle, free_interpreter_failed);
 }
 
 const manypy_request_metrics* mpgo_request_metrics_at(const manypy_request_metrics* metrics,

@@ -80,8 +80,9 @@ manypy_status* mpgo_set_export_hook(uintptr_t handle);
 manypy_status* mpgo_archive_trust_set_verifier(manypy_archive_trust* trust, uintptr_t handle);
 
 /* The pool options' on_interpreter_failed callback with the Go trampoline
- * (mpgoOnInterpreterFailed); user_data is a cgo.Handle, which the Go side
- * deletes (the C API has no free_user_data for it). */
+ * (mpgoOnInterpreterFailed); user_data is a cgo.Handle, which the library
+ * owns from this call on and frees once (mpgoFreeInterpreterFailed deletes
+ * it, and counts it for the tests), at once if the call fails. */
 manypy_status* mpgo_pool_options_set_on_interpreter_failed(manypy_pool_options* options,
                                                            uintptr_t handle);
 

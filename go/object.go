@@ -17,14 +17,12 @@ import (
 type Object struct {
 	h       *handle
 	cleanup runtime.Cleanup // the backstop, stopped by Close
-	life    *poolLife       // the pool's, held until the object is freed
 }
 
-func newObject(obj *C.manypy_object, life *poolLife) *Object {
-	o := &Object{life: life.hold()}
+func newObject(obj *C.manypy_object) *Object {
+	o := &Object{}
 	o.h, o.cleanup = adopt(o, unsafe.Pointer(obj), func(ptr unsafe.Pointer) {
 		C.manypy_object_free((*C.manypy_object)(ptr))
-		life.drop()
 	}, "object")
 	return o
 }
@@ -45,7 +43,7 @@ func (o *Object) Share() (*Object, error) {
 	}); err != nil {
 		return nil, err
 	}
-	return newObject(out, o.life), nil
+	return newObject(out), nil
 }
 
 // Close frees the object and drops its replicas. Idempotent. Calls in

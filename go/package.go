@@ -15,14 +15,12 @@ import (
 type Package struct {
 	h       *handle
 	cleanup runtime.Cleanup // the backstop, stopped by Close
-	life    *poolLife       // the pool's, held until the package is freed
 }
 
-func newPackage(pkg *C.manypy_package, life *poolLife) *Package {
-	p := &Package{life: life.hold()}
+func newPackage(pkg *C.manypy_package) *Package {
+	p := &Package{}
 	p.h, p.cleanup = adopt(p, unsafe.Pointer(pkg), func(ptr unsafe.Pointer) {
 		C.manypy_package_free((*C.manypy_package)(ptr))
-		life.drop()
 	}, "package")
 	return p
 }
@@ -41,7 +39,7 @@ func (p *Package) LoadPickle(module, name string) (*Object, error) {
 	}, module, name); err != nil {
 		return nil, err
 	}
-	return newObject(obj, p.life), nil
+	return newObject(obj), nil
 }
 
 // ListFiles names every record of the archive, without running Python.

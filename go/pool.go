@@ -120,8 +120,9 @@ type PoolOptions struct {
 	// pool and an *Error saying why. It runs on a goroutine of its own, so
 	// it may call the pool (even Close it) and may block; a panic in it is
 	// recovered and reported (SetCallbackPanicHandler). It is held as long
-	// as the pool or anything loaded from it (packages, objects, batchers)
-	// is open.
+	// as the native pool may call it: until the pool and everything loaded
+	// from it (packages, objects, batchers) are closed and their last calls
+	// have completed.
 	OnInterpreterFailed func(index int, err error)
 }
 
@@ -130,7 +131,6 @@ type PoolOptions struct {
 type Pool struct {
 	h       *handle
 	cleanup runtime.Cleanup // the backstop, stopped by Close
-	life    *poolLife       // nil without OnInterpreterFailed
 	name    string
 }
 
@@ -188,8 +188,9 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 		return nil, err
 	}
 	defer C.manypy_pool_options_free(copts)
-	life, err := newPoolLife(copts, opts.OnInterpreterFailed)
-	if err != nil {
+	// The options own the callback from here on: freeing them (deferred
+	// above) lets go of it, and the pool created from them holds it.
+	if err := setOnInterpreterFailed(copts, opts.OnInterpreterFailed); err != nil {
 		return nil, err
 	}
 	var pool *C.manypy_pool
@@ -204,13 +205,11 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 		time.Sleep(time.Duration(min(1<<attempt, 200)) * time.Millisecond)
 	}
 	if err != nil {
-		life.drop() // no pool: nothing calls back any more
 		return nil, err
 	}
-	p := &Pool{life: life, name: opts.Name}
+	p := &Pool{name: opts.Name}
 	p.h, p.cleanup = adopt(p, unsafe.Pointer(pool), func(ptr unsafe.Pointer) {
 		C.manypy_pool_destroy((*C.manypy_pool)(ptr))
-		life.drop()
 	}, "pool")
 	reserveIdlePs(&opts, max(opts.Interpreters, opts.MaxInterpreters, 1))
 	return p, nil
@@ -287,7 +286,7 @@ func (o *PoolOptions) fill(copts *C.manypy_pool_options) error {
 }
 
 // fillServing sets the options of the serving lifecycle but
-// OnInterpreterFailed (newPoolLife).
+// OnInterpreterFailed (setOnInterpreterFailed).
 func (o *PoolOptions) fillServing(copts *C.manypy_pool_options) error {
 	if err := statusError(C.manypy_pool_options_set_serve_early(copts, boolInt(o.ServeEarly))); err != nil {
 		return err
@@ -491,7 +490,7 @@ func (p *Pool) loadPackage(load func(pool *C.manypy_pool, c cStrings, pkg **C.ma
 	}, strs...); err != nil {
 		return nil, err
 	}
-	return newPackage(pkg, p.life), nil
+	return newPackage(pkg), nil
 }
 
 // addEach passes each string, as a C string, to an options setter.

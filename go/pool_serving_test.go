@@ -619,3 +619,96 @@ func TestOnInterpreterFailed(t *testing.T) {
 	default:
 	}
 }
+
+// OnInterpreterFailed's cgo.Handle is the library's from the setter on:
+// deleted exactly once (by its free_user_data), when the pool and
+// everything holding it (a package, an object, a batcher) are all closed,
+// in any order, and not before. Deleting a cgo.Handle twice panics in
+// mpgoFreeInterpreterFailed, which reports it: none may be reported.
+func TestOnInterpreterFailedHandleFreedOnce(t *testing.T) {
+	panics := make(chan CallbackPanic, 8)
+	SetCallbackPanicHandler(func(p CallbackPanic) { panics <- p })
+	defer SetCallbackPanicHandler(nil)
+	base := interpreterFailedHandles.Load()
+	live := func(what string, want int64) {
+		t.Helper()
+		if n := interpreterFailedHandles.Load(); n != base+want {
+			t.Fatalf("%s: %d handles live, want %d", what, n-base, want)
+		}
+	}
+	for _, order := range [][]string{
+		{"pool", "package", "object", "batcher"},
+		{"batcher", "object", "package", "pool"},
+		{"package", "pool", "batcher", "object"},
+		{"object", "pool", "package", "batcher"},
+	} {
+		pool := must(NewPool(PoolOptions{OnInterpreterFailed: func(int, error) {}}))
+		live(fmt.Sprint(order, ": the pool created"), 1)
+		pkg := must(pool.LoadPackage(archive(t, "batching.pt")))
+		obj := must(pkg.LoadPickle("model", "model.pkl"))
+		batcher := must(obj.NewBatcher("", BatcherOptions{MaxWait: NoBatchWait}))
+		x := must(NewTensor([]float32{1, 2}, 1, 2))
+		if got := tensorFloats(t, must(batcher.Call(bg, x))); !slices.Equal(got, []float32{3, 5}) {
+			t.Fatalf("forward through the batcher: %v", got)
+		}
+		x.Close()
+		closers := map[string]func(){"pool": pool.Close, "package": pkg.Close,
+			"object": obj.Close, "batcher": batcher.Close}
+		for i, name := range order {
+			closers[name]()
+			closers[name]() // idempotent
+			if i < len(order)-1 {
+				live(fmt.Sprint(order, ": ", name, " closed"), 1)
+			}
+		}
+		// The C pool goes with the last of them, maybe a moment later.
+		eventually(t, fmt.Sprint(order, ": the handle deleted"), func() bool {
+			return interpreterFailedHandles.Load() <= base
+		})
+		live(fmt.Sprint(order, ": all closed"), 0)
+	}
+	runtime.GC() // any cleanup of what the rounds made runs and frees nothing more
+	time.Sleep(100 * time.Millisecond)
+	live("after a collection", 0)
+	select {
+	case p := <-panics:
+		t.Fatalf("reported panic: %s: %v", p.Callback, p.Value)
+	default:
+	}
+}
+
+// A NewPool that fails deletes the callback's handle too: refused by
+// manypy_pool_create (the options checked there), and refused by the
+// binding before the callback is set (no handle is left either way).
+func TestOnInterpreterFailedHandleFreedOnFailedPool(t *testing.T) {
+	panics := make(chan CallbackPanic, 8)
+	SetCallbackPanicHandler(func(p CallbackPanic) { panics <- p })
+	defer SetCallbackPanicHandler(nil)
+	base := interpreterFailedHandles.Load()
+	onFailed := func(index int, err error) { t.Errorf("told of interpreter %d: %v", index, err) }
+	for _, c := range []struct {
+		opts PoolOptions
+		in   string
+	}{
+		{PoolOptions{Interpreters: 2, MaxInterpreters: 1}, "most interpreters"},    // manypy_pool_create
+		{PoolOptions{MaxInterpreters: MaxInterpreters() + 1}, "most interpreters"}, // manypy_pool_create
+		{PoolOptions{Interpreters: MaxInterpreters() + 1}, ""},                     // manypy_pool_create
+		{PoolOptions{MaxInterpreters: -1}, "most interpreters must be >= 0"},       // the binding
+		{PoolOptions{GrowAfter: -time.Millisecond}, "wait_ns must be >= 1"},        // the options' setter
+	} {
+		c.opts.OnInterpreterFailed = onFailed
+		pool, err := NewPool(c.opts)
+		if pool != nil {
+			pool.Close()
+		}
+		expectCode(t, err, CodeOutOfRange, c.in)
+		if n := interpreterFailedHandles.Load(); n != base {
+			t.Errorf("%+v: %d handles live after NewPool failed, want 0", c.opts, n-base)
+		}
+	}
+	select {
+	case p := <-panics:
+		t.Fatalf("reported panic: %s: %v", p.Callback, p.Value)
+	default:
+	}
+}

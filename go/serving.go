@@ -18,56 +18,37 @@ import (
 	"unsafe"
 )
 
-// poolLife keeps PoolOptions.OnInterpreterFailed, whose cgo.Handle is the C
-// callback's user data, for as long as the C pool may call it. The C API
-// takes no free_user_data for that callback, and the C pool lives as long
-// as any handle made from it (its packages, objects and batchers), so the
-// Pool, Package, Object and Batcher of one pool each hold a count, dropped
-// when their C handle has been freed; the last drop deletes the handle.
-// A C pool may outlive its last handle for a moment (an asynchronous
-// request of a freed batcher): the trampoline ignores a deleted handle.
-// nil for a pool without the callback.
-type poolLife struct {
-	refs     atomic.Int64
-	onFailed cgo.Handle
-}
-
-// newPoolLife gives copts the callback, if there is one, and returns its
-// poolLife, held once for the pool.
-func newPoolLife(copts *C.manypy_pool_options, onFailed func(int, error)) (*poolLife, error) {
+// setOnInterpreterFailed gives copts the callback, if there is one. Its
+// cgo.Handle is the C callback's user data, owned by the library from the
+// setter on: mpgoFreeInterpreterFailed deletes it when the last of the
+// options and the pools created from them lets go of it (a C pool once its
+// last handle, package, object, batcher and call are gone, which may be
+// after the last Go handle is closed), or at once if the setter fails.
+func setOnInterpreterFailed(copts *C.manypy_pool_options, onFailed func(int, error)) error {
 	if onFailed == nil {
-		return nil, nil
+		return nil
 	}
-	l := &poolLife{onFailed: cgo.NewHandle(onFailed)}
-	l.refs.Store(1)
-	if err := statusError(C.mpgo_pool_options_set_on_interpreter_failed(copts, C.uintptr_t(l.onFailed))); err != nil {
-		l.onFailed.Delete()
-		return nil, err
-	}
-	return l, nil
+	h := cgo.NewHandle(onFailed)
+	interpreterFailedHandles.Add(1)
+	return statusError(C.mpgo_pool_options_set_on_interpreter_failed(copts, C.uintptr_t(h)))
 }
 
-func (l *poolLife) hold() *poolLife {
-	if l != nil {
-		l.refs.Add(1)
-	}
-	return l
-}
+// interpreterFailedHandles counts the OnInterpreterFailed handles not yet
+// deleted (for the tests).
+var interpreterFailedHandles atomic.Int64
 
-func (l *poolLife) drop() {
-	if l != nil && l.refs.Add(-1) == 0 {
-		l.onFailed.Delete()
-	}
+//export mpgoFreeInterpreterFailed
+func mpgoFreeInterpreterFailed(h C.uintptr_t) {
+	defer recoverCallback("free_user_data")
+	cgo.Handle(h).Delete() // panics, reported, if deleted before
+	interpreterFailedHandles.Add(-1)
 }
 
 //export mpgoOnInterpreterFailed
 func mpgoOnInterpreterFailed(h C.uintptr_t, index C.int32_t, why *C.manypy_status) {
 	defer recoverCallback("interpreter failed callback")
-	value, ok := liveHandleValue(cgo.Handle(h))
-	if !ok {
-		return // every handle of the pool is freed: nobody to tell
-	}
-	fn := value.(func(int, error))
+	// Live as long as C may call: deleted only by the free hook.
+	fn := cgo.Handle(h).Value().(func(int, error))
 	err := borrowedStatus(why) // copied now: the status is the caller's
 	// On a goroutine of its own, not on the library's thread: the callback
 	// may then call the pool, even free it (which joins that thread), and
@@ -76,17 +57,6 @@ func mpgoOnInterpreterFailed(h C.uintptr_t, index C.int32_t, why *C.manypy_statu
 		defer recoverCallback("interpreter failed callback")
 		fn(int(index), err)
 	}()
-}
-
-// liveHandleValue is h.Value(), or false if h was deleted (cgo.Handle
-// panics then; handles are never reused).
-func liveHandleValue(h cgo.Handle) (value any, ok bool) {
-	defer func() {
-		if recover() != nil {
-			value, ok = nil, false
-		}
-	}()
-	return h.Value(), true
 }
 
 // Name is PoolOptions.Name: the pool label of its metrics ("" for none).
