@@ -602,6 +602,9 @@ unsafe extern "C" {
         options: *mut manypy_pool_options,
         callback: manypy_interpreter_failed_fn,
         user_data: *mut ::std::os::raw::c_void,
+        free_user_data: ::std::option::Option<
+            unsafe extern "C" fn(arg1: *mut ::std::os::raw::c_void),
+        >,
     ) -> *mut manypy_status;
 }
 unsafe extern "C" {
