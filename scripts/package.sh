@@ -6,8 +6,8 @@
 #                 generator, cmake/packaging.cmake), checked by lintian
 #     maven/      a Maven repository holding org.manypy:manypy with its
 #                 natives, sources and javadoc (scripts/package/maven.sh)
-#     crates/     the manypy-sys and manypy .crate files, as a cargo source
-#                 (scripts/package/crates.sh)
+#     crates/     the manypy-sys, manypy and manypy-prometheus .crate
+#                 files, as a cargo source (scripts/package/crates.sh)
 #     goproxy/    manypy.dev/manypy in the Go module proxy's layout
 #                 (scripts/package/goproxy.sh)
 #   second leg (build-torch2/): the install prefix as a tarball (CPack TGZ).

@@ -3,16 +3,21 @@
 # "Installing"):
 #   scripts/package/crates.sh <build dir> <dist dir>
 # writes <dist dir>/crates/:
-#   manypy-sys-<v>.crate, manypy-<v>.crate   what `cargo publish` would upload
+#   manypy-sys-<v>.crate, manypy-<v>.crate,   what `cargo publish` would upload
+#   manypy-prometheus-<v>.crate
 #   vendor/<name>-<v>/                        the same crates as a Cargo
 #                                             directory source
 # A consumer replaces the crates registry with vendor/ (plus its third-party
 # crates) and resolves `manypy = "0.3"` by version, as from the registry
-# (tests/install/consumers/rust).
+# (tests/install/consumers/rust). A crate of a directory source is read
+# only when something depends on it: a consumer without manypy-prometheus
+# needs none of its dependencies (the prometheus crate and what it brings).
 #
 # `cargo package` builds each crate as unpacked, against the build tree's
 # libmanypy (its uninstalled pkg-config file), manypy against the packaged
-# manypy-sys through a temporary registry. It runs with --allow-dirty: this
+# manypy-sys and manypy-prometheus against both through a temporary
+# registry; the prometheus crate comes from the registry (or cargo's cache),
+# pinned by the workspace's Cargo.lock. It runs with --allow-dirty: this
 # is for testing a tree as it is (the crate's .cargo_vcs_info.json records
 # that it was dirty). Publishing is `cargo publish`, which refuses a dirty
 # tree.
@@ -41,29 +46,34 @@ fi
 # environment says.
 export PKG_CONFIG_PATH="$build/pkgconfig"
 unset MANYPY_LIB_DIR MANYPY_INCLUDE_DIR
-# The verify build of manypy takes the packaged manypy-sys from a temporary
-# local registry, and cargo takes a registry crate of a given version to be
-# the same forever: it extracts it under
-# $CARGO_HOME/registry/src/-<hash of the registry's path>/ only if that
-# directory is missing, and a target directory that compiled it once never
-# compiles it again. So a manypy-sys changed without a version bump (new
-# bindings between releases) would be built from an older tree's copy.
-# Hence: extractions whose sources differ from this tree's go, and the
-# verify builds have a target directory of their own (its third-party
-# crates stay compiled), from which every manypy crate's artifacts go.
+# The verify builds of manypy and manypy-prometheus take the packaged
+# manypy-sys (and manypy) from a temporary local registry, and cargo takes a
+# registry crate of a given version to be the same forever: it extracts it
+# under $CARGO_HOME/registry/src/-<hash of the registry's path>/ only if
+# that directory is missing, and a target directory that compiled it once
+# never compiles it again. So a manypy-sys or manypy changed without a
+# version bump (new bindings between releases) would be built from an older
+# tree's copy. Hence: extractions whose sources differ from this tree's go,
+# and the verify builds have a target directory of their own (its
+# third-party crates stay compiled), from which every manypy crate's
+# artifacts go.
 cargo_home="${CARGO_HOME:-$HOME/.cargo}"
-for extracted in "$cargo_home"/registry/src/-*/manypy-sys-*/; do
-  [[ -d "$extracted" ]] || continue
-  if ! diff -rq "$extracted/src" "$root/rust/manypy-sys/src" >/dev/null 2>&1 ||
-     ! cmp -s "$extracted/build.rs" "$root/rust/manypy-sys/build.rs"; then
-    rm -rf "$extracted"
-  fi
+for name in manypy-sys manypy; do
+  for extracted in "$cargo_home"/registry/src/-*/"$name"-[0-9]*/; do
+    [[ -d "$extracted" ]] || continue
+    if ! diff -rq "$extracted/src" "$root/rust/$name/src" >/dev/null 2>&1 ||
+       ! cmp -s "$extracted/build.rs" "$root/rust/$name/build.rs"; then
+      rm -rf "$extracted"
+    fi
+  done
 done
 export CARGO_TARGET_DIR="$build/cargo-package"
 if [[ -d "$CARGO_TARGET_DIR/debug" ]]; then
   find "$CARGO_TARGET_DIR/debug" -maxdepth 2 -name '*manypy*' -exec rm -rf {} +
 fi
-"$cargo" package --manifest-path "$manifest" --locked --allow-dirty -p manypy-sys -p manypy
+crates=(manypy-sys manypy manypy-prometheus)
+"$cargo" package --manifest-path "$manifest" --locked --allow-dirty \
+  -p manypy-sys -p manypy -p manypy-prometheus
 
 # Writes the .cargo-checksum.json that makes an unpacked crate a member of a
 # Cargo directory source, as `cargo vendor` writes it:
@@ -92,7 +102,7 @@ cargo_checksum() {
 out="$dist/crates"
 rm -rf "$out"
 mkdir -p "$out/vendor"
-for name in manypy-sys manypy; do
+for name in "${crates[@]}"; do
   # `cargo pkgid` ends in #<version> for a workspace member.
   version="$("$cargo" pkgid --manifest-path "$manifest" -p "$name")"
   version="${version##*[#@]}"

@@ -10,8 +10,8 @@ use crate::error::{Code, Error, Result};
 use crate::handle::Handle;
 use crate::package::Package;
 use crate::serving::{
-    interpreter_failed, take_request_metrics, DrainResult, FailedRegistration, InterpreterFailedCallback, PoolStats,
-    RequestMetrics,
+    failed_user_data, free_failed, interpreter_failed, take_request_metrics, DrainResult, InterpreterFailedCallback,
+    PoolStats, RequestMetrics,
 };
 use crate::trust::{ArchiveTrust, ArchiveTrustBuilder};
 use crate::value::{c_string, Value};
@@ -196,12 +196,16 @@ impl PoolBuilder {
     ///   `Fn + Send + Sync`: keep state in atomics or a `Mutex`). It may
     ///   call manypy.
     /// - A panic in it is caught and counted ([`crate::callback_panics`]).
-    /// - It lives as long as the Rust handles that hold the pool: the
-    ///   [`Pool`] clones, its packages and its objects. A failure reported
-    ///   after the last of them went (while only a batcher or an
-    ///   asynchronous call still holds the C pool) is not passed on. So it
-    ///   must not hold the pool, a package or an object of it itself: that
-    ///   would keep the pool alive for the rest of the process.
+    /// - The C pool owns it, and drops it exactly once when the pool is
+    ///   gone: after the last [`Pool`] clone, package, object, batcher and
+    ///   asynchronous call of it, which may be after the last Rust handle
+    ///   (a failure reported meanwhile, say of an interpreter the pool grew
+    ///   by for a batcher's calls, is still passed on). It is dropped on the thread that lets
+    ///   go last, possibly a manypy thread; a panic in a captured value's
+    ///   `Drop` is caught and counted too. A builder dropped without
+    ///   building, or whose `build` fails, drops it at once.
+    /// - So it must not hold the pool, a package or an object of it itself:
+    ///   the pool would hold itself, and stay for the rest of the process.
     ///
     /// Replaces an earlier callback.
     pub fn on_interpreter_failed(mut self, callback: impl Fn(usize, Error) + Send + Sync + 'static) -> Self {
@@ -251,22 +255,24 @@ impl PoolBuilder {
             if let Some(name) = &self.name {
                 Error::check(sys::manypy_pool_options_set_name(o, c_string(name)?.as_ptr()))?;
             }
-            // Registered before the pool exists: with serve_early, a
-            // background start may fail before manypy_pool_create returns.
-            // Removed again (with the Err) if the pool is not created.
-            let on_failed = self.on_interpreter_failed.map(FailedRegistration::new);
-            if let Some(registration) = &on_failed {
+            // Set before the pool exists: with serve_early, a background
+            // start may fail before manypy_pool_create returns. Owned by C
+            // from here on: freed (free_failed) exactly once, when the last
+            // pool or options holding it let go, at once if this fails, or
+            // with the options if the pool is not created. Set last, so
+            // that an earlier `?` leaves it to be dropped with `self`.
+            if let Some(callback) = self.on_interpreter_failed {
                 Error::check(sys::manypy_pool_options_set_on_interpreter_failed(
                     o,
                     Some(interpreter_failed),
-                    registration.user_data(),
-                    None,
+                    failed_user_data(callback),
+                    Some(free_failed),
                 ))?;
             }
             let mut pool = std::ptr::null_mut();
             Error::check(sys::manypy_pool_create(o, &mut pool))?;
             let raw = Handle::returned(pool, "pool")?;
-            Ok(Pool(Arc::new(PoolInner { raw, name: self.name, _on_failed: on_failed })))
+            Ok(Pool(Arc::new(PoolInner { raw, name: self.name })))
         }
     }
 }
@@ -290,10 +296,8 @@ impl PoolBuilder {
 pub struct Pool(Arc<PoolInner>);
 
 struct PoolInner {
-    raw: Handle<sys::manypy_pool>, // destroyed first
+    raw: Handle<sys::manypy_pool>,
     name: Option<String>,
-    // Removed from the registry once the C handle is freed.
-    _on_failed: Option<FailedRegistration>,
 }
 
 impl Pool {

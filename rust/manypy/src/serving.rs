@@ -1,11 +1,9 @@
 //! The serving lifecycle's values (manypy.h, since 0.3): a pool's health
 //! ([`PoolStats`]), its request metrics ([`RequestMetrics`]), what a drain
-//! did ([`DrainResult`]), and the registry behind
+//! did ([`DrainResult`]), and the trampolines behind
 //! [`PoolBuilder::on_interpreter_failed`](crate::PoolBuilder::on_interpreter_failed).
-use std::collections::HashMap;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use manypy_sys as sys;
 
@@ -216,68 +214,62 @@ pub(crate) unsafe fn take_request_metrics(
 /// The callback of [`PoolBuilder::on_interpreter_failed`](crate::PoolBuilder::on_interpreter_failed).
 pub type InterpreterFailedCallback = Arc<dyn Fn(usize, Error) + Send + Sync + 'static>;
 
-/// The callbacks of live pools, by a number of their own. C gets the number
-/// as its `user_data`, never a pointer: the C pool may outlive the Rust
-/// handles (asynchronous calls in flight hold it), and C has no function
-/// that says when it is gone. A callback that arrives for a number no
-/// longer here finds nothing, and nothing dangles.
-static REGISTRY: Mutex<Option<HashMap<usize, InterpreterFailedCallback>>> = Mutex::new(None);
-static NEXT_ID: AtomicUsize = AtomicUsize::new(1);
-
-/// A callback in the registry, removed when dropped (with the pool's last
-/// Rust handle, after the C handle is freed).
-pub(crate) struct FailedRegistration(usize);
-
-impl FailedRegistration {
-    pub(crate) fn new(callback: InterpreterFailedCallback) -> FailedRegistration {
-        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-        REGISTRY.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert_with(HashMap::new).insert(id, callback);
-        FailedRegistration(id)
-    }
-
-    /// What C is given as `user_data`.
-    pub(crate) fn user_data(&self) -> *mut c_void {
-        self.0 as *mut c_void
-    }
-}
-
-impl Drop for FailedRegistration {
-    fn drop(&mut self) {
-        // Taken out under the lock, dropped outside it: the closure's
-        // captures may run code of their own when they go.
-        let callback = REGISTRY.lock().unwrap_or_else(PoisonError::into_inner).as_mut().and_then(|m| m.remove(&self.0));
-        drop(callback);
-    }
+/// The `user_data` that C holds for a pool's callback: a `Box` of the
+/// callback (an `Arc<dyn Fn>` is a wide pointer, the `Box` a thin one), so
+/// the callback is owned by C. Pass it, with [`interpreter_failed`] and
+/// [`free_failed`], straight to `manypy_pool_options_set_on_interpreter_failed`,
+/// which frees it exactly once: when the last pool or options holding it let
+/// go (a pool lives until its last handle, package, object, batcher and
+/// call are gone, which may be after the last Rust handle), when it is
+/// replaced, or at once if the setter fails. Until then every report reaches
+/// the callback; after it no report comes.
+pub(crate) fn failed_user_data(callback: InterpreterFailedCallback) -> *mut c_void {
+    Box::into_raw(Box::new(callback)).cast()
 }
 
 /// The `manypy_interpreter_failed_fn` of every pool with a callback. Runs
 /// on a manypy thread; never unwinds.
+///
+/// # Safety
+/// `user_data` is from [`failed_user_data`] and not yet freed (C calls it
+/// only while it holds the callback); `why` is a status or null.
 pub(crate) unsafe extern "C" fn interpreter_failed(
     user_data: *mut c_void,
     interpreter: i32,
     why: *const sys::manypy_status,
 ) {
     guard(|| {
-        let id = user_data as usize;
-        let callback = REGISTRY.lock().unwrap_or_else(PoisonError::into_inner).as_ref().and_then(|m| m.get(&id).cloned());
-        if let Some(callback) = callback {
-            let error = if why.is_null() {
-                Error::new(Code::Internal, "an interpreter failed to start, without a status")
-            } else {
-                Error::borrowed(why)
-            };
-            callback(usize::try_from(interpreter).unwrap_or(usize::MAX), error);
-        }
+        let callback = &*(user_data as *const InterpreterFailedCallback);
+        let error = if why.is_null() {
+            Error::new(Code::Internal, "an interpreter failed to start, without a status")
+        } else {
+            Error::borrowed(why)
+        };
+        callback(usize::try_from(interpreter).unwrap_or(usize::MAX), error);
     });
+}
+
+/// The `free_user_data` of [`failed_user_data`]'s pointer: drops the
+/// callback (and what it captured), on whichever thread C lets go of it (the
+/// one dropping the pool's last handle, or a manypy thread finishing the
+/// pool's last asynchronous call). A panic in a captured value's `Drop` is
+/// caught and counted ([`crate::callback_panics`]).
+///
+/// # Safety
+/// `user_data` is from [`failed_user_data`], freed by nothing else.
+pub(crate) unsafe extern "C" fn free_failed(user_data: *mut c_void) {
+    guard(|| drop(Box::from_raw(user_data as *mut InterpreterFailedCallback)));
 }
 
 #[cfg(test)]
 mod tests {
-    //! The interpreter-failed trampoline, called as C calls it (a real
+    //! The interpreter-failed trampolines, called as C calls them (a real
     //! background start that fails cannot be caused on purpose from a
-    //! test: tests/lifecycle.rs checks a healthy pool reports nothing).
+    //! test: tests/lifecycle.rs checks a healthy pool reports nothing, and
+    //! that the pool frees the callback).
     use super::*;
-    use std::sync::atomic::AtomicU64;
+    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+    use std::sync::Mutex;
 
     fn status(code: u32, message: &str) -> *mut sys::manypy_status {
         let message = std::ffi::CString::new(message).unwrap();
@@ -286,26 +278,46 @@ mod tests {
         s
     }
 
+    /// Counts its drops: captured by a callback, it says when (and how
+    /// often) the callback was dropped.
+    struct DropCounter(Arc<AtomicUsize>);
+    impl Drop for DropCounter {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn counted_callback() -> (InterpreterFailedCallback, Arc<AtomicUsize>) {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let counter = DropCounter(drops.clone());
+        let callback: InterpreterFailedCallback = Arc::new(move |_, _| {
+            let _held = &counter;
+        });
+        (callback, drops)
+    }
+
     #[test]
-    fn failures_reach_the_callback_until_its_registration_goes() {
+    fn failures_reach_the_callback_until_it_is_freed() {
         crate::check_library_version().unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let sink = seen.clone();
-        let registration = FailedRegistration::new(Arc::new(move |i, e: Error| {
+        let user_data = failed_user_data(Arc::new(move |i, e: Error| {
             sink.lock().unwrap().push((i, e.code(), e.message().to_owned()));
         }));
         let why = status(sys::MANYPY_ERR_STATIC_TLS, "interpreter 2: out of static TLS");
-        unsafe { interpreter_failed(registration.user_data(), 2, why) };
-        let user_data = registration.user_data();
-        drop(registration);
-        // After the pool's last Rust handle went: nothing to tell, nothing dangles.
-        unsafe { interpreter_failed(user_data, 3, why) };
+        unsafe { interpreter_failed(user_data, 2, why) };
+        unsafe { interpreter_failed(user_data, 3, std::ptr::null()) };
         unsafe { sys::manypy_status_free(why) };
+        assert_eq!(Arc::strong_count(&seen), 2, "held by the callback until freed");
+        unsafe { free_failed(user_data) };
         assert_eq!(
             *seen.lock().unwrap(),
-            vec![(2, Code::StaticTls, "interpreter 2: out of static TLS".to_owned())]
+            vec![
+                (2, Code::StaticTls, "interpreter 2: out of static TLS".to_owned()),
+                (3, Code::Internal, "an interpreter failed to start, without a status".to_owned()),
+            ]
         );
-        // The closure went with the registration.
+        // The closure went with the free.
         assert_eq!(Arc::strong_count(&seen), 1);
     }
 
@@ -314,16 +326,88 @@ mod tests {
         crate::check_library_version().unwrap();
         let calls = Arc::new(AtomicU64::new(0));
         let counted = calls.clone();
-        let registration = FailedRegistration::new(Arc::new(move |_, _| {
+        let user_data = failed_user_data(Arc::new(move |_, _| {
             counted.fetch_add(1, Ordering::SeqCst);
             panic!("a callback that panics");
         }));
         let before = crate::callback_panics();
         let why = status(sys::MANYPY_ERR_LOADER, "no");
-        unsafe { interpreter_failed(registration.user_data(), 0, why) };
-        unsafe { interpreter_failed(registration.user_data(), 0, std::ptr::null()) };
+        unsafe { interpreter_failed(user_data, 0, why) };
+        unsafe { interpreter_failed(user_data, 0, std::ptr::null()) };
         unsafe { sys::manypy_status_free(why) };
         assert_eq!(calls.load(Ordering::SeqCst), 2);
         assert!(crate::callback_panics() >= before + 2);
+        unsafe { free_failed(user_data) };
+        assert_eq!(Arc::strong_count(&calls), 1);
+    }
+
+    #[test]
+    fn a_panic_in_the_callbacks_drop_is_caught_and_counted() {
+        crate::check_library_version().unwrap();
+        struct PanicsOnDrop(Arc<AtomicUsize>);
+        impl Drop for PanicsOnDrop {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+                panic!("a capture whose drop panics");
+            }
+        }
+        let drops = Arc::new(AtomicUsize::new(0));
+        let capture = PanicsOnDrop(drops.clone());
+        // A second capture, dropped even though the first one panicked.
+        let other = drops.clone();
+        let user_data = failed_user_data(Arc::new(move |_, _| {
+            let _held = (&capture, &other);
+        }));
+        let before = crate::callback_panics();
+        unsafe { free_failed(user_data) };
+        assert_eq!(drops.load(Ordering::SeqCst), 1, "dropped once");
+        assert!(crate::callback_panics() > before);
+        assert_eq!(Arc::strong_count(&drops), 1, "every capture dropped");
+    }
+
+    /// The C library's side of the contract, with these trampolines: the
+    /// callback is freed exactly once by the setter's failure, by a
+    /// replacement, by a removal, or by the options' free.
+    #[test]
+    fn the_c_library_frees_the_callback_once() {
+        crate::check_library_version().unwrap();
+        let set = |o: *mut sys::manypy_pool_options, callback: InterpreterFailedCallback| unsafe {
+            sys::manypy_pool_options_set_on_interpreter_failed(
+                o,
+                Some(interpreter_failed),
+                failed_user_data(callback),
+                Some(free_failed),
+            )
+        };
+        // NULL options: refused, and freed at once.
+        let (callback, drops) = counted_callback();
+        let s = set(std::ptr::null_mut(), callback);
+        let e = unsafe { Error::check(s) }.unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument, "{e}");
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+
+        let o = unsafe { sys::manypy_pool_options_new() };
+        assert!(!o.is_null());
+        let (first, first_drops) = counted_callback();
+        unsafe { Error::check(set(o, first)) }.unwrap();
+        assert_eq!(first_drops.load(Ordering::SeqCst), 0, "held by the options");
+        let (second, second_drops) = counted_callback();
+        unsafe { Error::check(set(o, second)) }.unwrap();
+        assert_eq!(first_drops.load(Ordering::SeqCst), 1, "freed when replaced");
+        assert_eq!(second_drops.load(Ordering::SeqCst), 0);
+        // A NULL callback removes the callback, and frees what it was given.
+        let (ignored, ignored_drops) = counted_callback();
+        let s = unsafe {
+            sys::manypy_pool_options_set_on_interpreter_failed(o, None, failed_user_data(ignored), Some(free_failed))
+        };
+        unsafe { Error::check(s) }.unwrap();
+        assert_eq!(ignored_drops.load(Ordering::SeqCst), 1);
+        assert_eq!(second_drops.load(Ordering::SeqCst), 1, "removed");
+        let (third, third_drops) = counted_callback();
+        unsafe { Error::check(set(o, third)) }.unwrap();
+        unsafe { sys::manypy_pool_options_free(o) };
+        assert_eq!(third_drops.load(Ordering::SeqCst), 1, "freed with the options");
+        assert_eq!(first_drops.load(Ordering::SeqCst), 1);
+        assert_eq!(second_drops.load(Ordering::SeqCst), 1);
     }
 }

@@ -384,3 +384,126 @@ fn drains_of_two_clones_at_once_both_wait_and_count() {
     }
     call.join().unwrap().unwrap();
 }
+
+/// Counts its drops: captured by an interpreter-failed callback, it says
+/// when the callback was dropped, and that it was dropped once.
+struct DropCounter(Arc<AtomicUsize>);
+
+impl Drop for DropCounter {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// A callback owning a `DropCounter`, and the count of its drops.
+fn counted_callback() -> (impl Fn(usize, manypy::Error) + Send + Sync + 'static, Arc<AtomicUsize>) {
+    let drops = Arc::new(AtomicUsize::new(0));
+    let counter = DropCounter(drops.clone());
+    (
+        move |_, _| {
+            let _held = &counter;
+        },
+        drops,
+    )
+}
+
+#[test]
+fn the_interpreter_failed_callback_is_dropped_once_when_the_pool_is_gone() {
+    let _serial = serial();
+    // The pool owns the callback until its last holder goes, Rust handle
+    // or not: here a batcher, after every Pool, package and object.
+    let (callback, drops) = counted_callback();
+    let witness = Arc::new(());
+    let captured = witness.clone();
+    let pool = Pool::builder()
+        .interpreters(1)
+        .on_interpreter_failed(move |i, e| {
+            let _held = &captured;
+            callback(i, e)
+        })
+        .build()
+        .unwrap();
+    assert_eq!(Arc::strong_count(&witness), 2, "held by the pool");
+    let model = load(&pool, "batching.pt");
+    let batcher = manypy::Batcher::builder().build(&model, None).unwrap();
+    let clone = pool.clone();
+    drop(pool);
+    drop(clone);
+    drop(model); // and its package
+    assert_eq!(drops.load(Ordering::SeqCst), 0, "the batcher holds the pool");
+    let out = batcher.call(&[Value::from(common::row(1.0, 4))]).unwrap();
+    common::expect_forward(&out, 1.0);
+    drop(batcher);
+    // The batch's call may let go of the pool a moment after its requests
+    // were answered, on the manypy thread that completed it: then that
+    // thread is the last holder.
+    wait_until("the callback dropped", || drops.load(Ordering::SeqCst) == 1);
+    thread::sleep(Duration::from_millis(50));
+    assert_eq!(drops.load(Ordering::SeqCst), 1, "dropped once, with the pool's last holder");
+    assert_eq!(Arc::strong_count(&witness), 1);
+
+    // An asynchronous call holds the pool too: the callback goes after it
+    // completes, on the manypy thread that completes it.
+    let (callback, drops) = counted_callback();
+    let pool = Pool::builder().interpreters(1).on_interpreter_failed(callback).build().unwrap();
+    let stuck = load(&pool, "stuck.pt");
+    let token = manypy::CancelToken::new().unwrap();
+    let options = CallOptions::builder().cancel_token(&token).build().unwrap();
+    let spin = stuck.call_with_async(Some("spin"), &(), &(), Some(&options)).unwrap();
+    wait_until("spin to run", || pool.in_flight() == 1);
+    drop(pool);
+    drop(stuck);
+    thread::sleep(Duration::from_millis(50));
+    assert_eq!(drops.load(Ordering::SeqCst), 0, "the call holds the pool");
+    token.cancel();
+    let e = futures::executor::block_on(spin).unwrap_err();
+    assert_eq!(e.code(), Code::Cancelled, "{e}");
+    wait_until("the callback dropped", || drops.load(Ordering::SeqCst) == 1);
+    thread::sleep(Duration::from_millis(50));
+    assert_eq!(drops.load(Ordering::SeqCst), 1, "dropped once");
+
+    // The same callback in a pool and its clones is dropped once too.
+    let (callback, drops) = counted_callback();
+    let pool = Pool::builder().interpreters(1).serve_early(true).on_interpreter_failed(callback).build().unwrap();
+    let clones: Vec<Pool> = (0..3).map(|_| pool.clone()).collect();
+    drop(pool);
+    assert_eq!(drops.load(Ordering::SeqCst), 0);
+    drop(clones);
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn the_interpreter_failed_callback_is_dropped_when_no_pool_is_made() {
+    let _serial = serial();
+    // A builder dropped without building.
+    let (callback, drops) = counted_callback();
+    let builder = Pool::builder().interpreters(1).on_interpreter_failed(callback);
+    drop(builder);
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+
+    // Replaced by a later callback: dropped at once, the later one with the pool.
+    let (first, first_drops) = counted_callback();
+    let (second, second_drops) = counted_callback();
+    let pool = Pool::builder().interpreters(1).on_interpreter_failed(first).on_interpreter_failed(second);
+    assert_eq!(first_drops.load(Ordering::SeqCst), 1);
+    let pool = pool.build().unwrap();
+    assert_eq!(second_drops.load(Ordering::SeqCst), 0);
+    drop(pool);
+    assert_eq!(second_drops.load(Ordering::SeqCst), 1);
+
+    // A build that fails in manypy_pool_create, after C took the callback.
+    let (callback, drops) = counted_callback();
+    let e = Pool::builder().interpreters(2).max_interpreters(1).on_interpreter_failed(callback).build().unwrap_err();
+    assert_eq!(e.code(), Code::OutOfRange, "{e}");
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+
+    // A build that fails before C took it.
+    let (callback, drops) = counted_callback();
+    let e = Pool::builder().name("a\0b").on_interpreter_failed(callback).build().unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument, "{e}");
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+    let (callback, drops) = counted_callback();
+    let e = Pool::builder().grow_after(Duration::ZERO).on_interpreter_failed(callback).build().unwrap_err();
+    assert_eq!(e.code(), Code::OutOfRange, "{e}");
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+}

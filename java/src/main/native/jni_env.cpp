@@ -84,7 +84,8 @@ extern "C" JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM* vm, void*) {
   g_dispatch.call_done = env->GetStaticMethodID(type, "callDone", "(Ljava/lang/Object;JJ)V");
   g_dispatch.call_lost =
       env->GetStaticMethodID(type, "callLost", "(Ljava/lang/Object;Ljava/lang/Throwable;)V");
-  g_dispatch.interpreter_failed = env->GetStaticMethodID(type, "interpreterFailed", "(JIJ)V");
+  g_dispatch.interpreter_failed =
+      env->GetStaticMethodID(type, "interpreterFailed", "(Ljava/lang/Object;IJ)V");
   if (!g_dispatch.op_event || !g_dispatch.api_usage || !g_dispatch.export_hook ||
       !g_dispatch.verify_archive || !g_dispatch.call_done || !g_dispatch.call_lost ||
       !g_dispatch.interpreter_failed) {

@@ -24,7 +24,7 @@ struct Dispatch {
   jmethodID verify_archive; /* (Object, byte[], byte[])Z */
   jmethodID call_done;      /* (Object, long, long)V: an asynchronous call's outcome */
   jmethodID call_lost;      /* (Object, Throwable)V: what escaped call_done */
-  jmethodID interpreter_failed; /* (long, int, long)V: a background start failed */
+  jmethodID interpreter_failed; /* (Object, int, long)V: a background start failed */
 };
 const Dispatch& dispatch();
 

@@ -141,16 +141,21 @@ jlongArray manypy_jni_profile_entry_numbers(JNIEnv* jenv, const manypy_profile_e
 manypy_status* manypy_jni_pool_get_stats(JNIEnv* jenv, const manypy_pool* pool, jlongArray out);
 
 /* manypy_pool_options_set_on_interpreter_failed with a trampoline that calls
- * CallbackDispatch.interpreterFailed(id, interpreter, status) on the manypy
- * thread that reports the failure (attached as a daemon, as for every
- * callback), the status borrowed for the call. `id` is a number, not a
- * pointer: it names the Java callback in CallbackDispatch's registry, so
- * nothing native is held. The C API gives no hook for when a pool's last
- * holder (its handle, packages, objects, calls) is gone, so a reference
- * held here could never be released; a late report whose id the Java side
- * dropped finds nothing and is ignored. 0 removes the callback. */
-manypy_status* manypy_jni_pool_options_set_on_interpreter_failed(manypy_pool_options* options,
-                                                                 int64_t id);
+ * CallbackDispatch.interpreterFailed(callback, interpreter, status) on the
+ * manypy thread that reports the failure (attached as a daemon, as for
+ * every callback), the status borrowed for the call. `callback` (an
+ * org.manypy.InterpreterFailedCallback) is held by a JNI global reference
+ * that manypy releases exactly once (its free_user_data): when the last
+ * pool or options holding it let go (a pool once its last handle, package,
+ * object, batcher and call are gone), when it is replaced, or at once if
+ * the setter fails. Every report until then reaches it. null removes the
+ * callback. */
+manypy_status* manypy_jni_pool_options_set_on_interpreter_failed(JNIEnv* jenv,
+                                                                 manypy_pool_options* options,
+                                                                 jobject callback);
+/* How many interpreter-failed callbacks the glue holds (global references
+ * manypy has not released yet). For the tests. */
+int64_t manypy_jni_interpreter_failed_callbacks_held(void);
 
 /* Entry `index` (< the count) of a manypy_pool_request_metrics array,
  * stepped by the library's struct_size: its model (UTF-8 bytes); its counts

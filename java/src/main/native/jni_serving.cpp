@@ -1,6 +1,8 @@
 // The serving lifecycle (manypy.h, since 0.3): a pool's stats and request
 // metrics as Java arrays, and the callback told of interpreters that fail to
-// start in the background.
+// start in the background, held by a JNI global reference until manypy
+// releases it.
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 
@@ -21,11 +23,13 @@ manypy_status* invalid_argument(const char* message) {
 }
 
 // Runs on a manypy thread: a new interpreter's home thread, the thread that
-// starts a serve-early pool's interpreters, or a growth thread. `id` names
-// the Java callback; `why` is borrowed for the call. Nothing of Java's
-// escapes: CallbackDispatch catches every Throwable, and the backstop below
-// clears what an Error raised before its try block would leave pending.
-void interpreter_failed(void* id, int32_t interpreter, const manypy_status* why) {
+// starts a serve-early pool's interpreters, or a growth thread. `callback`
+// is the global reference the setter made (alive for as long as manypy
+// calls this: manypy releases it only once the pool and options holding it
+// are gone); `why` is borrowed for the call. Nothing of Java's escapes:
+// CallbackDispatch catches every Throwable, and the backstop below clears
+// what an Error raised before its try block would leave pending.
+void interpreter_failed(void* callback, int32_t interpreter, const manypy_status* why) {
   JNIEnv* env = callback_env();
   if (!env) return;  // the JVM is shutting down
   if (env->PushLocalFrame(kLocalFrame) != JNI_OK) {
@@ -33,11 +37,24 @@ void interpreter_failed(void* id, int32_t interpreter, const manypy_status* why)
     return;
   }
   env->CallStaticVoidMethod(dispatch().type, dispatch().interpreter_failed,
-                            static_cast<jlong>(reinterpret_cast<intptr_t>(id)),
-                            static_cast<jint>(interpreter),
+                            static_cast<jobject>(callback), static_cast<jint>(interpreter),
                             static_cast<jlong>(reinterpret_cast<intptr_t>(why)));
   clear_pending_exception(env);
   env->PopLocalFrame(nullptr);
+}
+
+// Interpreter-failed callbacks held: one per global reference the setter
+// made, until manypy releases it.
+std::atomic<int64_t> g_failed_callbacks_held{0};
+
+// The free_user_data of the setter: on whatever thread lets go of the pool
+// last (a Java thread closing its last handle, the Cleaner's, a manypy
+// thread completing its last asynchronous call), attached as a daemon if
+// the JVM does not know it. During the JVM's shutdown the reference is left
+// to the JVM (delete_global_ref skips it); it is counted as released.
+void release_failed_callback(void* ref) {
+  manypy_jni::delete_global_ref(ref);
+  g_failed_callbacks_held.fetch_sub(1);
 }
 
 // Copies `count` uint64_t counts into `array` from `at` on, and returns the
@@ -72,13 +89,24 @@ manypy_status* manypy_jni_pool_get_stats(JNIEnv* jenv, const manypy_pool* pool, 
   return nullptr;
 }
 
-manypy_status* manypy_jni_pool_options_set_on_interpreter_failed(manypy_pool_options* options,
-                                                                 int64_t id) {
-  if (id == 0) {
+manypy_status* manypy_jni_pool_options_set_on_interpreter_failed(JNIEnv* jenv,
+                                                                 manypy_pool_options* options,
+                                                                 jobject callback) {
+  if (!callback) {
     return manypy_pool_options_set_on_interpreter_failed(options, nullptr, nullptr, nullptr);
   }
-  return manypy_pool_options_set_on_interpreter_failed(
-      options, interpreter_failed, reinterpret_cast<void*>(static_cast<intptr_t>(id)), nullptr);
+  jobject ref = nullptr;
+  if (manypy_status* status = manypy_jni::new_global_ref(jenv, callback, &ref)) return status;
+  g_failed_callbacks_held.fetch_add(1);
+  // manypy releases the reference exactly once: when the last pool or
+  // options holding the callback let go, when it is replaced, or at once if
+  // this fails.
+  return manypy_pool_options_set_on_interpreter_failed(options, interpreter_failed, ref,
+                                                       release_failed_callback);
+}
+
+int64_t manypy_jni_interpreter_failed_callbacks_held(void) {
+  return g_failed_callbacks_held.load();
 }
 
 jbyteArray manypy_jni_request_metrics_model(JNIEnv* jenv, const manypy_request_metrics* metrics,

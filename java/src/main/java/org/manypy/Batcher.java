@@ -41,19 +41,16 @@ import org.manypy.internal.ManypyNative;
  * completes as usual.
  */
 public final class Batcher extends NativeResource {
-  private Batcher(long handle, Object keepAlive) {
-    super(handle, ManypyNative::manypy_batcher_free, "Batcher", keepAlive);
+  private Batcher(long handle) {
+    super(handle, ManypyNative::manypy_batcher_free, "Batcher");
   }
 
-  /**
-   * A batcher over the object `object` (held by the caller for this call); `keepAlive` is the
-   * object's (NativeResource), held until the batcher's handle is freed.
-   */
-  static Batcher create(long object, String method, BatcherOptions options, Object keepAlive) {
+  /** A batcher over the object `object` (held by the caller for this call). */
+  static Batcher create(long object, String method, BatcherOptions options) {
     long nativeOptions = BatcherOptions.toNative(options);
     try {
       return new Batcher(Values.out(
-          out -> ManypyNative.manypy_batcher_new(object, method, nativeOptions, out)), keepAlive);
+          out -> ManypyNative.manypy_batcher_new(object, method, nativeOptions, out)));
     } finally {
       ManypyNative.manypy_batcher_options_free(nativeOptions);
     }

@@ -79,15 +79,15 @@ final class CallbackDispatch {
 
   /**
    * An interpreter of a pool failed to start in the background (jni_serving.cpp), on a manypy
-   * thread: `id` names the pool's callback, `status` (borrowed) says why. Handles the callback
+   * thread: `callback` is the pool's InterpreterFailedCallback (the glue holds it by a global
+   * reference until manypy releases it), `status` (borrowed) says why. Handles the callback
    * frees are freed on another thread (NativeResource): this thread is the pool's.
    */
-  static void interpreterFailed(long id, int interpreter, long status) {
+  static void interpreterFailed(Object callback, int interpreter, long status) {
     IN_POOL_CALLBACKS.incrementAndGet();
     IN_POOL_CALLBACK.set(Boolean.TRUE);
     try {
-      InterpreterFailedCallback callback = InterpreterFailures.lookup(id);
-      if (callback != null) callback.onInterpreterFailed(interpreter, Status.read(status));
+      ((InterpreterFailedCallback) callback).onInterpreterFailed(interpreter, Status.read(status));
     } catch (Throwable error) {
       Manypy.reportCallbackError(error);
     } finally {

@@ -24,7 +24,9 @@ import java.util.function.LongUnaryOperator;
  * interpreter-failed callback ({@link PoolOptions#onInterpreterFailed}) is
  * freed on another thread instead: that thread belongs to the pool, and the
  * last handle of a pool destroys it, which waits for the pool's own threads
- * (the C API forbids manypy_pool_destroy there).
+ * (the C API forbids manypy_pool_destroy there). The callback may close the
+ * pool, or a package or object that is the pool's last holder, so this
+ * stays needed whoever owns the callback.
  */
 abstract class NativeResource implements AutoCloseable {
   private static final Cleaner CLEANER =
@@ -40,27 +42,8 @@ abstract class NativeResource implements AutoCloseable {
 
   /** Takes ownership of `address`, freed by `free` (which must not refer to this object). */
   NativeResource(long address, LongConsumer free, String kind) {
-    this(address, free, kind, null);
-  }
-
-  /**
-   * As above, and keeps `keepAlive` reachable until the handle is freed (not
-   * merely closed: calls in flight still hold it). A pool's descendants keep
-   * the pool's callback registration so (Pool, InterpreterFailures).
-   */
-  NativeResource(long address, LongConsumer free, String kind, Object keepAlive) {
-    this.handle = new Handle(address, free, kind, keepAlive);
+    this.handle = new Handle(address, free, kind);
     this.cleanable = CLEANER.register(this, handle);
-  }
-
-  /** The Cleaner of native resources, for the binding's other native state. */
-  static Cleaner cleaner() {
-    return CLEANER;
-  }
-
-  /** What the constructor was given to keep alive; null once the handle is freed. */
-  final Object keepAlive() {
-    return handle.keepAlive;
   }
 
   /** The handle, held until {@link #release()}; throws IllegalStateException once closed. */
@@ -122,13 +105,11 @@ abstract class NativeResource implements AutoCloseable {
     // freed when it drops to 0.
     private final AtomicInteger holders = new AtomicInteger(1);
     private volatile boolean closed;
-    private volatile Object keepAlive;
 
-    Handle(long address, LongConsumer free, String kind, Object keepAlive) {
+    Handle(long address, LongConsumer free, String kind) {
       this.address = address;
       this.free = free;
       this.kind = kind;
-      this.keepAlive = keepAlive;
     }
 
     long acquire() {
@@ -142,17 +123,9 @@ abstract class NativeResource implements AutoCloseable {
     void release() {
       if (holders.decrementAndGet() != 0) return;
       if (CallbackDispatch.inPoolCallback()) {
-        Deferred.FREES.execute(this::free);
+        Deferred.FREES.execute(() -> free.accept(address));
       } else {
-        free();
-      }
-    }
-
-    private void free() {
-      try {
         free.accept(address);
-      } finally {
-        keepAlive = null;
       }
     }
 

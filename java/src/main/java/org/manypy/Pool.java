@@ -1,6 +1,5 @@
 package org.manypy;
 
-import java.lang.ref.Reference;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -33,12 +32,8 @@ public final class Pool extends NativeResource {
 
   private final String name;
 
-  /**
-   * `failures`: the pool's interpreter-failed callback registration, or null; the pool and its
-   * descendants keep it until their handles are freed (InterpreterFailures).
-   */
-  private Pool(long handle, String name, InterpreterFailures.Registration failures) {
-    super(handle, ManypyNative::manypy_pool_destroy, "Pool", failures);
+  private Pool(long handle, String name) {
+    super(handle, ManypyNative::manypy_pool_destroy, "Pool");
     this.name = name;
   }
 
@@ -57,9 +52,6 @@ public final class Pool extends NativeResource {
    */
   public static Pool create(PoolOptions options) {
     long native_ = NativeLibrary.newHandle(ManypyNative::manypy_pool_options_new);
-    InterpreterFailures.Registration failures = options.onInterpreterFailed == null
-        ? null : new InterpreterFailures.Registration(options.onInterpreterFailed);
-    boolean created = false;
     try {
       Status.check(ManypyNative.manypy_pool_options_set_interpreters(native_, options.interpreters));
       for (String path : options.sysPath) {
@@ -93,18 +85,17 @@ public final class Pool extends NativeResource {
       }
       String name = options.name == null ? "" : options.name;
       if (!name.isEmpty()) Status.check(ManypyNative.manypy_pool_options_set_name(native_, name));
-      if (failures != null) {
-        Status.check(ManypyNative.manypy_jni_pool_options_set_on_interpreter_failed(native_, failures.id));
+      // Set before the pool exists: with serveEarly, a background start may
+      // fail while create runs. The glue holds the callback by a global
+      // reference that manypy releases when the options (freed below) and
+      // every pool made from them are gone, or at once if this fails.
+      if (options.onInterpreterFailed != null) {
+        Status.check(ManypyNative.manypy_jni_pool_options_set_on_interpreter_failed(
+            native_, options.onInterpreterFailed));
       }
-      Pool pool = createWithRetries(native_, name, failures);
-      created = true;
-      return pool;
+      return createWithRetries(native_, name);
     } finally {
       ManypyNative.manypy_pool_options_free(native_);
-      if (failures != null && !created) failures.unregister();
-      // A background start may report while create runs: the callback stays
-      // registered (reachable) at least until here, and then through the pool.
-      Reference.reachabilityFence(failures);
     }
   }
 
@@ -113,12 +104,11 @@ public final class Pool extends NativeResource {
    * cleaned. Like the JDK when direct buffer memory runs out, collect, give
    * the cleaners time (about a second in all), and try again before failing.
    */
-  private static Pool createWithRetries(long options, String name,
-      InterpreterFailures.Registration failures) {
+  private static Pool createWithRetries(long options, String name) {
     long[] out = new long[1];
     for (int attempt = 0; ; ++attempt) {
       long status = ManypyNative.manypy_pool_create(options, out);
-      if (status == 0) return new Pool(out[0], name, failures);
+      if (status == 0) return new Pool(out[0], name);
       ManypyException error = Status.toException(status);
       if (!(error instanceof ResourceExhaustedException) || attempt == 10) throw error;
       System.gc();
@@ -347,12 +337,12 @@ public final class Pool extends NativeResource {
   public TorchPackage loadPackage(Path archive) {
     String path = archive.toString();
     return with(pool -> new TorchPackage(Values.out(
-        out -> ManypyNative.manypy_package_load_file(pool, path, out)), keepAlive()));
+        out -> ManypyNative.manypy_package_load_file(pool, path, out))));
   }
 
   /** Loads a torch.package archive from memory (the bytes are copied). */
   public TorchPackage loadPackage(byte[] archive) {
     return with(pool -> new TorchPackage(Values.out(
-        out -> ManypyNative.manypy_package_load_bytes(pool, archive, out)), keepAlive()));
+        out -> ManypyNative.manypy_package_load_bytes(pool, archive, out))));
   }
 }

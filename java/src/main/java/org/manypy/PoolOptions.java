@@ -181,9 +181,13 @@ public final class PoolOptions {
    * Told when an interpreter of the pool fails to start in the background (with {@link
    * #serveEarly(boolean)}, or when the pool grows), with its index and the exception saying
    * why, on a manypy thread; see {@link InterpreterFailedCallback}. Null (the default) removes
-   * it. The pool and everything loaded from it hold the callback until their native handles
-   * are freed; a failure reported after that (an asynchronous call still running makes the
-   * pool grow) is not told.
+   * it. The native pool holds the callback (by a JNI global reference) for as long as it lives:
+   * until its handle, packages, objects, batchers and asynchronous calls are all closed or
+   * done, so a failure reported after {@code close()} while an asynchronous call still holds
+   * the pool is told too; then manypy releases it, on whichever thread lets go of the pool
+   * last. A pool that is never created releases it at once. Since the reference is a GC root
+   * while the pool lives, a callback that refers to the pool (or to a package or object of it)
+   * keeps the pool from being collected: close such a pool.
    */
   public PoolOptions onInterpreterFailed(InterpreterFailedCallback callback) {
     this.onInterpreterFailed = callback;

@@ -15,9 +15,8 @@ import org.manypy.internal.ManypyNative;
  * the pool spreads them over its interpreters.
  */
 public final class ReplicatedObject extends NativeResource {
-  /** `keepAlive`: the package's (NativeResource), held until this handle is freed. */
-  ReplicatedObject(long handle, Object keepAlive) {
-    super(handle, ManypyNative::manypy_object_free, "ReplicatedObject", keepAlive);
+  ReplicatedObject(long handle) {
+    super(handle, ManypyNative::manypy_object_free, "ReplicatedObject");
   }
 
   /** Calls the object itself (for an nn.Module, forward through __call__). */
@@ -99,7 +98,7 @@ public final class ReplicatedObject extends NativeResource {
    * one call; `options` null gives the defaults. See {@link Batcher}.
    */
   public Batcher batcher(String method, BatcherOptions options) {
-    return with(object -> Batcher.create(object, method, options, keepAlive()));
+    return with(object -> Batcher.create(object, method, options));
   }
 
   /** The attribute `name`, converted to Java. */

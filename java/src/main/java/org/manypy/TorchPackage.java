@@ -11,9 +11,8 @@ import org.manypy.internal.ManypyNative;
  * Keeps its pool alive. Thread safe.
  */
 public final class TorchPackage extends NativeResource {
-  /** `keepAlive`: the pool's (NativeResource), held until this handle is freed. */
-  TorchPackage(long handle, Object keepAlive) {
-    super(handle, ManypyNative::manypy_package_free, "TorchPackage", keepAlive);
+  TorchPackage(long handle) {
+    super(handle, ManypyNative::manypy_package_free, "TorchPackage");
   }
 
   /**
@@ -24,7 +23,7 @@ public final class TorchPackage extends NativeResource {
    */
   public ReplicatedObject loadPickle(String module, String name) {
     return with(pkg -> new ReplicatedObject(Values.out(
-        out -> ManypyNative.manypy_package_load_pickle(pkg, module, name, out)), keepAlive()));
+        out -> ManypyNative.manypy_package_load_pickle(pkg, module, name, out))));
   }
 
   /** The names of the archive's records, read without Python. */

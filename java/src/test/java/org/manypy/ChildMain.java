@@ -17,6 +17,7 @@ public final class ChildMain {
     switch (args[0]) {
       case "static-tls" -> staticTls();
       case "interpreter-failed" -> interpreterFailed();
+      case "interpreter-failed-after-close" -> interpreterFailedAfterClose();
       case "load" -> load();
       case "exit-live" -> exitWithLivePools();
       case "exit-async" -> exitWithAsyncCallsInFlight();
@@ -77,6 +78,50 @@ public final class ChildMain {
           + pool.eval("6 * 7") + " told=" + told + " reported=" + reported.size()
           + " checked=" + broken.trim().replace(' ', ','));
     }
+  }
+
+  /**
+   * A pool of one interpreter that may grow to 8 (or the process's limit), in a JVM started
+   * without the static TLS setting, given 150 asynchronous calls of stuck.pt's sleep(0.2) and
+   * then closed (pool, package and object) at once: the calls hold the native pool, and their
+   * waits make it grow, one interpreter at a time (about a second each), so those past glibc's
+   * default room fail to start after every Java handle of the pool was closed. Prints what the
+   * callback was told, whether each report came after the close, whether every call succeeded,
+   * and the glue's count of callbacks held once the calls are done (the callback released).
+   */
+  static void interpreterFailedAfterClose() throws Exception {
+    List<String> told = java.util.Collections.synchronizedList(new ArrayList<>());
+    java.util.concurrent.atomic.AtomicBoolean closed = new java.util.concurrent.atomic.AtomicBoolean();
+    int n = Math.min(8, Manypy.maxInterpreters()); // loads the library
+    long heldBefore = org.manypy.internal.ManypyNative.manypy_jni_interpreter_failed_callbacks_held();
+    PoolOptions options = new PoolOptions().interpreters(1).maxInterpreters(n)
+        .growAfter(java.time.Duration.ofMillis(1))
+        .onInterpreterFailed((interpreter, why) -> told.add(interpreter + ":" + why.code() + ":"
+            + (closed.get() ? "after-close" : "before-close")));
+    List<java.util.concurrent.CompletableFuture<Object>> calls = new ArrayList<>();
+    try (Pool pool = Pool.create(options);
+        TorchPackage pkg = pool.loadPackage(TestSupport.archive("stuck.pt"));
+        ReplicatedObject stuck = pkg.loadPickle("model", "model.pkl")) {
+      for (int i = 0; i < 150; ++i) calls.add(stuck.callMethodAsync("sleep", 0.2));
+    }
+    closed.set(true);
+    // Nothing Java holds of the pool may matter: collect what is unreachable.
+    System.gc();
+    long held = org.manypy.internal.ManypyNative.manypy_jni_interpreter_failed_callbacks_held();
+    int ok = 0;
+    for (var call : calls) {
+      if (Double.valueOf(0.2).equals(call.get(300, java.util.concurrent.TimeUnit.SECONDS))) ++ok;
+    }
+    // The last call's completion lets go of the pool, which then releases the callback.
+    long end = System.nanoTime() + 60_000_000_000L;
+    while (org.manypy.internal.ManypyNative.manypy_jni_interpreter_failed_callbacks_held() > heldBefore
+        && System.nanoTime() < end) {
+      sleep(10);
+    }
+    System.out.println("RESULT interpreters=" + n + " heldAfterClose=" + (held - heldBefore)
+        + " ok=" + ok + " heldAtEnd="
+        + (org.manypy.internal.ManypyNative.manypy_jni_interpreter_failed_callbacks_held() - heldBefore)
+        + " told=" + told);
   }
 
   static void sleep(long millis) {

@@ -174,6 +174,42 @@ class ProcessTest {
         java.util.Set.copyOf(checked), line);
   }
 
+  /**
+   * The native pool holds its interpreter-failed callback for as long as it lives, Java handles
+   * or not (ChildMain.interpreterFailedAfterClose): a pool closed at once while 150 asynchronous
+   * calls hold it grows for them, and the interpreters past glibc's default static TLS, which
+   * fail to start after the close, are still told; every call succeeds, and once the last one
+   * is done the callback is released.
+   */
+  @Test
+  void failuresAfterThePoolIsClosedAreStillTold() throws Exception {
+    TestSupport.ChildResult child = TestSupport.runChild(env(null),
+        List.of(libraryPath(), "-Xcheck:jni"), "interpreter-failed-after-close");
+    assertEquals(0, child.exitCode(), child.output());
+    String line = resultLine(child);
+    System.out.println("interpreter-failed-after-close child: " + line);
+    Map<String, String> fields = new HashMap<>();
+    for (String field : line.substring("RESULT ".length()).split(" (?=\\w+=)")) {
+      fields.put(field.substring(0, field.indexOf('=')), field.substring(field.indexOf('=') + 1));
+    }
+    int n = Integer.parseInt(fields.get("interpreters"));
+    assertEquals("1", fields.get("heldAfterClose"), "the calls hold the pool, and so the callback: " + line);
+    assertEquals("150", fields.get("ok"), line);
+    assertEquals("0", fields.get("heldAtEnd"), "released with the pool's last call: " + line);
+    String told = fields.get("told").replaceAll("^\\[|\\]$", "");
+    if (told.isEmpty()) {
+      // torch 2.x's interpreters (7 at most) all fit in glibc's default: nothing can fail.
+      assertTrue(Manypy.maxInterpreters() <= 7, "nothing failed to start: " + line);
+      Assumptions.abort("every interpreter fit in glibc's default static TLS on this leg: " + line);
+    }
+    for (String report : told.split(", ")) {
+      String[] parts = report.split(":");
+      int index = Integer.parseInt(parts[0]);
+      assertTrue(index >= 1 && index < n, line);
+      assertEquals(List.of("STATIC_TLS", "after-close"), List.of(parts[1], parts[2]), line);
+    }
+  }
+
   @Test
   void theJvmExitsCleanlyWithLivePools() throws Exception {
     TestSupport.ChildResult child =

@@ -391,7 +391,7 @@ class ServingLifecycleTest {
   @Test
   void badPoolOptionsThrowTheCStatus() {
     int max = Manypy.maxInterpreters();
-    int before = InterpreterFailures.registered();
+    long before = callbacksHeld();
     InterpreterFailedCallback callback = (i, why) -> {};
     expect(OutOfRangeException.class, "wait_ns must be >= 1, not 0",
         () -> Pool.create(new PoolOptions().growAfter(Duration.ZERO).onInterpreterFailed(callback)));
@@ -408,8 +408,8 @@ class ServingLifecycleTest {
         () -> Pool.create(new PoolOptions().maxInterpreters(max + 1)));
     expect(IllegalArgumentException.class, "NUL",
         () -> Pool.create(new PoolOptions().name("a\0b")));
-    // A pool that was never made holds no callback.
-    assertEquals(before, InterpreterFailures.registered());
+    // A pool that was never made holds no callback: the options released it at once.
+    assertEquals(before, callbacksHeld());
     // A maximum equal to the start, and a huge wait, are fine.
     try (Pool pool = Pool.create(new PoolOptions().interpreters(1).maxInterpreters(1)
         .growAfter(Duration.ofDays(365L * 1000)))) {
@@ -417,34 +417,71 @@ class ServingLifecycleTest {
     }
   }
 
+  /** Interpreter-failed callbacks the glue holds (global references manypy has not released). */
+  static long callbacksHeld() {
+    return ManypyNative.manypy_jni_interpreter_failed_callbacks_held();
+  }
+
   /**
-   * The setter registers the callback for as long as the pool or anything loaded from it has
-   * a native handle, and null removes it. (A real background start failure needs a JVM
-   * without the static TLS setting: ProcessTest.)
+   * The native pool holds the callback for as long as anything holds the pool, a Java handle or
+   * not, and manypy then releases it, once; null removes it. (A real background start failure
+   * needs a JVM without the static TLS setting: ProcessTest.)
    */
   @Test
-  void theInterpreterFailedCallbackIsHeldWhileThePoolLives() {
-    int before = InterpreterFailures.registered();
+  void theInterpreterFailedCallbackIsReleasedOnceThePoolIsGone() {
+    long before = callbacksHeld();
     InterpreterFailedCallback callback = (i, why) -> {};
     try (Pool none = Pool.create(new PoolOptions().onInterpreterFailed(callback)
         .onInterpreterFailed(null))) {
-      assertEquals(before, InterpreterFailures.registered());
-      assertNull(none.keepAlive());
+      assertEquals(before, callbacksHeld());
     }
+
+    // The pool, its package and object closed first: the batcher still holds the pool.
     Pool pool = Pool.create(new PoolOptions().onInterpreterFailed(callback).serveEarly(true));
-    assertEquals(before + 1, InterpreterFailures.registered());
+    assertEquals(before + 1, callbacksHeld(), "held by the pool (its options are freed)");
     TorchPackage pkg = pool.loadPackage(TestSupport.archive("version_1.pt"));
     ReplicatedObject model = pkg.loadPickle("model", "model.pkl");
     Batcher batcher = model.batcher("forward", null);
-    assertNotNull(pool.keepAlive());
-    assertEquals(pool.keepAlive(), batcher.keepAlive());
     pool.close();
     pkg.close();
     model.close();
     collect();
-    assertEquals(before + 1, InterpreterFailures.registered(), "the batcher still holds the pool");
+    assertEquals(before + 1, callbacksHeld(), "the batcher still holds the pool");
     batcher.close();
-    awaitCollected(before);
+    // Released by the batcher's close, on this thread, at once: no collection needed.
+    assertEquals(before, callbacksHeld(), "released with the pool's last holder");
+
+    // An asynchronous call holds the pool after every handle is closed: the callback is
+    // released when it completes, on the manypy thread that completes it.
+    Pool held = Pool.create(new PoolOptions().interpreters(1).onInterpreterFailed(callback));
+    ReplicatedObject stuck = TestSupport.loadModel(held, "stuck.pt");
+    try (CancelToken token = new CancelToken();
+        CallOptions options = new CallOptions().cancelToken(token)) {
+      CompletableFuture<Object> spin = stuck.callAsync("spin", null, null, options);
+      TestSupport.await(() -> held.inFlight() == 1, "spin() running");
+      stuck.close();
+      held.close();
+      collect();
+      assertEquals(before + 1, callbacksHeld(), "the call holds the pool");
+      token.cancel();
+      assertTrue(TestSupport.failure(spin) instanceof CancelledException,
+          String.valueOf(TestSupport.failure(spin)));
+    }
+    TestSupport.await(() -> callbacksHeld() == before, "the callback released after the call");
+
+    // A pool never closed: the Cleaner frees it once it is unreachable, and the callback with it.
+    createUnclosed(callback);
+    TestSupport.await(() -> {
+      collect();
+      return callbacksHeld() == before;
+    }, "the collected pool's callback released");
+    assertEquals(before, callbacksHeld());
+  }
+
+  /** A pool with `callback`, dropped without being closed. */
+  private static void createUnclosed(InterpreterFailedCallback callback) {
+    Pool pool = Pool.create(new PoolOptions().onInterpreterFailed(callback));
+    assertEquals(1, pool.size());
   }
 
   /** Collects garbage and gives the Cleaner a moment. */
@@ -457,17 +494,11 @@ class ServingLifecycleTest {
     }
   }
 
-  static void awaitCollected(int registered) {
-    TestSupport.await(() -> {
-      collect();
-      return InterpreterFailures.registered() == registered;
-    }, "the callback registration collected");
-  }
-
   /**
    * The Java end of the callback, called as the glue calls it: the callback gets the index and
-   * the status's exception; one that throws is reported; handles it frees (the pool's, which
-   * must not be destroyed on the pool's own thread) are freed on another thread.
+   * the status's exception; one that throws is reported, and so is an object that is not a
+   * callback; handles it frees (the pool's, which must not be destroyed on the pool's own
+   * thread) are freed on another thread.
    */
   @Test
   void theCallbackGetsItsExceptionAndMayCloseThePool() throws Exception {
@@ -477,27 +508,26 @@ class ServingLifecycleTest {
     NativeResource probe =
         new NativeResource(1, address -> freedOn.set(Thread.currentThread().getName()), "Probe") {};
     Pool pool = Pool.create(1);
-    InterpreterFailures.Registration registration = new InterpreterFailures.Registration(
-        (interpreter, why) -> {
-          told.add(interpreter + " " + why.getClass().getSimpleName() + " " + why.getMessage());
-          probe.close();
-          pool.close();
-          throw new IllegalStateException("thrown by the callback");
-        });
+    InterpreterFailedCallback callback = (interpreter, why) -> {
+      told.add(interpreter + " " + why.getClass().getSimpleName() + " " + why.getMessage());
+      probe.close();
+      pool.close();
+      throw new IllegalStateException("thrown by the callback");
+    };
     Manypy.setCallbackErrorHandler(reported::add);
     long status = ManypyNative.manypy_status_new(ErrorCode.STATIC_TLS.value(), "out of static TLS");
     try {
-      CallbackDispatch.interpreterFailed(registration.id, 3, status);
-      // An id nobody registered (a pool long gone) is ignored.
-      CallbackDispatch.interpreterFailed(registration.id + 1000, 4, status);
+      CallbackDispatch.interpreterFailed(callback, 3, status);
+      CallbackDispatch.interpreterFailed("not a callback", 4, status);
     } finally {
       ManypyNative.manypy_status_free(status);
       Manypy.setCallbackErrorHandler(null);
-      registration.unregister();
     }
     assertEquals(List.of("3 StaticTlsException out of static TLS"), List.copyOf(told));
-    assertEquals(1, reported.size());
+    assertEquals(2, reported.size());
     assertEquals("thrown by the callback", reported.peek().getMessage());
+    assertTrue(List.copyOf(reported).get(1) instanceof ClassCastException,
+        String.valueOf(List.copyOf(reported).get(1)));
     TestSupport.await(() -> freedOn.get() != null, "the probe freed");
     assertEquals("manypy-deferred-free", freedOn.get());
     assertTrue(pool.isClosed());
