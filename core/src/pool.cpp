@@ -106,18 +106,26 @@ PoolStats Pool::stats() const {
 
 DrainResult Pool::drain(int64_t deadline_ns) {
   dispatch::Chooser& chooser = dispatcher_.chooser();
+  // The count first: a call of ours cancelled by an overlapping drain, and
+  // ended between the two reads, would otherwise count as finished.
+  const uint64_t cancelled_before = chooser.drain_cancelled();
   const size_t at_start = chooser.drain();
-  DrainResult result;
   if (!chooser.wait_idle(deadline_ns)) {
     // What is left at the deadline is cancelled, as by a cancel token: the
     // watchdogs stop the running calls and complete the queued ones.
-    result.cancelled = std::min(chooser.in_flight(), at_start);
     for (dispatch::Lane* lane : members_.lanes()) {
       lane->cancel_calls("the pool was drained (manypy_pool_drain) and the drain's deadline passed");
     }
     const int64_t grace = std::max<int64_t>(dispatcher_.stop_grace_ns(), 10 * 1000 * 1000);
     chooser.wait_idle(monotonic_ns() + 2 * grace);
   }
+  // No call is admitted once the pool drains, so every call in flight now,
+  // and every one a drain cancelled since we began, was in flight at our
+  // start: those cancelled, and those the cancel has not ended yet, are
+  // the cancelled ones; the rest finished by themselves.
+  DrainResult result;
+  result.cancelled = std::min<size_t>(
+      at_start, (chooser.drain_cancelled() - cancelled_before) + chooser.in_flight());
   result.finished = at_start - result.cancelled;
   return result;
 }

@@ -100,6 +100,11 @@ class Chooser {
   // at that moment (none can be admitted after it).
   size_t drain();
   bool draining() const { return draining_.load(std::memory_order_seq_cst); }
+  // Calls that ended cancelled by a drain's deadline (Job::complete counts
+  // them before they let go of their load), so that each drain can tell
+  // how many of its calls it cancelled, however drains overlap.
+  void count_drain_cancelled() noexcept { drain_cancelled_.fetch_add(1, std::memory_order_seq_cst); }
+  uint64_t drain_cancelled() const { return drain_cancelled_.load(std::memory_order_seq_cst); }
 
   size_t queued() const { return queued_.load(std::memory_order_relaxed); }
   // Whether a call that would wait is refused right now.
@@ -149,6 +154,7 @@ class Chooser {
   const size_t queue_limit_;
   std::atomic<unsigned> next_{0};
   std::atomic<bool> draining_{false};
+  std::atomic<uint64_t> drain_cancelled_{0};
   // Sum over slots of max(0, load - 1): the calls that wait.
   std::atomic<size_t> queued_{0};
   std::atomic<size_t> in_flight_{0};

@@ -88,6 +88,10 @@ void Job::complete(std::optional<Value> value, std::optional<Error> error) noexc
                   error->traceback());
   }
   if (series_ != nullptr || ticket_.held()) record(error ? &*error : nullptr);
+  // Only a drain's deadline cancels with a reason (Lane::cancel_calls).
+  if (error && reason != nullptr && error->code() == Code::kCancelled && ticket_.held()) {
+    ticket_.chooser()->count_drain_cancelled();
+  }
   const bool indexed = ticket_.held();
   const size_t index = ticket_.index();
   // Before the outcome is reported: its receiver may free the pool.
