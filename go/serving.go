@@ -212,12 +212,13 @@ func (p *Pool) Drain(ctx context.Context) (DrainResult, error) {
 			if err == nil {
 				err = second.err
 			}
-			// Both count the calls they cancelled among those in flight
-			// when they began, the second's a subset of the first's.
-			if second.result.Cancelled > first.Cancelled {
-				first.Finished -= second.result.Cancelled - first.Cancelled
-				first.Cancelled = second.result.Cancelled
-			}
+			// Each counts the calls in flight when it began, and whichever
+			// began first saw them all (no call is admitted once a pool
+			// drains); the larger count of cancelled ones is the truth.
+			total := max(first.Finished+first.Cancelled,
+				second.result.Finished+second.result.Cancelled)
+			first.Cancelled = max(first.Cancelled, second.result.Cancelled)
+			first.Finished = total - first.Cancelled
 		}
 		result = first
 		return err
