@@ -10,7 +10,7 @@
 # Sets MANYPY_PYTHON_HOME (the Python's sys.prefix: a venv's own directory,
 # which the interpreters start from, core/interp/interp.c),
 # MANYPY_PYTHON_PACKAGES (the directory torch is installed in),
-# MANYPY_TORCH_VERSION and MANYPY_KEY_BANDS (below); finds Python3
+# and MANYPY_TORCH_VERSION; finds Python3
 # (Development.Embed) and Torch, and defines manypy_torch, the libtorch that
 # manypy's C++ links.
 set(MANYPY_PYTHON /usr/bin/python3 CACHE FILEPATH
@@ -21,18 +21,13 @@ if(NOT EXISTS "${MANYPY_PYTHON}")
 endif()
 execute_process(
   COMMAND ${MANYPY_PYTHON} -c
-    "import ctypes, os, re, sys
-libc = ctypes.CDLL(None)
-key = ctypes.c_uint()
+    "import os, re, sys
 import torch, torch.utils
-torch.ones(2).add_(1)
-libc.pthread_key_create(ctypes.byref(key), None)
 print(sys.prefix)
 print(os.path.dirname(os.path.dirname(torch.__file__)))
 print(re.match('[0-9]+[.][0-9]+[.][0-9]+', torch.__version__).group(0))
 print(torch.utils.cmake_prefix_path)
-print(int(torch._C._GLIBCXX_USE_CXX11_ABI))
-print(key.value)"
+print(int(torch._C._GLIBCXX_USE_CXX11_ABI))"
   OUTPUT_VARIABLE probe ERROR_VARIABLE probe_error RESULT_VARIABLE probe_result
   OUTPUT_STRIP_TRAILING_WHITESPACE)
 if(NOT probe_result EQUAL 0)
@@ -44,23 +39,6 @@ list(GET probe 1 MANYPY_PYTHON_PACKAGES)
 list(GET probe 2 MANYPY_TORCH_VERSION)
 list(GET probe 3 torch_cmake_prefix)
 list(GET probe 4 torch_cxx11_abi)
-list(GET probe 5 torch_keys)
-
-# pthread keys: each interpreter's namespace gets a band of the 896 keys
-# above the host's 128 (docs/isolation.md, hazard 3), and the number of
-# bands is the most interpreters a process can have. The probe's fresh key
-# after `import torch` counts the keys Python and torch hold (glibc hands out
-# the lowest free one): 16 on Debian's torch 1.13, 96 on PyPI's torch 2.15,
-# whose CUDA libraries' LLVM (libnvrtc, libnvJitLink) creates 78 as it loads.
-# A band gets an eighth more and 4 for what interpreters import later; 868
-# keys remain beside the 28 anchors (core/src/isolation/key_bands.h).
-math(EXPR MANYPY_KEY_BANDS "868 / (${torch_keys} + ${torch_keys} / 8 + 4)")
-if(MANYPY_KEY_BANDS GREATER 15)
-  set(MANYPY_KEY_BANDS 15)  # glibc's namespaces: DL_NNS - 1
-elseif(MANYPY_KEY_BANDS LESS 1)
-  message(FATAL_ERROR "import torch in ${MANYPY_PYTHON} takes ${torch_keys} pthread keys: "
-                      "no interpreter's band can hold that many")
-endif()
 
 set(Python3_EXECUTABLE ${MANYPY_PYTHON} CACHE FILEPATH "Python to embed" FORCE)
 find_package(Python3 REQUIRED COMPONENTS Interpreter Development.Embed)
@@ -118,5 +96,4 @@ if(NOT Torch_VERSION VERSION_EQUAL MANYPY_TORCH_VERSION)
                       "${MANYPY_TORCH_VERSION} that ${MANYPY_PYTHON} imports")
 endif()
 message(STATUS "manypy: Python ${Python3_VERSION} (${MANYPY_PYTHON}), torch ${Torch_VERSION} "
-               "(${Torch_DIR}, C++11 ABI ${torch_cxx11_abi}); import torch holds "
-               "${torch_keys} pthread keys: ${MANYPY_KEY_BANDS} interpreters at most")
+               "(${Torch_DIR}, C++11 ABI ${torch_cxx11_abi})")

@@ -4,14 +4,12 @@
 
 namespace manypy {
 
-Interpreter::Interpreter(unsigned slot, const isolation::KeyBands& keys, unsigned band,
-                         const HostServices& host)
-    : slot_(slot), keys_(keys), band_(band), host_(host) {}
+Interpreter::Interpreter(unsigned slot, const HostServices& host) : slot_(slot), host_(host) {}
 
 void Interpreter::start() noexcept {
   std::optional<Error> error;
   try {
-    ns_ = std::make_unique<isolation::Namespace>(interp_library_path(), keys_, band_);
+    ns_ = std::make_unique<isolation::Namespace>(interp_library_path(), slot_);
     ns_->prepare_thread();
     std::string home = python_home();
     std::string hooks = hooks_library_path();

@@ -41,10 +41,9 @@ struct HostServices {
 
 class Interpreter {
  public:
-  // `slot` is the interpreter's index in the process; its namespace's keys
-  // are fenced into `band` of `keys` (which outlives it).
-  Interpreter(unsigned slot, const isolation::KeyBands& keys, unsigned band,
-              const HostServices& host);
+  // `slot` is the interpreter's index in the process, and so its
+  // namespace's (< isolation::Namespace::kMaxNamespaces).
+  Interpreter(unsigned slot, const HostServices& host);
   Interpreter(const Interpreter&) = delete;
   Interpreter& operator=(const Interpreter&) = delete;
 
@@ -136,8 +135,6 @@ class Interpreter {
   void enter(const Call& call, Outcome& outcome);
 
   const unsigned slot_;
-  const isolation::KeyBands& keys_;
-  const unsigned band_;
   const HostServices host_;
   std::unique_ptr<isolation::Namespace> ns_;
 

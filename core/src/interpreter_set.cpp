@@ -23,12 +23,7 @@ InterpreterSet::InterpreterSet(const HostServices& host, OperatorLibraries& libr
                                OperatorCallbacks& callbacks)
     : host_(host), libraries_(libraries), callbacks_(callbacks) {}
 
-const isolation::KeyBands& InterpreterSet::key_bands() const {
-  std::call_once(key_bands_made_, [this] { key_bands_ = std::make_unique<isolation::KeyBands>(); });
-  return *key_bands_;
-}
-
-size_t InterpreterSet::capacity() const { return key_bands().usable_bands(); }
+size_t InterpreterSet::capacity() const { return isolation::Namespace::kMaxNamespaces; }
 
 void InterpreterSet::join(Interpreter& interp) {
   try {
@@ -66,6 +61,9 @@ std::vector<InterpreterSet::Leased> InterpreterSet::lease(size_t count,
     chosen.push_back({all_[i].get(), false});
   }
   const size_t missing = count - chosen.size();
+  // Out of static TLS, no start is tried: that is the reason to give, even
+  // when the interpreters that failed also took the process's last places.
+  if (missing > 0 && static_tls_failure_) throw *static_tls_failure_;
   if (all_.size() + missing > limit) {
     size_t broken = 0;
     for (const auto& lane : all_) broken += lane->interpreter().broken() ? 1 : 0;
@@ -83,12 +81,10 @@ std::vector<InterpreterSet::Leased> InterpreterSet::lease(size_t count,
                 (broken ? ", " + std::to_string(broken) + " failed to start or were retired"
                         : std::string()));
   }
-  if (missing > 0 && static_tls_failure_) throw *static_tls_failure_;
   for (const Leased& leased : chosen) idle_[leased.lane->interpreter().slot()] = false;
   for (size_t k = 0; k < missing; ++k) {
     const unsigned slot = static_cast<unsigned>(all_.size());
-    all_.push_back(std::make_unique<dispatch::Lane>(slot, key_bands(),
-                                                    key_bands().band_of_slot(slot), host_));
+    all_.push_back(std::make_unique<dispatch::Lane>(slot, host_));
     idle_.push_back(false);
     chosen.push_back({all_.back().get(), true});
   }

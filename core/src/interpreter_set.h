@@ -12,7 +12,7 @@
 
 #include "dispatch/lane.h"
 #include "interpreter.h"
-#include "isolation/key_bands.h"
+#include "isolation/namespace.h"
 #include "operator_callbacks.h"
 #include "operator_libraries.h"
 
@@ -27,7 +27,7 @@ class InterpreterSet {
   InterpreterSet(const InterpreterSet&) = delete;
   InterpreterSet& operator=(const InterpreterSet&) = delete;
 
-  // The most interpreters the process can hold (key bands, namespaces).
+  // The most interpreters the process can hold: glibc's namespaces.
   size_t capacity() const;
   // Interpreters created so far (started, starting or broken). Lock-free.
   size_t size() const { return size_.load(std::memory_order_acquire); }
@@ -73,18 +73,12 @@ class InterpreterSet {
   void give_back(const std::vector<dispatch::Lane*>& lanes) noexcept;
 
  private:
-  // The pthread-key plan, made at the first need: making it claims most of
-  // the host libc's keys, which a process that never leases an interpreter
-  // (TorchScript on the host alone) keeps for itself.
-  const isolation::KeyBands& key_bands() const;
   // Makes a started interpreter take part in the operator libraries and
   // callbacks registered before it started; retires it if it cannot.
   void join(Interpreter& interp);
   const HostServices host_;
   OperatorLibraries& libraries_;
   OperatorCallbacks& callbacks_;
-  mutable std::once_flag key_bands_made_;
-  mutable std::unique_ptr<isolation::KeyBands> key_bands_;
 
   std::mutex mu_;  // guards the members below; never held across a start
   std::vector<std::unique_ptr<dispatch::Lane>> all_;

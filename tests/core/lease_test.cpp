@@ -9,7 +9,7 @@
 #include <fstream>
 #include <thread>
 
-#include "isolation/key_bands.h"
+#include "isolation/namespace.h"
 #include "runtime.h"
 #include "test_support.h"
 
@@ -65,8 +65,8 @@ TEST(Lease, TwoHundredPoolsInOneProcess) {
 
 TEST(Lease, PoolSizeIsChecked) {
   size_t limit = Runtime::get().interpreters().capacity();
-  // One per pthread-key band: 15 on torch 1.13, fewer on torch 2.x.
-  EXPECT_EQ(limit, isolation::KeyBands::kBands);
+  // glibc's namespaces, on every torch (pthread keys no longer limit it).
+  EXPECT_EQ(limit, isolation::Namespace::kMaxNamespaces);
   Error zero = error_of([] { Pool pool(options(0)); });
   EXPECT_EQ(zero.code(), Code::kOutOfRange);
   EXPECT_NE(zero.message().find("1 to " + std::to_string(limit)), std::string::npos)

@@ -6,9 +6,7 @@
 
 namespace manypy::dispatch {
 
-Lane::Lane(unsigned slot, const isolation::KeyBands& keys, unsigned band,
-           const HostServices& host)
-    : interp_(slot, keys, band, host) {}
+Lane::Lane(unsigned slot, const HostServices& host) : interp_(slot, host) {}
 
 void Lane::begin_start() {
   std::thread([this] { home_main(std::nullopt); }).detach();  // lives as long as the process

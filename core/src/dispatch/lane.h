@@ -20,7 +20,7 @@ namespace manypy::dispatch {
 class Lane {
  public:
   // The interpreter's arguments (interpreter.h).
-  Lane(unsigned slot, const isolation::KeyBands& keys, unsigned band, const HostServices& host);
+  Lane(unsigned slot, const HostServices& host);
   Lane(const Lane&) = delete;
   Lane& operator=(const Lane&) = delete;
 

@@ -6,7 +6,6 @@
 #include <cstring>
 
 #include "error.h"
-#include "isolation/key_bands.h"
 
 namespace manypy::isolation {
 
@@ -35,12 +34,12 @@ Fn symbol(void* handle, const char* name, bool required) {
 }
 
 // Which namespaces the current thread has entered, so that it can leave each
-// of them clean when it exits (hazard 10). Indexed by band.
+// of them clean when it exits (hazard 10). Indexed by namespace.
 struct ThreadRecord {
-  std::bitset<KeyBands::kMaxBands> prepared;
-  const Namespace* entered[KeyBands::kMaxBands] = {};
+  std::bitset<Namespace::kMaxNamespaces> prepared;
+  const Namespace* entered[Namespace::kMaxNamespaces] = {};
   ~ThreadRecord() {
-    for (unsigned b = 0; b < KeyBands::kMaxBands; ++b) {
+    for (unsigned b = 0; b < Namespace::kMaxNamespaces; ++b) {
       if (entered[b] != nullptr) entered[b]->release_thread();
     }
   }
@@ -50,11 +49,15 @@ thread_local ThreadRecord t_record;
 
 }  // namespace
 
-Namespace::Namespace(const std::string& interp_library, const KeyBands& keys, unsigned band)
-    : keys_(keys), band_(band) {
+Namespace::Namespace(const std::string& interp_library, unsigned index) : index_(index) {
+  if (index >= kMaxNamespaces) {
+    throw Error(Code::kResourceExhausted, "no link-map namespace left (glibc allows " +
+                                              std::to_string(kMaxNamespaces) + ")");
+  }
   // RTLD_LOCAL: RTLD_GLOBAL in a secondary namespace crashes glibc 2.36
-  // (hazard 2). The library's only DT_NEEDED are libpython and libc, whose
-  // constructors create no pthread keys.
+  // (hazard 2). The first object of a new namespace heads its global scope,
+  // so the interpreter library's pthread key functions take precedence over
+  // the namespace libc's for every library loaded there after it (hazard 3).
   handle_ = dlmopen(LM_ID_NEWLM, interp_library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle_ == nullptr) throw loader_error("cannot load " + interp_library, dlerror());
 
@@ -65,11 +68,10 @@ Namespace::Namespace(const std::string& interp_library, const KeyBands& keys, un
   libc_ = dlmopen(lmid, "libc.so.6", RTLD_NOW | RTLD_NOLOAD);
   if (libc_ == nullptr) throw loader_error("cannot find the namespace's libc", dlerror());
 
-  keys.fence_namespace(band, symbol<KeyBands::KeyCreateFn>(libc_, "pthread_key_create", true),
-                       symbol<KeyBands::KeyDeleteFn>(libc_, "pthread_key_delete", true));
-
   ctype_init_ = symbol<void (*)()>(libc_, "__ctype_init", true);
-  // Optional: they only make thread exit leak less (hazard 10).
+  // Optional: they free what a host thread leaves in the namespace as it
+  // exits, its thread_local objects and, through __call_tls_dtors, its
+  // values of the namespace's pthread keys (hazards 3 and 10).
   call_tls_dtors_ = symbol<void (*)()>(libc_, "__call_tls_dtors", false);
   thread_freeres_ = symbol<void (*)()>(libc_, "__libc_thread_freeres", false);
 
@@ -92,11 +94,10 @@ Namespace::Namespace(const std::string& interp_library, const KeyBands& keys, un
 
 void Namespace::prepare_thread() {
   ThreadRecord& record = t_record;
-  if (record.prepared.test(band_)) return;
-  keys_.anchor_thread(band_);
+  if (record.prepared.test(index_)) return;
   ctype_init_();
-  record.prepared.set(band_);
-  record.entered[band_] = this;
+  record.prepared.set(index_);
+  record.entered[index_] = this;
 }
 
 void Namespace::release_thread() const {

@@ -7,16 +7,20 @@
 #include <string>
 
 #include "interp_api.h"
-#include "isolation/key_bands.h"
 
 namespace manypy::isolation {
 
 class Namespace {
  public:
-  // Opens a new namespace, fences its pthread keys into `band` of `keys`
-  // (which must outlive it) and loads the interpreter library into it.
-  // Throws manypy::Error (kStaticTls, kResourceExhausted, kLoader).
-  Namespace(const std::string& interp_library, const KeyBands& keys, unsigned band);
+  // glibc's DL_NNS is 16, the host's namespace included (hazard 5).
+  static constexpr unsigned kMaxNamespaces = 15;
+
+  // Opens a new namespace and loads the interpreter library into it, as its
+  // first object so that its pthread key functions serve the whole namespace
+  // (core/interp/key_space.h). `index` (< kMaxNamespaces) is this
+  // namespace's number among the process's. Throws manypy::Error
+  // (kStaticTls, kResourceExhausted, kLoader).
+  Namespace(const std::string& interp_library, unsigned index);
   Namespace(const Namespace&) = delete;
   Namespace& operator=(const Namespace&) = delete;
   // Namespaces are never closed: CPython never unloads extension modules, so
@@ -26,8 +30,8 @@ class Namespace {
   const manypy_interp_api& api() const { return *api_; }
 
   // Must run on a thread before each entry into this namespace: sets up the
-  // thread's key blocks and the namespace libc's ctype tables, once per thread,
-  // and arranges the thread's clean-up at exit. Cheap after the first time.
+  // namespace libc's ctype tables, once per thread, and arranges the thread's
+  // clean-up at exit. Cheap after the first time.
   void prepare_thread();
 
   // Runs on a thread that entered this namespace, as it exits: drops its
@@ -37,8 +41,7 @@ class Namespace {
  private:
   void* handle_ = nullptr;
   void* libc_ = nullptr;
-  const KeyBands& keys_;
-  unsigned band_;
+  unsigned index_;
   const manypy_interp_api* api_ = nullptr;
   void (*ctype_init_)() = nullptr;
   void (*call_tls_dtors_)() = nullptr;

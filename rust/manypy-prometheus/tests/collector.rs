@@ -11,7 +11,7 @@ use manypy::{CallOptions, Code, Pool};
 use manypy_prometheus::PoolCollector;
 use prometheus::{Encoder, Registry, TextEncoder};
 
-/// The tests run one at a time: a process has few interpreters (7 on torch 2.x).
+/// The tests run one at a time: a process has 15 interpreters at most.
 fn serial() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
     LOCK.lock().unwrap_or_else(PoisonError::into_inner)

@@ -73,7 +73,7 @@ pub fn check_resnet(out: &Value) {
 }
 
 /// Runs the tests of one file one at a time (each takes the guard): a
-/// process has few interpreters (7 on torch 2.x), and tests that fill a
+/// process has 15 interpreters at most, and tests that fill a
 /// pool's queue on purpose must not share the machine with each other.
 pub fn serial() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());

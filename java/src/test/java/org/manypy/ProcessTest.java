@@ -123,7 +123,7 @@ class ProcessTest {
     assertTrue(line.startsWith("RESULT static-tls after "), child.output());
     assertTrue(line.contains("GLIBC_TUNABLES=glibc.rtld.optional_static_tls=16384"), line);
     int started = Integer.parseInt(line.split(" ")[3].replace(":", ""));
-    assertTrue(started >= 1 && started < 10, line);
+    assertTrue(started >= 1 && started < Manypy.maxInterpreters(), line);
     assertEquals(0, child.exitCode(), child.output());
   }
 
@@ -149,12 +149,8 @@ class ProcessTest {
     int broken = Integer.parseInt(fields.get("broken"));
     assertEquals("42", fields.get("served"), line);
     assertEquals("0", fields.get("starting"), line);
-    if (broken == 0) {
-      // torch 2.x's interpreters (7 at most) all fit in glibc's default: nothing can fail.
-      assertTrue(Manypy.maxInterpreters() <= 7, "nothing failed to start: " + line);
-      assertEquals("[]", fields.get("told"), line);
-      Assumptions.abort("every interpreter fit in glibc's default static TLS on this leg: " + line);
-    }
+    // 15 interpreters are more than glibc's default static TLS holds on any torch.
+    assertTrue(broken > 0, "nothing failed to start: " + line);
     assertEquals(n, broken + Integer.parseInt(fields.get("up")), line);
     List<String> told = List.of(fields.get("told").replaceAll("^\\[|\\]$", "").split(", "));
     assertEquals(broken, told.size(), line);
@@ -198,9 +194,9 @@ class ProcessTest {
     assertEquals("0", fields.get("heldAtEnd"), "released with the pool's last call: " + line);
     String told = fields.get("told").replaceAll("^\\[|\\]$", "");
     if (told.isEmpty()) {
-      // torch 2.x's interpreters (7 at most) all fit in glibc's default: nothing can fail.
-      assertTrue(Manypy.maxInterpreters() <= 7, "nothing failed to start: " + line);
-      Assumptions.abort("every interpreter fit in glibc's default static TLS on this leg: " + line);
+      // The pool grows one interpreter at a time while calls wait: it may end its calls before
+      // growing past glibc's default static TLS room (5 on torch 1.13, 14 on torch 2.x).
+      Assumptions.abort("the pool did not grow past glibc's default static TLS room: " + line);
     }
     for (String report : told.split(", ")) {
       String[] parts = report.split(":");
