@@ -160,6 +160,7 @@ static int start(const mpi_start_options* options, const mpi_sink* sink) {
   if (rc == MPI_OK && mpi_init_stops() != 0) rc = mpi_report_python_error(sink);
   if (rc == MPI_OK) rc = run_runtime_step("guard_process_exit", sink);
   if (rc == MPI_OK) rc = run_runtime_step("forbid_global_dlopen", sink);
+  if (rc == MPI_OK) rc = run_runtime_step("point_ctypes_at_this_libpython", sink);
   if (rc == MPI_OK) rc = leave_signals_to_host(options, sink);
   if (rc == MPI_OK) rc = run_runtime_step("guard_signal_handlers", sink);
   if (rc == MPI_OK) rc = run_runtime_step("leave_main_thread_to_host", sink);

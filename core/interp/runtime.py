@@ -237,6 +237,26 @@ def forbid_global_dlopen():
     ctypes.CDLL.__init__ = init_without_global
 
 
+def point_ctypes_at_this_libpython():
+    """Make ctypes.pythonapi this interpreter's libpython.
+
+    ctypes.pythonapi is PyDLL(None), and dlopen(NULL) inside a link-map
+    namespace gives the host program: its symbols, or "undefined symbol",
+    and if the host itself embeds a Python, that Python's functions called
+    with this interpreter's objects. This namespace's libpython is already
+    loaded, so opening it by soname finds that copy.
+    """
+    import ctypes
+    import sysconfig
+
+    soname = sysconfig.get_config_var("INSTSONAME")
+    if soname and ".so" in soname:
+        try:
+            ctypes.pythonapi = ctypes.PyDLL(soname)
+        except OSError:
+            pass  # left as it was: model code that needs it will say so
+
+
 def leave_signals_to_host(host_sigint_is_default):
     """Undo what importing the signal module does to the process.
 

@@ -80,9 +80,9 @@ static int teardown(void** state) {
  * pthread_key_create is the one every library in the namespace binds to,
  * and returns its number: the lowest free key, so the keys held. */
 static const char kKeysHeld[] =
-    "import ctypes, sysconfig\n"
-    "# This namespace's libpython (ctypes.pythonapi would be the host program).\n"
-    "_api = ctypes.PyDLL(sysconfig.get_config_var('INSTSONAME'))\n"
+    "import ctypes\n"
+    "# This interpreter's own libpython, not the host program's symbols.\n"
+    "_api = ctypes.pythonapi\n"
     "_api.PyThread_tss_alloc.restype = ctypes.c_void_p\n"
     "for _f in ('create', 'delete', 'free'):\n"
     "    getattr(_api, 'PyThread_tss_' + _f).argtypes = [ctypes.c_void_p]\n"
