@@ -39,11 +39,24 @@ static manypy_value* g_heavy_kwargs;
 static manypy_value* g_reference[FULL]; /* python_heavy's result on each interpreter */
 static int64_t g_keys_held[FULL];       /* keys in use in each namespace, at first */
 
-static manypy_call_options* pinned(int32_t interpreter) {
-  manypy_call_options* options = manypy_call_options_new();
-  assert_non_null(options);
-  ASSERT_OK(manypy_call_options_set_interpreter(options, interpreter));
-  return options;
+/* Calls `object` with `args` on every interpreter and checks the float32
+ * result against `expected`; returns the largest difference seen. */
+static double check_on_every_interpreter(manypy_object* object, const manypy_value* args,
+                                         const char* model, int32_t ndim, const int64_t* shape,
+                                         const float* expected, double rtol) {
+  double worst = 0;
+  for (int32_t i = 0; i < FULL; ++i) {
+    manypy_call_options* options = CALL_OPTIONS(i, 0);
+    manypy_value* result = NULL;
+    ASSERT_OK(manypy_object_call(object, NULL, args, NULL, options, &result));
+    manypy_call_options_free(options);
+    char what[64];
+    snprintf(what, sizeof what, "%s on interpreter %d", model, (int)i);
+    double e = ASSERT_F32_TENSOR(result, ndim, shape, expected, rtol, what);
+    if (e > worst) worst = e;
+    manypy_value_free(result);
+  }
+  return worst;
 }
 
 static int setup(void** state) {
@@ -149,7 +162,7 @@ static void test_python_heavy_everywhere(void** state) {
   g_heavy_args = HEAVY_ARGS(&g_heavy_case);
   g_heavy_kwargs = capi_heavy_kwargs();
   for (int32_t i = 0; i < FULL; ++i) {
-    manypy_call_options* options = pinned(i);
+    manypy_call_options* options = CALL_OPTIONS(i, 0);
     ASSERT_OK(manypy_object_call(g_heavy, NULL, g_heavy_args, g_heavy_kwargs, options,
                                  &g_reference[i]));
     manypy_call_options_free(options);
@@ -168,18 +181,7 @@ static void test_resnet18_everywhere(void** state) {
   manypy_object* resnet = LOAD_MODEL(package);
   manypy_value* items[1] = {F32_TENSOR(input, 4, input_shape)};
   manypy_value* args = LIST_OF(1, items);
-  double worst = 0;
-  for (int32_t i = 0; i < FULL; ++i) {
-    manypy_call_options* options = pinned(i);
-    manypy_value* result = NULL;
-    ASSERT_OK(manypy_object_call(resnet, NULL, args, NULL, options, &result));
-    manypy_call_options_free(options);
-    char what[64];
-    snprintf(what, sizeof what, "resnet18 on interpreter %d", (int)i);
-    double e = ASSERT_F32_TENSOR(result, 2, out_shape, expected, 1e-4, what);
-    if (e > worst) worst = e;
-    manypy_value_free(result);
-  }
+  double worst = check_on_every_interpreter(resnet, args, "resnet18", 2, out_shape, expected, 1e-4);
   fprintf(stderr, "  resnet18 on %d interpreters: max |diff| %.3g\n", FULL, worst);
   manypy_value_free(args);
   manypy_object_free(resnet);
@@ -204,16 +206,7 @@ static void test_encoder_everywhere(void** state) {
   manypy_object* encoder = LOAD_MODEL(package);
   manypy_value* items[2] = {F32_TENSOR(src, 3, src_shape), mask_value};
   manypy_value* args = TUPLE_OF(2, items);
-  for (int32_t i = 0; i < FULL; ++i) {
-    manypy_call_options* options = pinned(i);
-    manypy_value* out = NULL;
-    ASSERT_OK(manypy_object_call(encoder, NULL, args, NULL, options, &out));
-    manypy_call_options_free(options);
-    char what[64];
-    snprintf(what, sizeof what, "encoder on interpreter %d", (int)i);
-    ASSERT_F32_TENSOR(out, 3, src_shape, expected, 1e-5, what);
-    manypy_value_free(out);
-  }
+  check_on_every_interpreter(encoder, args, "encoder", 3, src_shape, expected, 1e-5);
   manypy_value_free(args);
   manypy_object_free(encoder);
   manypy_package_free(package);
