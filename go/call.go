@@ -29,21 +29,30 @@ type callArgs struct {
 // nil). The C call frees value and kwargs; release lets go of the tensors.
 func newCallArgs(args []any, kwargs any) (callArgs, error) {
 	var a callArgs
+	err := a.init(args, kwargs)
+	return a, err
+}
+
+// init is newCallArgs in place, on a zero callArgs (the synchronous calls'
+// path: it spares them copies of the struct). On failure a holds nothing.
+func (a *callArgs) init(args []any, kwargs any) error {
 	tensors, err := a.holdTensors(args)
 	if err != nil {
-		return callArgs{}, err
+		return err
 	}
 	if !tensors && len(args) > 0 {
 		if a.value, err = sequenceValue(C.manypy_value_new_tuple(), args, 1); err != nil {
-			return callArgs{}, err
+			a.value = nil
+			return err
 		}
 	}
 	if a.kwargs, err = kwargsValue(kwargs); err != nil {
 		a.release()
 		C.manypy_value_free(a.value)
-		return callArgs{}, err
+		*a = callArgs{}
+		return err
 	}
-	return a, nil
+	return nil
 }
 
 // holdTensors acquires args if they are 1 to 4 tensors, and reports
@@ -95,31 +104,46 @@ func invoke(ctx context.Context, h *handle, method *string, args []any, kwargs a
 		return nil, err
 	}
 	defer h.release()
+	r, err := callHeld(ctx, ptr, method, args, kwargs, call)
+	if err != nil {
+		return nil, err
+	}
+	return takeResult(r)
+}
+
+// callHeld is invoke's call on the held pointer. It is a function of its
+// own for its defers: Go runs a function's defers inline (open-coded) only
+// when its returns times its defers are at most 15, and the defer records
+// of invoke as one function cost a call 5%.
+func callHeld(ctx context.Context, ptr unsafe.Pointer, method *string, args []any, kwargs any,
+	call callFunc) (C.mpgo_call_result, error) {
+	var r C.mpgo_call_result
 	var cmethod *C.char
 	if method != nil {
+		var err error
 		if cmethod, err = cString(*method); err != nil {
-			return nil, err
+			return r, err
 		}
 		defer C.free(unsafe.Pointer(cmethod))
 	}
-	scope, err := beginCall(ctx)
-	if err != nil {
-		return nil, err
+	var scope callScope // the fast path's (background): no options
+	if ctx != background {
+		var err error
+		if scope, err = beginCall(ctx); err != nil {
+			return r, err
+		}
+		defer scope.end()
 	}
-	defer scope.end()
-	a, err := newCallArgs(args, kwargs)
-	if err != nil {
-		return nil, err
+	var a callArgs
+	if err := a.init(args, kwargs); err != nil {
+		return r, err
 	}
-	r := call(ptr, cmethod, a, scope.opts)
+	r = call(ptr, cmethod, a, scope.opts)
 	a.release()
 	if r.yield != 0 {
 		runtime.Gosched() // scheduling.go
 	}
-	if err := statusError(r.status); err != nil {
-		return nil, finish(ctx, err)
-	}
-	return takeResult(r)
+	return r, finish(ctx, statusError(r.status))
 }
 
 // takeResult converts a call's result to Go.

@@ -26,6 +26,10 @@ type CallOptions struct {
 
 type callOptionsKey struct{}
 
+// background is context.Background(), which is comparable (an empty
+// struct in an interface).
+var background = context.Background()
+
 // WithCallOptions returns a context whose calls use opts.
 func WithCallOptions(ctx context.Context, opts CallOptions) context.Context {
 	return context.WithValue(ctx, callOptionsKey{}, &opts)
@@ -46,8 +50,8 @@ type callScope struct {
 // once with the matching *Error.
 func beginCall(ctx context.Context) (callScope, error) {
 	var scope callScope // a value: the fast path allocates nothing
-	if ctx == nil {
-		ctx = context.Background()
+	if ctx == nil || ctx == background {
+		return scope, nil // no deadline, cancel or options: no interface calls
 	}
 	if err := ctx.Err(); err != nil {
 		return scope, stoppedBy(err)

@@ -33,9 +33,15 @@ type handle struct {
 }
 
 func newHandle(ptr unsafe.Pointer, free func(unsafe.Pointer), kind string) *handle {
-	h := &handle{ptr: ptr, free: free, kind: kind}
-	h.holders.Store(1)
+	h := &handle{}
+	h.init(ptr, free, kind)
 	return h
+}
+
+// init sets up a new handle in place (a Tensor's is part of the Tensor).
+func (h *handle) init(ptr unsafe.Pointer, free func(unsafe.Pointer), kind string) {
+	h.ptr, h.free, h.kind = ptr, free, kind
+	h.holders.Store(1)
 }
 
 // acquire returns the pointer, held until release; ErrClosed once closed.
@@ -106,7 +112,7 @@ func (h *handle) close() bool {
 
 // closeOwned is Close of a Go owner: after an explicit close its cleanup
 // has nothing left to do, and stopping it is cheaper than letting the
-// runtime queue and run it (half the cost of a result tensor's backstop).
+// runtime queue and run it. (A Tensor's Close is its own: backstop.go.)
 func closeOwned(h *handle, cleanup runtime.Cleanup) {
 	if h.close() {
 		cleanup.Stop()
@@ -121,6 +127,15 @@ func cleanupHandle(h *handle) {
 	if h.close() {
 		lastCollected.Store(time.Now().UnixNano())
 	}
+}
+
+// collected is a backstop's that frees with free(ptr) directly, without a
+// handle (a Tensor's, backstop.go).
+func collected(free func(unsafe.Pointer), ptr unsafe.Pointer) {
+	collecting.Add(1)
+	defer collecting.Add(-1)
+	free(ptr)
+	lastCollected.Store(time.Now().UnixNano())
 }
 
 // What NewPool watches to know whether the collector is still freeing

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/cgo"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -125,12 +126,15 @@ func DTypeOf[T Element]() DType {
 // keep its memory alive, so closing it early is safe. Reading is safe from
 // many goroutines; Close may race calls (it frees after them).
 type Tensor struct {
-	h       *handle         // *C.manypy_tensor: this Tensor's reference
-	cleanup runtime.Cleanup // the backstop, stopped by Close
-	dtype   DType
-	shape   []int64
-	strides []int64 // in elements
-	data    unsafe.Pointer
+	// h owns the *C.manypy_tensor, this Tensor's reference. Unlike other
+	// owners' handles, it is part of the Tensor, one allocation less per
+	// result: backstop.go says why its cleanup does not need it.
+	h        handle
+	backstop atomic.Pointer[runtime.Cleanup] // armed late (backstop.go), stopped by Close
+	dtype    DType
+	shape    []int64
+	strides  []int64 // in elements
+	data     unsafe.Pointer
 	// dims holds shape and strides of up to 4 dimensions, which saves a
 	// result tensor an allocation.
 	dims [8]int64
@@ -259,15 +263,21 @@ func wrapTensor(t *C.manypy_tensor, dl *C.DLTensor) (*Tensor, error) {
 		}
 	}
 	tensor.shape, tensor.strides = shape, strides
-	tensor.h, tensor.cleanup = adopt(tensor, unsafe.Pointer(t), func(ptr unsafe.Pointer) {
-		C.manypy_tensor_release((*C.manypy_tensor)(ptr))
-	}, "tensor")
+	tensor.h.init(unsafe.Pointer(t), releaseTensor, "tensor")
+	deferBackstop(tensor)
 	return tensor, nil
 }
 
+func releaseTensor(ptr unsafe.Pointer) { C.manypy_tensor_release((*C.manypy_tensor)(ptr)) }
+
 // Close releases the tensor's memory (when no call still uses it).
 // Idempotent. Views from TensorView are invalid after it.
-func (t *Tensor) Close() { closeOwned(t.h, t.cleanup) }
+func (t *Tensor) Close() {
+	if t.h.close() {
+		t.stopBackstop()
+	}
+	runtime.KeepAlive(t) // across Stop, which is sure to stop it only then
+}
 
 // DType is the element type.
 func (t *Tensor) DType() DType { return t.dtype }
