@@ -47,6 +47,25 @@ if(NOT Python3_LIBRARIES MATCHES "\\.so")
                       "(${Python3_LIBRARIES}): build it with --enable-shared")
 endif()
 
+# -DMANYPY_LIBPYTHON_DIR=D: the interpreters load D's libpython, the same
+# CPython version built for embedding (scripts/build_libpython.sh: Debian's
+# source with PGO and LTO, which Debian's own shared library lacks), instead
+# of the one MANYPY_PYTHON links. Everything else (the stdlib, extension
+# modules, torch) stays MANYPY_PYTHON's. Off by default: the product runs on
+# the distribution's packages (docs/performance.md, "the embedding tax").
+set(MANYPY_LIBPYTHON_DIR "" CACHE PATH
+    "directory of a libpython built for embedding, loaded instead of the Python's own")
+if(MANYPY_LIBPYTHON_DIR)
+  execute_process(
+    COMMAND ${MANYPY_PYTHON} -c "import sysconfig; print(sysconfig.get_config_var('INSTSONAME'))"
+    OUTPUT_VARIABLE libpython_soname OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT EXISTS "${MANYPY_LIBPYTHON_DIR}/${libpython_soname}")
+    message(FATAL_ERROR "MANYPY_LIBPYTHON_DIR=${MANYPY_LIBPYTHON_DIR} has no ${libpython_soname}, "
+                        "the library ${MANYPY_PYTHON} embeds (scripts/build_libpython.sh makes one)")
+  endif()
+  message(STATUS "manypy: interpreters load ${MANYPY_LIBPYTHON_DIR}/${libpython_soname}")
+endif()
+
 set(torch_from_wheel OFF)
 if(EXISTS "${torch_cmake_prefix}/Torch/TorchConfig.cmake")
   set(torch_from_wheel ON)

@@ -9,12 +9,14 @@
 
 static const char kUsage[] =
     "usage: manypy_bench_peers [--quick] [--seconds S] [--warmup W] [--rounds R] [--n LIST]\n"
-    "                          [--big-mb MB] [--archives DIR] [--chart PNG]\n"
+    "                          [--models LIST] [--big-mb MB] [--archives DIR] [--chart PNG]\n"
     "  --quick         smoke run: N = 1, S = 0.3, W = 0.2, 1 round, a 64 MB big model\n"
     "  --seconds S     measured seconds per design and round (default 3)\n"
     "  --warmup W      warm-up seconds before measuring (default 1)\n"
     "  --rounds R      rounds; designs alternate their order (default 2)\n"
     "  --n LIST        values of N, comma-separated (default 1,2,4)\n"
+    "  --models LIST   models to run, comma-separated: python_heavy, resnet18, big_light,\n"
+    "                  identity (default: all)\n"
     "  --big-mb MB     weights of the big model, made on first use (default 512)\n"
     "  --archives DIR  the sample archives (default: the build's, target manypy_archives)\n"
     "  --chart PNG     also write the chart (and PNG's .tsv of the figures)\n";
@@ -32,6 +34,7 @@ void options_parse(int argc, char** argv, options* o) {
       CLI_OPT_INT_LIST("--n", o->ns, 1, 15, MAX_NS, &o->nn),
       CLI_OPT_STRING("--archives", &o->archives),
       CLI_OPT_STRING("--chart", &o->chart),
+      CLI_OPT_STRING("--models", &o->models),
       CLI_OPT_INT_LIST("--child", child, 0, 1 << 30, 4, &nchild),
   };
   const size_t n = sizeof opts / sizeof opts[0];

@@ -49,6 +49,10 @@
 #ifndef PYTHON
 #define PYTHON "/usr/bin/python3"
 #endif
+/* Which build leg this is (torch version and Python), for the header. */
+#ifndef MANYPY_BENCH_LEG
+#define MANYPY_BENCH_LEG "torch ?, " PYTHON
+#endif
 #define CHART_PYTHON "/usr/bin/python3"
 
 const char* bench_program = "manypy_bench_peers";
@@ -103,10 +107,27 @@ static void make_models(const options* o) {
   run_python(argv);
 }
 
-static void measure(model_case* models, const options* o, char** argv, results* res) {
+/* Which models --models names (all without it); dies on an unknown name. */
+static void select_models(const options* o, const model_case* models, int wanted[MODEL_COUNT]) {
+  for (int mi = 0; mi < MODEL_COUNT; ++mi) wanted[mi] = o->models == NULL;
+  if (o->models == NULL) return;
+  char list[256];
+  snprintf(list, sizeof list, "%s", o->models);
+  for (char *save = NULL, *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+    int found = 0;
+    for (int mi = 0; mi < MODEL_COUNT; ++mi) {
+      if (strcmp(name, models[mi].label) == 0) wanted[mi] = found = 1;
+    }
+    if (!found) die("--models: no model %s (python_heavy, resnet18, big_light, identity)", name);
+  }
+}
+
+static void measure(model_case* models, const int wanted[MODEL_COUNT], const options* o,
+                    char** argv, results* res) {
   run_config c = {.archives = o->archives, .python = PYTHON, .peers_dir = MANYPY_BENCH_PEERS_DIR,
                   .warmup = o->warmup, .seconds = o->seconds};
   for (int mi = 0; mi < MODEL_COUNT; ++mi) {
+    if (!wanted[mi]) continue;
     c.m = &models[mi];
     for (int k = 0; k < o->nn; ++k) {
       c.n = o->ns[k];
@@ -158,7 +179,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   const double t0 = now_s();
-  printf("manypy_bench_peers: N = ");
+  int wanted[MODEL_COUNT];
+  select_models(&o, models, wanted);
+  printf("manypy_bench_peers (%s): N = ", MANYPY_BENCH_LEG);
   for (int k = 0; k < o.nn; ++k) printf("%s%d", k ? ", " : "", o.ns[k]);
   printf("; %d round(s) of %.2f s measured after %.2f s of warm-up per design; archives %s\n",
          o.rounds, o.seconds, o.warmup, o.archives);
@@ -167,12 +190,14 @@ int main(int argc, char** argv) {
 
   /* --- models ----------------------------------------------------------- */
   make_models(&o);
-  for (int mi = 0; mi < MODEL_COUNT; ++mi) model_load(&models[mi], o.archives);
+  for (int mi = 0; mi < MODEL_COUNT; ++mi) {
+    if (wanted[mi]) model_load(&models[mi], o.archives);
+  }
 
   /* --- measurements ----------------------------------------------------- */
   results* res = calloc(1, sizeof *res);
   if (!res) die("out of memory");
-  measure(models, &o, argv, res);
+  measure(models, wanted, &o, argv, res);
 
   /* --- tables and targets ----------------------------------------------- */
   printf("\n(calls/s: summed over the N callers; vs N proc: over the N-processes ceiling of the "
@@ -180,13 +205,17 @@ int main(int argc, char** argv) {
          "first s: start until the first request was served; all s: until every interpreter, "
          "worker or process had served one; cpu: cores kept busy by the design / by other "
          "processes while measuring)\n");
-  for (int mi = 0; mi < MODEL_COUNT; ++mi) report_model(&models[mi], mi, &o, res);
+  for (int mi = 0; mi < MODEL_COUNT; ++mi) {
+    if (wanted[mi]) report_model(&models[mi], mi, &o, res);
+  }
   report_targets(models, &o, res);
   report_noise(&o, res);
 
   /* --- chart ------------------------------------------------------------ */
   if (o.chart) chart(&o, models, res);
   printf("\nall outputs checked; total benchmark wall time: %.1f s\n", now_s() - t0);
-  for (int mi = 0; mi < MODEL_COUNT; ++mi) model_unload(&models[mi]);
+  for (int mi = 0; mi < MODEL_COUNT; ++mi) {
+    if (wanted[mi]) model_unload(&models[mi]);
+  }
   return 0;
 }
