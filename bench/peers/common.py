@@ -4,6 +4,7 @@ one intra-op thread), its keyword arguments, and the output check."""
 
 import json
 import os
+import sys
 
 import torch
 from torch.package import PackageImporter
@@ -51,3 +52,20 @@ def check_output(out, case, directory):
     for key, value in case.get("scalars", {}).items():
         if out.get(key) != value:
             raise ValueError(f"output '{key}' is {out.get(key)!r}, expected {value!r}")
+
+
+def load_checked(archive, script):
+    """The model of ARCHIVE, its input and its kwargs, after checking one
+    output against the expected files (grad off); exits naming SCRIPT and
+    the difference when it is wrong. The plain sides' shared start."""
+    model = load_model(archive)
+    case = case_of(archive)
+    directory = os.path.dirname(archive)
+    x = read_tensor(directory, case["input"])
+    kwargs = case["kwargs"]
+    with torch.no_grad():
+        try:
+            check_output(model(x, **kwargs), case, directory)
+        except ValueError as e:
+            sys.exit(f"{script}: {archive}: wrong output: {e}")
+    return model, x, kwargs

@@ -12,26 +12,18 @@ stdin to close before exiting, so that the host can read its memory first.
 """
 
 import array
-import os
 import sys
 import time
 
 import torch
 
-from common import case_of, check_output, load_model, read_tensor
+from common import load_checked
 
 
 def main():
     archive, warmup, seconds, latency_file = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
-    model = load_model(archive)
-    case = case_of(archive)
-    x = read_tensor(os.path.dirname(archive), case["input"])
-    kwargs = case["kwargs"]
+    model, x, kwargs = load_checked(archive, "plain_loop.py")
     with torch.no_grad():
-        try:
-            check_output(model(x, **kwargs), case, os.path.dirname(archive))
-        except ValueError as e:
-            sys.exit(f"plain_loop.py: {archive}: wrong output: {e}")
         print("ready", flush=True)
         if not sys.stdin.readline():
             return

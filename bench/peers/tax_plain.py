@@ -9,26 +9,18 @@ warms up, prints "ready". Then for every line K on stdin: K calls, and a
 line with their wall time in seconds. Exits at the end of stdin.
 """
 
-import os
 import sys
 import time
 
 import torch
 
-from common import case_of, check_output, load_model, read_tensor
+from common import load_checked
 
 
 def main():
     archive = sys.argv[1]
-    model = load_model(archive)
-    case = case_of(archive)
-    x = read_tensor(os.path.dirname(archive), case["input"])
-    kwargs = case["kwargs"]
+    model, x, kwargs = load_checked(archive, "tax_plain.py")
     with torch.no_grad():
-        try:
-            check_output(model(x, **kwargs), case, os.path.dirname(archive))
-        except ValueError as e:
-            sys.exit(f"tax_plain.py: {archive}: wrong output: {e}")
         for _ in range(200):
             model(x, **kwargs)
         print("ready", flush=True)
