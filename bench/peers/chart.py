@@ -21,6 +21,7 @@ STYLE = {  # design: (colour, marker)
     "shared GIL": ("tab:gray", "v"),
     "N processes": ("black", "x"),
     "TorchScript": ("tab:green", "^"),
+    "AOTInductor": ("tab:purple", "D"),  # torch 2.x leg, models with a .pt2
 }
 
 
@@ -52,8 +53,9 @@ def main():
             ax.set_ylim(bottom=0)
             ax.grid(True, alpha=0.3)
     axes[0][0].legend(fontsize="small")
-    fig.suptitle("manypy vs a worker pool, N plain processes (the ceiling), a shared GIL "
-                 "and TorchScript")
+    designs = {r["design"] for r in rows}
+    fig.suptitle("manypy vs a worker pool, N plain processes (the ceiling), a shared GIL, "
+                 "TorchScript" + (" and AOTInductor" if "AOTInductor" in designs else ""))
     fig.tight_layout()
     fig.savefig(png, dpi=90)
 

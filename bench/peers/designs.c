@@ -8,8 +8,18 @@
 #include "plain.h"
 #include "worker_pool.h"
 
-const char* const design_names[DESIGN_COUNT] = {"manypy", "worker pool", "shared GIL",
-                                                "N processes", "TorchScript"};
+const char* const design_names[DESIGN_COUNT] = {"manypy",      "worker pool", "shared GIL",
+                                                "N processes", "TorchScript", "AOTInductor"};
+
+int design_applies(design d, const model_case* m) {
+  if (d != D_AOTI) return 1;
+#ifdef MANYPY_BENCH_AOTI
+  return m->aoti[0] != '\0';
+#else
+  (void)m;
+  return 0;
+#endif
+}
 
 /* ---- N caller threads ----------------------------------------------- */
 
@@ -81,14 +91,17 @@ static void run_threads(const caller* c, int threads, const run_config* cfg, con
 typedef struct object_call {
   manypy_object* object;
   manypy_script_module* script;
+  manypy_aoti_module* aoti;
   manypy_value *args, *kwargs;
 } object_call;
 
 static int call_object(void* ctx, char* err, size_t len) {
   object_call* o = ctx;
   manypy_value* out = NULL;
-  manypy_status* st = o->script ? manypy_script_call(o->script, NULL, o->args, o->kwargs, NULL, &out)
-                                : manypy_object_call(o->object, NULL, o->args, o->kwargs, NULL, &out);
+  manypy_status* st =
+      o->aoti     ? manypy_aoti_call(o->aoti, o->args, NULL, NULL, &out)
+      : o->script ? manypy_script_call(o->script, NULL, o->args, o->kwargs, NULL, &out)
+                  : manypy_object_call(o->object, NULL, o->args, o->kwargs, NULL, &out);
   manypy_value_free(out);
   if (!st) return 0;
   snprintf(err, len, "%s: %s\n%s", manypy_code_name(manypy_status_code(st)),
@@ -100,7 +113,7 @@ static int call_object(void* ctx, char* err, size_t len) {
 /* A pool of `interpreters` called from cfg->n threads. */
 static void run_pool(const run_config* cfg, size_t interpreters, run_result* r) {
   const model_case* m = cfg->m;
-  object_call o = {NULL, NULL, model_args(m), model_kwargs(m)};
+  object_call o = {NULL, NULL, NULL, model_args(m), model_kwargs(m)};
   char path[4096], what[160];
   snprintf(path, sizeof path, "%s/%s.pt", cfg->archives, m->name);
   const double t0 = now_s();
@@ -147,7 +160,7 @@ static void run_pool(const run_config* cfg, size_t interpreters, run_result* r) 
 
 static void run_script(const run_config* cfg, run_result* r) {
   const model_case* m = cfg->m;
-  object_call o = {NULL, NULL, model_args(m), model_kwargs(m)};
+  object_call o = {NULL, NULL, NULL, model_args(m), model_kwargs(m)};
   char path[4096], what[160];
   snprintf(path, sizeof path, "%s/%s", cfg->archives, m->script);
   CHECK(manypy_script_set_intra_op_threads(1), "manypy_script_set_intra_op_threads");
@@ -164,6 +177,32 @@ static void run_script(const run_config* cfg, run_result* r) {
   manypy_script_free(o.script);
   manypy_value_free(o.args);
   manypy_value_free(o.kwargs);
+}
+
+/* ---- AOTInductor on the host ---------------------------------------- */
+
+/* The .pt2 package: python_heavy's is exported with the case's keyword
+ * arguments fixed (samples/models/make_pt2.py), so it takes x alone and
+ * returns the same tensors, without "steps". One intra-op thread, as
+ * TorchScript's: N calls at once are the parallelism. */
+static void run_aoti(const run_config* cfg, run_result* r) {
+  const model_case* m = cfg->m;
+  object_call o = {NULL, NULL, NULL, model_args(m), NULL};
+  char path[4096], what[160];
+  snprintf(path, sizeof path, "%s/%s", cfg->archives, m->aoti);
+  CHECK(manypy_script_set_intra_op_threads(1), "manypy_script_set_intra_op_threads");
+  const double t0 = now_s();
+  CHECK(manypy_aoti_load_file(path, NULL, &o.aoti), "manypy_aoti_load_file");
+  manypy_value* out = NULL;
+  CHECK(manypy_aoti_call(o.aoti, o.args, NULL, NULL, &out), "manypy_aoti_call");
+  r->first_s = r->all_s = now_s() - t0;
+  snprintf(what, sizeof what, "%s, %s", design_names[cfg->d], m->label);
+  check_model_output(what, out, m->outs, m->nouts, -1, NULL);
+  manypy_value_free(out);
+  const caller c = {call_object, &o};
+  run_threads(&c, cfg->n, cfg, NULL, 0, r);
+  manypy_aoti_free(o.aoti);
+  manypy_value_free(o.args);
 }
 
 /* ---- the worker pool ------------------------------------------------ */
@@ -240,6 +279,7 @@ void design_run(const run_config* c, run_result* r) {
     case D_MANYPY: run_pool(c, (size_t)c->n, r); break;
     case D_SHARED: run_pool(c, 1, r); break;
     case D_SCRIPT: run_script(c, r); break;
+    case D_AOTI: run_aoti(c, r); break;
     case D_POOL: run_worker_pool(c, r); break;
     case D_PLAIN: run_plain(c, r); break;
     default: die("unknown design %d", (int)c->d);

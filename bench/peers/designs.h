@@ -6,6 +6,8 @@
  *   shared GIL   a pool of 1 interpreter shared by N threads
  *   N processes  N plain python3 processes, no IPC: the ceiling (plain.h)
  *   TorchScript  the model's *_script.pt on the host's libtorch, N threads
+ *   AOTInductor  the model's .pt2 package on the host's libtorch, N threads
+ *                (torch 2.x builds; models without a package skip it)
  *
  * Each one first checks the model's output on every interpreter, worker or
  * process (and dies if it is wrong), then warms up and measures. */
@@ -15,7 +17,7 @@
 #include "harness.h"
 #include "models.h"
 
-typedef enum design { D_MANYPY, D_POOL, D_SHARED, D_PLAIN, D_SCRIPT, DESIGN_COUNT } design;
+typedef enum design { D_MANYPY, D_POOL, D_SHARED, D_PLAIN, D_SCRIPT, D_AOTI, DESIGN_COUNT } design;
 
 extern const char* const design_names[DESIGN_COUNT];
 
@@ -39,6 +41,10 @@ typedef struct run_result {
   cpu_use cpu;
   samples lat;
 } run_result;
+
+/* Whether design `d` runs on model `m` in this build (AOTInductor: where
+ * manypy has it, for models with a package). */
+int design_applies(design d, const model_case* m);
 
 /* Runs one design in this process. */
 void design_run(const run_config* c, run_result* r);

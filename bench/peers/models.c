@@ -26,6 +26,9 @@ void model_cases(model_case out[MODEL_COUNT], int big_mb) {
   snprintf(out[1].script, sizeof out[1].script, "resnet18_script.pt");
   snprintf(out[2].script, sizeof out[2].script, "peers/big_light_%d_script.pt", big_mb);
   snprintf(out[3].script, sizeof out[3].script, "peers/identity_script.pt");
+  /* samples/models/make_pt2.py, where manypy runs them (torch 2.x). */
+  snprintf(out[0].aoti, sizeof out[0].aoti, "python_heavy.pt2");
+  snprintf(out[1].aoti, sizeof out[1].aoti, "resnet18.pt2");
 }
 
 static size_t elements(int32_t ndim, const int64_t* shape) {

@@ -17,6 +17,7 @@ typedef struct model_case {
   const char* label; /* short, for tables: "python_heavy", "resnet18", ... */
   char name[64];     /* archive base name: NAME.pt, NAME.input.bin, ... */
   char script[80];   /* TorchScript archive of the same model, "" if none */
+  char aoti[80];     /* its AOTInductor package (.pt2), "" if none */
   int32_t in_ndim;
   int64_t in_shape[4];
   int64_t steps; /* python_heavy's kwarg and scalar output; -1: no kwargs */

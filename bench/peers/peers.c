@@ -137,6 +137,7 @@ static void measure(model_case* models, const int wanted[MODEL_COUNT], const opt
       for (int r = 0; r < o->rounds; ++r) {
         for (int j = 0; j < DESIGN_COUNT; ++j) {
           c.d = (design)(r % 2 == 0 ? j : DESIGN_COUNT - 1 - j);
+          if (!design_applies(c.d, c.m)) continue;
           progress("%s, N = %d, %s, round %d/%d", c.m->label, c.n, design_names[c.d], r + 1,
                    o->rounds);
           run_result one;
@@ -145,7 +146,9 @@ static void measure(model_case* models, const int wanted[MODEL_COUNT], const opt
           res->has[mi][k][c.d] = 1;
         }
       }
-      for (int d = 0; d < DESIGN_COUNT; ++d) runner_mean(&res->r[mi][k][d], o->rounds);
+      for (int d = 0; d < DESIGN_COUNT; ++d) {
+        if (res->has[mi][k][d]) runner_mean(&res->r[mi][k][d], o->rounds);
+      }
     }
   }
 }

@@ -15,7 +15,8 @@ static int n_index(const options* o, int n) {
 static double p_us(run_result* r, double q) { return samples_quantile(&r->lat, q) * 1e-3; }
 
 void report_model(const model_case* m, int mi, const options* o, results* res) {
-  printf("\n== %s: %s.pt, TorchScript %s ==\n", m->label, m->name, m->script);
+  printf("\n== %s: %s.pt, TorchScript %s%s%s ==\n", m->label, m->name, m->script,
+         design_applies(D_AOTI, m) ? ", AOTInductor " : "", design_applies(D_AOTI, m) ? m->aoti : "");
   printf("%-3s %-12s %10s %9s %9s %9s %9s %10s %9s %9s %9s %9s\n", "N", "design", "calls/s",
          "vs N proc", "p50 us", "p99 us", "calls", "Pss MB", "first s", "all s", "cpu ours",
          "cpu other");
@@ -89,7 +90,29 @@ void report_targets(const model_case* models, const options* o, results* res) {
     snprintf(what, sizeof what, "%s: start-up to first request, manypy / worker pool", models[mi].label);
     target(o, res, mi, 4, D_MANYPY, D_POOL, F_FIRST, what, 0, 0.8, 0);
   }
+  /* Issue 25: the compiled host path against TorchScript and the rest, on
+   * the torch 2.x leg (rows for N not measured or designs that did not run
+   * say so). */
+  const int compiled[] = {HEAVY, RESNET};
+  for (size_t j = 0; j < sizeof compiled / sizeof compiled[0]; ++j) {
+    const int mi = compiled[j];
+    if (!design_applies(D_AOTI, &models[mi])) continue;
+    snprintf(what, sizeof what, "%s: throughput AOTInductor / TorchScript", models[mi].label);
+    target(o, res, mi, 2, D_AOTI, D_SCRIPT, F_RATE, what, 1, 1.0, 0);
+  }
   ratio_header("== For information ==");
+  for (size_t j = 0; j < sizeof compiled / sizeof compiled[0]; ++j) {
+    const int mi = compiled[j];
+    if (!design_applies(D_AOTI, &models[mi])) continue;
+    static const design others[] = {D_MANYPY, D_POOL, D_PLAIN};
+    for (size_t d = 0; d < sizeof others / sizeof others[0]; ++d) {
+      snprintf(what, sizeof what, "%s: throughput AOTInductor / %s", models[mi].label,
+               design_names[others[d]]);
+      target(o, res, mi, 2, D_AOTI, others[d], F_RATE, what, 1, 0, 1);
+    }
+    snprintf(what, sizeof what, "%s: total Pss AOTInductor / TorchScript", models[mi].label);
+    target(o, res, mi, 2, D_AOTI, D_SCRIPT, F_PSS, what, 0, 0, 1);
+  }
   for (int mi = 0; mi < MODEL_COUNT; ++mi) {
     snprintf(what, sizeof what, "%s: start-up until all N serve, manypy / worker pool", models[mi].label);
     target(o, res, mi, 4, D_MANYPY, D_POOL, F_ALL, what, 0, 0, 1);

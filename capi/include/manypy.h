@@ -1149,15 +1149,16 @@ typedef struct manypy_script_module manypy_script_module;
 
 /* Loads a TorchScript archive (torch.jit.save). MANYPY_ERR_NOT_FOUND,
  * MANYPY_ERR_BAD_ARCHIVE, MANYPY_ERR_UNSUPPORTED_VERSION as for packages.
- * The file is read once, as for packages. These two check nothing: load
- * TorchScript only from archives you trust, or give a trust. */
+ * The file is read once, as for packages. These two check only the host
+ * trust (manypy_set_host_archive_trust), if one is set: load TorchScript
+ * only from archives you trust, or give a trust. */
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_script_load_file(
     const char* path, manypy_script_module** out_module);
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_script_load_bytes(
     const void* data, size_t size, manypy_script_module** out_module);
-/* The same, refusing an archive that `trust` (borrowed; NULL: none) does
- * not trust with MANYPY_ERR_UNTRUSTED_ARCHIVE before libtorch reads any of
- * it: libtorch's TorchScript frontend compiles an archive's code as it
+/* The same, refusing an archive that `trust` (borrowed; NULL: the host
+ * trust, if any) does not trust with MANYPY_ERR_UNTRUSTED_ARCHIVE before
+ * libtorch reads any of it: libtorch's TorchScript frontend compiles an archive's code as it
  * loads, and its compiler trusts that code (docs/security.md). */
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_script_load_file_trusted(
     const char* path, const manypy_archive_trust* trust, manypy_script_module** out_module);
@@ -1190,6 +1191,96 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_script_call_async(
     manypy_script_module* module, const char* method, const manypy_value* args,
     const manypy_value* kwargs, const manypy_call_options* options, manypy_call_done_fn done,
     void* user_data);
+
+/* ------------------------------------------------------------------------ */
+/* AOTInductor packages on the host (.pt2): no Python, no interpreter        */
+/* ------------------------------------------------------------------------ */
+
+/* A model that torch.export captured and AOTInductor compiled to native code
+ * (torch._inductor.aoti_compile_and_package writes the .pt2), run with
+ * libtorch's own loader in the host process: PyTorch's successor to
+ * TorchScript for models that need no Python. A handle of its own, not a
+ * manypy_script_module: it has no methods, takes only the tensors its
+ * example inputs had, and needs torch 2.6 or newer (docs/models.md).
+ * Thread safe: any number of threads may call it at once; up to one call per
+ * core runs at a time, more wait for a free copy of the model's buffers.
+ * Since 0.3. */
+typedef struct manypy_aoti_module manypy_aoti_module;
+
+/* Loads a .pt2 package from a file (read once, as for packages) or from
+ * bytes (copied). `trust` (borrowed; NULL: the host trust of
+ * manypy_set_host_archive_trust, if any) is checked before libtorch reads
+ * anything: a package holds a compiled library, and loading it runs its
+ * code. Errors:
+ *  - MANYPY_ERR_UNSUPPORTED_VERSION: this manypy was built against a torch
+ *    without AOTInductor (the message names the torch needed), or the
+ *    package was compiled for what this host is not: another device (CUDA),
+ *    CPU architecture, instruction set (AVX-512 on an AVX2 CPU) or OS;
+ *  - MANYPY_ERR_LOADER: its compiled library does not load (compiled
+ *    against another torch, or a library it needs is missing);
+ *  - MANYPY_ERR_NOT_A_PACKAGE: a PyTorch archive that is no AOTInductor
+ *    package (TorchScript, a torch.package, an exported program without a
+ *    compiled model);
+ *  - MANYPY_ERR_BAD_ARCHIVE: a truncated or inconsistent package;
+ *  - MANYPY_ERR_UNTRUSTED_ARCHIVE, MANYPY_ERR_NOT_FOUND. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_aoti_load_file(
+    const char* path, const manypy_archive_trust* trust, manypy_aoti_module** out_module);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_aoti_load_bytes(
+    const void* data, size_t size, const manypy_archive_trust* trust,
+    manypy_aoti_module** out_module);
+/* Frees the handle. Accepts NULL. Asynchronous calls in flight hold the
+ * module, which goes when the last of them completes. */
+MANYPY_API void manypy_aoti_free(manypy_aoti_module* module);
+
+/* Calls the model. `args` (a list or tuple; NULL: none) and `kwargs` (a
+ * dict; NULL: none) have the structure of the example inputs it was
+ * exported with, tensors at the leaves; the result has the structure it
+ * returned (a tensor, or tuples, lists and string-keyed dicts of them).
+ * Tensors are passed without copies when contiguous (others are copied
+ * once); results are new tensors. Runs in inference mode. Errors:
+ *  - MANYPY_ERR_INVALID_ARGUMENT: the wrong number of arguments, a missing
+ *    or extra key (the message names it and the structure expected);
+ *  - MANYPY_ERR_WRONG_KIND: a non-tensor where a tensor belongs;
+ *  - MANYPY_ERR_BAD_TENSOR: a dtype, shape or device the model was not
+ *    compiled for (AOTInductor's input checks, which manypy turns on);
+ *  - MANYPY_ERR_PYTHON: the compiled model failed (its message);
+ *  - MANYPY_ERR_DEADLINE_EXCEEDED, MANYPY_ERR_CANCELLED: `options` (may be
+ *    NULL) give a deadline or token; they are checked before the compiled
+ *    model starts and when it returns (a late result is dropped): compiled
+ *    kernels cannot be stopped while they run.
+ * Operator callbacks and the profiler see one operator per call,
+ * "manypy::aoti_run", with the call's model and request ids and, if asked,
+ * its input tensors: the compiled kernels call no operator through
+ * libtorch's dispatcher. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_aoti_call(
+    manypy_aoti_module* module, const manypy_value* args, const manypy_value* kwargs,
+    const manypy_call_options* options, manypy_value** out_result);
+
+/* Submits a call, as manypy_aoti_call, with the conventions of
+ * manypy_script_call_async: it runs on a host worker thread; arguments that
+ * do not fit the model are refused at submission; the call holds the
+ * module until `done` has returned. Thread safe. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_aoti_call_async(
+    manypy_aoti_module* module, const manypy_value* args, const manypy_value* kwargs,
+    const manypy_call_options* options, manypy_call_done_fn done, void* user_data);
+
+/* What AOTInductor recorded when it compiled the model, as a new dict of
+ * strings owned by the caller (AOTI_DEVICE_KEY, AOTI_CPU_ISA, AOTI_MACHINE,
+ * ...). Extra files are records: manypy_archive_read_file reads them,
+ * manypy_archive_save_copy writes a copy with more. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_aoti_metadata(
+    const manypy_aoti_module* module, manypy_value** out_dict);
+
+/* The host trust: what every host load given no trust of its own checks
+ * (manypy_script_load_file and _load_bytes, manypy_aoti_load_file and
+ * _load_bytes with a NULL trust), so that a service can refuse, with one
+ * call at start-up, every model it does not know. A copy of `trust` is
+ * kept; NULL removes it. Loads given a trust check that one instead.
+ * Pools have their own (manypy_pool_options_set_archive_trust). Thread
+ * safety: any thread; a load already past its check is not affected.
+ * Since 0.3. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_set_host_archive_trust(
+    const manypy_archive_trust* trust);
 
 /* ------------------------------------------------------------------------ */
 /* Dynamic batching                                                         */
@@ -1407,7 +1498,8 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_profiler_chrome_trace(
 /* Called once per process for each distinct API usage key: torch's own
  * (e.g. "torch.python.import" from each interpreter's `import torch`,
  * "torch.script.load"), manypy's ("manypy.pool.create",
- * "manypy.package.load", "manypy.object.load", "manypy.script.load"), the
+ * "manypy.package.load", "manypy.object.load", "manypy.script.load",
+ * "manypy.aoti.load"), the
  * caller's (manypy_log_api_usage) and model code's
  * (torch._C._log_api_usage_once(key) in any interpreter). `key` is borrowed
  * for the call. May run on any thread, while the library holds a lock: it
@@ -1432,7 +1524,8 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_log_api_usage(const char* key)
 /* Archive metadata                                                         */
 /* ------------------------------------------------------------------------ */
 
-/* The records of any PyTorch archive (TorchScript or torch.package), e.g.
+/* The records of any PyTorch archive (TorchScript, torch.package, an
+ * AOTInductor .pt2 package), e.g.
  * "extra/producer_info.json", read with libtorch's reader, without Python.
  * Errors as for manypy_package_load_file. The caller owns the result. */
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_archive_list_files(
@@ -1442,6 +1535,18 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_archive_list_files(
  * if absent. */
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_archive_read_file(
     const char* path, const char* name, manypy_value** out_bytes);
+
+/* Writes a copy of the PyTorch archive at `path` (TorchScript, torch.package
+ * or .pt2) to `new_path` (libtorch's writer), with `extra_files` (a dict of
+ * name -> bytes or string, borrowed; NULL for none) stored as
+ * "extra/<name>" (replacing records of those names), plus the export hook's
+ * files: how a pipeline stamps metadata on a package it did not write
+ * through manypy. The copy loads like the original; its digest differs (a
+ * trust must list it anew). Errors as manypy_archive_list_files, and
+ * MANYPY_ERR_NOT_FOUND for a `new_path` that cannot be written. Thread
+ * safety: any thread. Since 0.3. */
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_archive_save_copy(
+    const char* path, const char* new_path, const manypy_value* extra_files);
 
 /* Saves a TorchScript module (torch.jit.save) to `path`, with `extra_files`
  * (a dict of name -> bytes or string, borrowed; NULL for none) stored as
@@ -1487,7 +1592,8 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_set_export_hook(
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_load_operator_library(const char* path);
 
 /* Intra-op threads of the host's libtorch (torch.set_num_threads), used by
- * TorchScript calls, >= 1 (MANYPY_ERR_OUT_OF_RANGE below). Applies to
+ * TorchScript calls and by AOTInductor packages' compiled kernels (their
+ * OpenMP teams), >= 1 (MANYPY_ERR_OUT_OF_RANGE below). Applies to
  * threads that have not yet run an operator. Interpreters have their own
  * setting (manypy_pool_options). */
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_script_set_intra_op_threads(int threads);

@@ -1,5 +1,5 @@
-// Reading any PyTorch archive (TorchScript or torch.package) without Python,
-// and the process-wide export hook.
+// Reading and copying any PyTorch archive (TorchScript, torch.package, an
+// AOTInductor package) without Python, and the process-wide export hook.
 #include "archive.h"
 
 #include "handles.h"
@@ -25,6 +25,20 @@ manypy_status* manypy_archive_read_file(const char* path, const char* name,
     MANYPY_NOT_NULL(out_bytes);
     *out_bytes = manypy::capi::new_value(
         manypy::Value::of_bytes(manypy::Archive::open_file(path)->read(name)));
+    return nullptr;
+  });
+}
+
+manypy_status* manypy_archive_save_copy(const char* path, const char* new_path,
+                                        const manypy_value* extra_files) {
+  return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
+    MANYPY_PATH(path);
+    MANYPY_PATH(new_path);
+    manypy::ExtraFiles files =
+        manypy::extra_files_from(extra_files ? &manypy::capi::value_of(extra_files) : nullptr);
+    // The export hook stamps this archive too; the caller's files win.
+    manypy::Runtime::get().export_hook().add_to(&files);
+    manypy::Archive::open_file(path)->save_copy(new_path, files);
     return nullptr;
   });
 }

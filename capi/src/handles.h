@@ -8,6 +8,7 @@
 #include <new>
 #include <string>
 
+#include "aoti_module.h"
 #include "batcher.h"
 #include "error.h"
 #include "manypy.h"
@@ -77,6 +78,10 @@ struct manypy_tensor {
 // Shared ownership: asynchronous calls hold the module until they complete.
 struct manypy_script_module {
   std::shared_ptr<manypy::ScriptModule> module;
+};
+
+struct manypy_aoti_module {
+  std::shared_ptr<manypy::AotiModule> module;
 };
 
 namespace manypy::capi {

@@ -73,15 +73,7 @@ manypy_status* manypy_package_save_file(const manypy_package* package, const cha
     manypy::ExtraFiles files =
         manypy::extra_files_from(extra_files ? &manypy::capi::value_of(extra_files) : nullptr);
     // The export hook stamps this archive too; the caller's files win.
-    manypy::Runtime::get().export_hook().collect(
-        [](void* ctx, const char* name, const void* data, size_t size) {
-          auto& list = *static_cast<manypy::ExtraFiles*>(ctx);
-          for (const auto& file : list) {
-            if (file.first == name) return;
-          }
-          list.emplace_back(name, std::string(static_cast<const char*>(data), size));
-        },
-        &files);
+    manypy::Runtime::get().export_hook().add_to(&files);
     package->package->archive().save_copy(path, files);
     return nullptr;
   });

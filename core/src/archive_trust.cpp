@@ -2,6 +2,8 @@
 
 #include <openssl/evp.h>
 
+#include <mutex>
+
 #include "archive.h"
 #include "error.h"
 
@@ -57,6 +59,25 @@ std::optional<Sha256> ArchiveTrust::check(const Archive& archive) const {
                   ", which this pool does not trust (not on its allow-list" +
                   (verifier ? ", and refused by its verifier)" : ")") +
                   "; nothing of it was run");
+}
+
+namespace {
+std::mutex host_trust_mu;
+std::shared_ptr<const ArchiveTrust> host_trust;
+}  // namespace
+
+void set_host_archive_trust(std::shared_ptr<const ArchiveTrust> trust) {
+  {
+    std::lock_guard<std::mutex> lock(host_trust_mu);
+    host_trust.swap(trust);
+  }
+  // `trust` is now the old one: it (and its verifier's user data) goes
+  // here, outside the lock.
+}
+
+std::shared_ptr<const ArchiveTrust> host_archive_trust() {
+  std::lock_guard<std::mutex> lock(host_trust_mu);
+  return host_trust;
 }
 
 void TrustHistory::ran(const std::optional<Sha256>& digest, const std::string& origin) {

@@ -43,6 +43,13 @@ struct ArchiveTrust {
   std::optional<Sha256> check(const Archive& archive) const;
 };
 
+// The trust of host loads (TorchScript and AOTInductor, from files and
+// bytes) that are given none: process-wide, replaced by each call; nullptr
+// removes it. Thread safe: a load already past its check keeps the one it
+// had.
+void set_host_archive_trust(std::shared_ptr<const ArchiveTrust> trust);
+std::shared_ptr<const ArchiveTrust> host_archive_trust();
+
 // What code an interpreter has run from archives, over its whole life
 // (interpreters outlive pools, and keep the modules of their installation
 // from one pool to the next, with whatever a model patched in them). An

@@ -51,4 +51,20 @@ void ExportHook::collect(AddFn add, void* ctx) noexcept {
   }
 }
 
+void ExportHook::add_to(ExtraFiles* files) noexcept {
+  collect(
+      [](void* ctx, const char* name, const void* data, size_t size) {
+        auto& list = *static_cast<ExtraFiles*>(ctx);
+        for (const auto& file : list) {
+          if (file.first == name) return;
+        }
+        try {
+          list.emplace_back(name, std::string(static_cast<const char*>(data), size));
+        } catch (...) {
+          // Out of memory: the file is left out, as for a failing hook.
+        }
+      },
+      files);
+}
+
 }  // namespace manypy

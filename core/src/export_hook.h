@@ -9,6 +9,7 @@
 #include <functional>
 #include <mutex>
 
+#include "archive.h"
 #include "value.h"
 
 namespace manypy {
@@ -31,6 +32,9 @@ class ExportHook {
   // Calls the hook and add(ctx, name, data, size) for each file it returns.
   // Thread safe; never throws (a failing hook adds nothing).
   void collect(AddFn add, void* ctx) noexcept;
+  // Appends the hook's files to `files`, except those whose names are
+  // already there: the caller's files win. Never throws.
+  void add_to(ExtraFiles* files) noexcept;
 
  private:
   std::mutex mu_;

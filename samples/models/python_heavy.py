@@ -39,6 +39,12 @@ class PythonHeavy(nn.Module):
         the package's weights (tests/capi/capi_objects.c)."""
         return self.step_w.data_ptr()
 
+    def shift(self, h: torch.Tensor) -> torch.Tensor:
+        """Control flow that depends on a value computed from the data."""
+        if bool(h.mean() > 0):
+            return h * 1.5
+        return h - 0.1
+
     def forward(
         self, x: torch.Tensor, steps: int = 8, normalize: bool = True
     ) -> Dict[str, Union[torch.Tensor, int]]:
@@ -59,11 +65,7 @@ class PythonHeavy(nn.Module):
         if normalize:
             h = h / (h.norm(p=2, dim=1, keepdim=True) + 1e-6)
 
-        # Control flow that depends on a value computed from the data.
-        if bool(h.mean() > 0):
-            h = h * 1.5
-        else:
-            h = h - 0.1
+        h = self.shift(h)
 
         out: Dict[str, Union[torch.Tensor, int]] = {
             "logits": self.head(h),
@@ -71,3 +73,31 @@ class PythonHeavy(nn.Module):
             "steps": steps,
         }
         return out
+
+
+class PythonHeavyExport(PythonHeavy):
+    """PythonHeavy as torch.export takes it, for AOTInductor (make_pt2.py).
+
+    What export cannot capture is changed, and nothing else:
+    * ``shift``'s ``if`` on a value of the data becomes ``torch.where``
+      (export traces one path; a data-dependent branch needs torch.where or
+      torch.cond);
+    * ``steps`` and ``normalize`` are fixed at export (an exported graph is
+      specialised on Python scalars), so ``forward`` takes ``x`` alone;
+    * the ``steps`` entry of the result, a Python int, is left out
+      (AOTInductor returns tensors).
+    The weights are those of the PythonHeavy it is made from.
+    """
+
+    def __init__(self, heavy: PythonHeavy, steps: int = 8, normalize: bool = True):
+        super().__init__()
+        self.load_state_dict(heavy.state_dict())
+        self.steps = steps
+        self.normalize = normalize
+
+    def shift(self, h: torch.Tensor) -> torch.Tensor:
+        return torch.where(h.mean() > 0, h * 1.5, h - 0.1)
+
+    def forward(self, x: torch.Tensor) -> Dict[str, torch.Tensor]:  # type: ignore[override]
+        out = super().forward(x, self.steps, self.normalize)
+        return {"logits": out["logits"], "norm": out["norm"]}

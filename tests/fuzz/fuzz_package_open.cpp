@@ -10,39 +10,15 @@
 
 #include "archive.h"
 #include "error.h"
-#include "fuzz_support.h"
+#include "fuzz_core_support.h"
 #include "package.h"
 #include "zip_mutator.h"
 
 namespace {
 
 using manypy::Code;
-
-// What the C API's fence would turn an exception into; aborts on what it
-// would call MANYPY_ERR_INTERNAL.
-Code classify(const char* step) {
-  try {
-    throw;
-  } catch (const manypy::Error& e) {
-    if (e.code() == Code::kInternal && fuzz::tolerated(e.message())) return Code::kBadArchive;
-    if (e.code() == Code::kInternal) fuzz::fail(std::string(step) + ": kInternal: " + e.message());
-    if (e.message().empty()) fuzz::fail(std::string(step) + ": an error without a message");
-    return e.code();
-  } catch (const std::bad_alloc&) {
-    return Code::kResourceExhausted;
-  } catch (const std::exception& e) {
-    if (fuzz::tolerated(e.what())) return Code::kBadArchive;
-    fuzz::fail(std::string(step) + ": an exception the C API reports as MANYPY_ERR_INTERNAL: " +
-               e.what());
-  } catch (...) {
-    fuzz::fail(std::string(step) + ": an unknown exception (MANYPY_ERR_INTERNAL)");
-  }
-}
-
-bool is_archive_error(Code code) {
-  return code == Code::kBadArchive || code == Code::kNotAPackage ||
-         code == Code::kUnsupportedVersion || code == Code::kResourceExhausted;
-}
+using fuzz::classify;
+using fuzz::is_archive_error;
 
 }  // namespace
 

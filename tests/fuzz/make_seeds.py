@@ -1,12 +1,16 @@
 #!/usr/bin/python3
-"""Writes the hand-made seed inputs of fuzz_values and fuzz_tensors into
-tests/fuzz/corpus/{values,tensors} (committed; rerun after changing an input
-format). The byte layouts are the ones the targets' readers take, in order.
+"""Writes the hand-made seed inputs of fuzz_values, fuzz_tensors and
+fuzz_aoti_package into tests/fuzz/corpus/{values,tensors,pt2} (committed;
+rerun after changing an input format). The byte layouts are the ones the
+targets' readers take, in order.
 
 Usage: tests/fuzz/make_seeds.py
 """
+import io
+import json
 import os
 import struct
+import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -132,6 +136,68 @@ write("tensors", "managed_bool", tensor(True, False, 64, 4, "bool", [4, 2], byte
 write("tensors", "managed_strided", tensor(True, False, 512, 0, "c64", [2, 3], [4, 1], byte_offset=16))
 write("tensors", "managed_cuda", tensor(True, False, 64, 0, "f32", [2], device=2))
 write("tensors", "managed_scalar", tensor(True, False, 8, 0, "bf16", []))
+
+
+# --- fuzz_aoti_package: small .pt2 packages, and call specs ----------------
+# The layout aoti_compile_and_package writes (a real one is megabytes: its
+# compiled library), with a library that is only an ELF header.
+def elf_header(machine=62, elf_type=3, elf_class=2):  # EM_X86_64, ET_DYN, 64-bit
+    ident = b"\x7fELF" + bytes([elf_class, 1, 1, 0]) + bytes(8)
+    return ident + struct.pack("<HHI", elf_type, machine, 1) + bytes(64 - 24)
+
+
+METADATA = {"AOTI_DEVICE_KEY": "cpu", "AOTI_PLATFORM": "linux", "AOTI_MACHINE": "x86_64",
+            "AOTI_CPU_ISA": "DEFAULT", "AOTI_COMPUTE_CAPABILITY": ""}
+
+
+def pt2(records, name="seed"):
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as z:
+        for record, data in records:
+            z.writestr(f"{name}/{record}", data)
+    return out.getvalue()
+
+
+def package(library=None, metadata=None, extra=(), model="model"):
+    lib = f"data/aotinductor/{model}/cseed.wrapper"
+    records = [(".data/version", b"6\n"), ("archive_format", b"pt2"), ("archive_version", b"0"),
+               ("byteorder", b"little")]
+    records.append((lib + ".so", elf_header() if library is None else library))
+    records.append((lib + "_metadata.json",
+                    json.dumps(METADATA if metadata is None else metadata).encode()))
+    return pt2(records + list(extra))
+
+
+write("pt2", "minimal.pt2", package())
+write("pt2", "cuda.pt2", package(metadata=dict(METADATA, AOTI_DEVICE_KEY="cuda")))
+write("pt2", "avx512.pt2", package(metadata=dict(METADATA, AOTI_CPU_ISA="AVX512")))
+write("pt2", "aarch64.pt2", package(library=elf_header(machine=183)))
+write("pt2", "not_elf.pt2", package(library=b"#!/bin/sh\n"))
+write("pt2", "bad_metadata.pt2", package(metadata=["AOTI_DEVICE_KEY"]))
+write("pt2", "escape.pt2", package(extra=[("data/../../evil.so", b"x")]))
+write("pt2", "two_models.pt2",
+      package(extra=[("data/aotinductor/other/c.so", elf_header())]))
+write("pt2", "exported_only.pt2",
+      pt2([(".data/version", b"6\n"), ("models/model.json", b"{}")]))
+LEAF = {"type": None, "context": None, "children_spec": []}
+
+
+def node(kind, children, context="null"):
+    return {"type": kind, "context": context, "children_spec": children}
+
+
+def spec(positional, named=None):
+    named = named or {}
+    return json.dumps([1, node("builtins.tuple", [
+        node("builtins.tuple", positional),
+        node("builtins.dict", list(named.values()), json.dumps(list(named)))])]).encode()
+
+
+write("pt2", "spec_two_tensors", spec([LEAF, LEAF]))
+write("pt2", "spec_nested", spec([node("builtins.list", [LEAF, node("builtins.NoneType", [])])],
+                                 {"mask": LEAF}))
+write("pt2", "spec_output_dict", json.dumps(
+    [1, node("builtins.dict", [LEAF, LEAF], json.dumps(["logits", "norm"]))]).encode())
 
 
 # --- regression inputs made by hand ----------------------------------------
