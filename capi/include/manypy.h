@@ -1250,8 +1250,10 @@ MANYPY_API void manypy_aoti_free(manypy_aoti_module* module);
  *    kernels cannot be stopped while they run.
  * Operator callbacks and the profiler see one operator per call,
  * "manypy::aoti_run", with the call's model and request ids and, if asked,
- * its input tensors: the compiled kernels call no operator through
- * libtorch's dispatcher. */
+ * its input tensors, which stands for the compiled kernels: they do not go
+ * through libtorch's dispatcher (the few view and copy operators the
+ * runtime does dispatch, such as aten::as_strided, are reported too, with
+ * the call's ids). */
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_aoti_call(
     manypy_aoti_module* module, const manypy_value* args, const manypy_value* kwargs,
     const manypy_call_options* options, manypy_value** out_result);

@@ -95,7 +95,7 @@ Value AotiModule::run(const Value* args, const Value* kwargs, const CallOptions&
   } pop_context{context};
   std::vector<Value> outputs;
   {
-    // Compiled kernels call no operator through the dispatcher, so operator
+    // Compiled kernels do not go through the dispatcher, so operator
     // callbacks see none of them: one record stands for the whole call.
     at::RecordFunction record(at::RecordScope::FUNCTION);
     if (record.isActive()) {

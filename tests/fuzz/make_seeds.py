@@ -142,8 +142,12 @@ write("tensors", "managed_scalar", tensor(True, False, 8, 0, "bf16", []))
 # The layout aoti_compile_and_package writes (a real one is megabytes: its
 # compiled library), with a library that is only an ELF header.
 def elf_header(machine=62, elf_type=3, elf_class=2):  # EM_X86_64, ET_DYN, 64-bit
+    """An ELF header and one PT_LOAD program header covering the file."""
     ident = b"\x7fELF" + bytes([elf_class, 1, 1, 0]) + bytes(8)
-    return ident + struct.pack("<HHI", elf_type, machine, 1) + bytes(64 - 24)
+    header = ident + struct.pack("<HHIQQQIHHHHHH", elf_type, machine, 1, 0, 64, 0, 0, 64, 56, 1,
+                                 64, 0, 0)
+    load = struct.pack("<IIQQQQQQ", 1, 5, 0, 0, 0, 120, 120, 4096)
+    return header + load
 
 
 METADATA = {"AOTI_DEVICE_KEY": "cpu", "AOTI_PLATFORM": "linux", "AOTI_MACHINE": "x86_64",
@@ -153,8 +157,8 @@ METADATA = {"AOTI_DEVICE_KEY": "cpu", "AOTI_PLATFORM": "linux", "AOTI_MACHINE": 
 def pt2(records, name="seed"):
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as z:
-        for record, data in records:
-            z.writestr(f"{name}/{record}", data)
+        for record, data in records:  # a fixed date: the same bytes on every run
+            z.writestr(zipfile.ZipInfo(f"{name}/{record}", date_time=(1980, 1, 1, 0, 0, 0)), data)
     return out.getvalue()
 
 
