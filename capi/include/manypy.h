@@ -1156,10 +1156,11 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_script_load_file(
     const char* path, manypy_script_module** out_module);
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_script_load_bytes(
     const void* data, size_t size, manypy_script_module** out_module);
-/* The same, refusing an archive that `trust` (borrowed; NULL: the host
- * trust, if any) does not trust with MANYPY_ERR_UNTRUSTED_ARCHIVE before
- * libtorch reads any of it: libtorch's TorchScript frontend compiles an archive's code as it
- * loads, and its compiler trusts that code (docs/security.md). */
+/* The same, refusing an archive that `trust` (borrowed; NULL: none) does
+ * not trust with MANYPY_ERR_UNTRUSTED_ARCHIVE before libtorch reads any of
+ * it (the host trust, if set, must accept it too): libtorch's TorchScript
+ * frontend compiles an archive's code as it loads, and its compiler trusts
+ * that code (docs/security.md). */
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_script_load_file_trusted(
     const char* path, const manypy_archive_trust* trust, manypy_script_module** out_module);
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_script_load_bytes_trusted(
@@ -1208,10 +1209,10 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_script_call_async(
 typedef struct manypy_aoti_module manypy_aoti_module;
 
 /* Loads a .pt2 package from a file (read once, as for packages) or from
- * bytes (copied). `trust` (borrowed; NULL: the host trust of
- * manypy_set_host_archive_trust, if any) is checked before libtorch reads
- * anything: a package holds a compiled library, and loading it runs its
- * code. Errors:
+ * bytes (copied). `trust` (borrowed; NULL: none) and the host trust
+ * (manypy_set_host_archive_trust), if set, must both accept it, and are
+ * checked before libtorch reads anything: a package holds a compiled
+ * library, and loading it runs its code. Errors:
  *  - MANYPY_ERR_UNSUPPORTED_VERSION: this manypy was built against a torch
  *    without AOTInductor (the message names the torch needed), or the
  *    package was compiled for what this host is not: another device (CUDA),
@@ -1273,11 +1274,11 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_aoti_call_async(
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_aoti_metadata(
     const manypy_aoti_module* module, manypy_value** out_dict);
 
-/* The host trust: what every host load given no trust of its own checks
- * (manypy_script_load_file and _load_bytes, manypy_aoti_load_file and
- * _load_bytes with a NULL trust), so that a service can refuse, with one
- * call at start-up, every model it does not know. A copy of `trust` is
- * kept; NULL removes it. Loads given a trust check that one instead.
+/* The host trust: what every host load checks (manypy_script_load_* and
+ * manypy_aoti_load_*, from files and bytes), so that a service can refuse,
+ * with one call at start-up, every model it does not know. A load given a
+ * trust of its own must satisfy both: code that loads a model can narrow
+ * the policy, never widen it. A copy of `trust` is kept; NULL removes it.
  * Pools have their own (manypy_pool_options_set_archive_trust). Thread
  * safety: any thread; a load already past its check is not affected.
  * Since 0.3. */

@@ -26,13 +26,8 @@ AotiModule::~AotiModule() = default;
 
 std::unique_ptr<AotiModule> AotiModule::load(std::shared_ptr<Archive> archive,
                                              const ArchiveTrust* trust) {
-  std::shared_ptr<const ArchiveTrust> host_trust;
-  if (trust == nullptr) {
-    host_trust = host_archive_trust();
-    trust = host_trust.get();
-  }
   // Loading a package opens its compiled library, which runs its code.
-  if (trust != nullptr) trust->check(*archive);
+  check_host_load(*archive, trust);
   auto impl = std::make_unique<Impl>();
   impl->info = inspect_aoti_package(*archive);
   impl->runner = open_aoti_runner(*archive, impl->info);

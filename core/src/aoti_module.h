@@ -22,7 +22,7 @@ class AotiModule {
   // kNotAPackage, kUnsupportedVersion (this build's torch cannot run
   // packages, or the package was compiled for another device, CPU or OS),
   // kLoader (its compiled library does not load), kUntrustedArchive.
-  // `trust` (nullptr: the process's host trust, host_archive_trust()) is
+  // `trust` (nullptr: none) and the host trust (host_archive_trust()) are
   // checked before libtorch reads anything: a package holds native code,
   // which loading runs.
   static std::unique_ptr<AotiModule> load_file(const std::string& path,

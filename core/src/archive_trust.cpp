@@ -50,15 +50,24 @@ bool ArchiveTrust::accepts(const Sha256& digest, const std::string& origin) cons
   return verifier != nullptr && (*verifier)(digest, origin);
 }
 
+namespace {
+
+Error untrusted(const Archive& archive, const Sha256& digest, const std::string& whose,
+                const ArchiveTrust& trust) {
+  return Error(Code::kUntrustedArchive,
+               archive.origin() + " has SHA-256 " + hex(digest) + ", which " + whose +
+                   " does not trust (not on its allow-list" +
+                   (trust.verifier ? ", and refused by its verifier)" : ")") +
+                   "; nothing of it was run");
+}
+
+}  // namespace
+
 std::optional<Sha256> ArchiveTrust::check(const Archive& archive) const {
   if (!active()) return std::nullopt;
   const Sha256 digest = sha256(archive.data(), archive.size());
   if (accepts(digest, archive.origin())) return digest;
-  throw Error(Code::kUntrustedArchive,
-              archive.origin() + " has SHA-256 " + hex(digest) +
-                  ", which this pool does not trust (not on its allow-list" +
-                  (verifier ? ", and refused by its verifier)" : ")") +
-                  "; nothing of it was run");
+  throw untrusted(archive, digest, "this pool", *this);
 }
 
 namespace {
@@ -78,6 +87,20 @@ void set_host_archive_trust(std::shared_ptr<const ArchiveTrust> trust) {
 std::shared_ptr<const ArchiveTrust> host_archive_trust() {
   std::lock_guard<std::mutex> lock(host_trust_mu);
   return host_trust;
+}
+
+void check_host_load(const Archive& archive, const ArchiveTrust* given) {
+  const std::shared_ptr<const ArchiveTrust> host = host_archive_trust();
+  const bool check_given = given != nullptr && given->active();
+  const bool check_host = host != nullptr && host->active();
+  if (!check_given && !check_host) return;
+  const Sha256 digest = sha256(archive.data(), archive.size());
+  if (check_given && !given->accepts(digest, archive.origin())) {
+    throw untrusted(archive, digest, "the trust given to this load", *given);
+  }
+  if (check_host && !host->accepts(digest, archive.origin())) {
+    throw untrusted(archive, digest, "the host trust (manypy_set_host_archive_trust)", *host);
+  }
 }
 
 void TrustHistory::ran(const std::optional<Sha256>& digest, const std::string& origin) {

@@ -43,12 +43,18 @@ struct ArchiveTrust {
   std::optional<Sha256> check(const Archive& archive) const;
 };
 
-// The trust of host loads (TorchScript and AOTInductor, from files and
-// bytes) that are given none: process-wide, replaced by each call; nullptr
+// The host trust: what every host load (TorchScript and AOTInductor, from
+// files and bytes) checks, whatever trust it is given: a process-wide floor
+// that code loading a model cannot lower. Replaced by each call; nullptr
 // removes it. Thread safe: a load already past its check keeps the one it
 // had.
 void set_host_archive_trust(std::shared_ptr<const ArchiveTrust> trust);
 std::shared_ptr<const ArchiveTrust> host_archive_trust();
+
+// Throws Error(kUntrustedArchive) unless both the trust given to a host load
+// (nullptr or inactive: none) and the host trust (if set) accept `archive`.
+// Hashes it once, and only when one of them checks anything.
+void check_host_load(const Archive& archive, const ArchiveTrust* given);
 
 // What code an interpreter has run from archives, over its whole life
 // (interpreters outlive pools, and keep the modules of their installation

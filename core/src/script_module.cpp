@@ -68,12 +68,7 @@ ScriptModule::~ScriptModule() = default;
 // the structure first, and libtorch reads through a bounded adapter.
 std::unique_ptr<ScriptModule> ScriptModule::load(const Archive& archive,
                                                  const ArchiveTrust* trust) {
-  std::shared_ptr<const ArchiveTrust> host_trust;
-  if (trust == nullptr) {
-    host_trust = host_archive_trust();
-    trust = host_trust.get();
-  }
-  if (trust != nullptr) trust->check(archive);
+  check_host_load(archive, trust);
   // libtorch's unpickler trusts its input: check every pickle it will read
   // (some only when an error message needs source ranges) first.
   archive.check_torch_pickles("");

@@ -17,8 +17,9 @@ class ScriptModule {
  public:
   // Throws Error: kInvalidArgument (empty path), kNotFound, kBadArchive,
   // kUnsupportedVersion, kNotAPackage.
-  // `trust` (nullptr: none) is checked before libtorch reads anything: its
-  // TorchScript frontend compiles the archive's code as it loads.
+  // `trust` (nullptr: none) and the host trust are checked before libtorch
+  // reads anything: its TorchScript frontend compiles the archive's code as
+  // it loads.
   static std::unique_ptr<ScriptModule> load_file(const std::string& path,
                                                  const ArchiveTrust* trust = nullptr);
   static std::unique_ptr<ScriptModule> load_bytes(const void* data, size_t size,

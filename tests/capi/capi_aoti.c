@@ -39,8 +39,8 @@ static void expect_message(manypy_status* status, const char* needle) {
 }
 
 /* On both legs: a host trust set once refuses TorchScript loaded without a
- * trust of its own; a trust given to the load replaces it; removing it
- * lets everything load again. */
+ * trust of its own, and with one: both must accept (code that loads a model
+ * cannot widen the policy); removing it lets everything load again. */
 static void test_host_trust_covers_torchscript(void** state) {
   (void)state;
   const char* script = ARCHIVE("loop_script.pt");
@@ -62,11 +62,26 @@ static void test_host_trust_covers_torchscript(void** state) {
   manypy_archive_trust_free(other);
   ASSERT_CODE(manypy_script_load_file(script, &module), MANYPY_ERR_UNTRUSTED_ARCHIVE);
 
-  ASSERT_OK(manypy_script_load_file_trusted(script, right, &module));
-  manypy_script_free(module);
-  module = NULL;
+  /* A trust of the load's own that accepts it does not lower the host's. */
+  expect_message(EXPECT_CODE(manypy_script_load_file_trusted(script, right, &module),
+                             MANYPY_ERR_UNTRUSTED_ARCHIVE),
+                 "the host trust");
+  manypy_archive_trust* empty = manypy_archive_trust_new();
+  ASSERT_CODE(manypy_script_load_file_trusted(script, empty, &module),
+              MANYPY_ERR_UNTRUSTED_ARCHIVE);
+  assert_null(module);
 
   ASSERT_OK(manypy_set_host_archive_trust(right));
+  ASSERT_OK(manypy_script_load_file_trusted(script, empty, &module));
+  manypy_script_free(module);
+  module = NULL;
+  /* With the host's accepting, one of the load's own that refuses refuses. */
+  manypy_archive_trust* refusing = trust_of(kOtherDigest);
+  expect_message(EXPECT_CODE(manypy_script_load_file_trusted(script, refusing, &module),
+                             MANYPY_ERR_UNTRUSTED_ARCHIVE),
+                 "the trust given to this load");
+  manypy_archive_trust_free(refusing);
+  manypy_archive_trust_free(empty);
   ASSERT_OK(manypy_script_load_bytes(bytes, size, &module));
   manypy_script_free(module);
   module = NULL;
@@ -384,8 +399,13 @@ static void test_trust(void** state) {
   size_t size = 0;
   void* bytes = READ_WHOLE_FILE(path, &size);
   ASSERT_CODE(manypy_aoti_load_bytes(bytes, size, NULL, &module), MANYPY_ERR_UNTRUSTED_ARCHIVE);
-  ASSERT_OK(manypy_aoti_load_bytes(bytes, size, right, &module));
+  /* Both must accept: the load's own trust does not widen the host's. */
+  ASSERT_CODE(manypy_aoti_load_bytes(bytes, size, right, &module), MANYPY_ERR_UNTRUSTED_ARCHIVE);
+  ASSERT_OK(manypy_set_host_archive_trust(right));
+  ASSERT_OK(manypy_aoti_load_bytes(bytes, size, NULL, &module));
   manypy_aoti_free(module);
+  module = NULL;
+  ASSERT_CODE(manypy_aoti_load_bytes(bytes, size, other, &module), MANYPY_ERR_UNTRUSTED_ARCHIVE);
   ASSERT_OK(manypy_set_host_archive_trust(NULL));
   manypy_archive_trust_free(other);
   manypy_archive_trust_free(right);

@@ -1086,6 +1086,65 @@ unsafe extern "C" {
 }
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
+pub struct manypy_aoti_module {
+    _unused: [u8; 0],
+}
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_aoti_load_file(
+        path: *const ::std::os::raw::c_char,
+        trust: *const manypy_archive_trust,
+        out_module: *mut *mut manypy_aoti_module,
+    ) -> *mut manypy_status;
+}
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_aoti_load_bytes(
+        data: *const ::std::os::raw::c_void,
+        size: usize,
+        trust: *const manypy_archive_trust,
+        out_module: *mut *mut manypy_aoti_module,
+    ) -> *mut manypy_status;
+}
+unsafe extern "C" {
+    pub fn manypy_aoti_free(module: *mut manypy_aoti_module);
+}
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_aoti_call(
+        module: *mut manypy_aoti_module,
+        args: *const manypy_value,
+        kwargs: *const manypy_value,
+        options: *const manypy_call_options,
+        out_result: *mut *mut manypy_value,
+    ) -> *mut manypy_status;
+}
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_aoti_call_async(
+        module: *mut manypy_aoti_module,
+        args: *const manypy_value,
+        kwargs: *const manypy_value,
+        options: *const manypy_call_options,
+        done: manypy_call_done_fn,
+        user_data: *mut ::std::os::raw::c_void,
+    ) -> *mut manypy_status;
+}
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_aoti_metadata(
+        module: *const manypy_aoti_module,
+        out_dict: *mut *mut manypy_value,
+    ) -> *mut manypy_status;
+}
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_set_host_archive_trust(
+        trust: *const manypy_archive_trust,
+    ) -> *mut manypy_status;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
 pub struct manypy_batcher {
     _unused: [u8; 0],
 }
@@ -1383,6 +1442,14 @@ unsafe extern "C" {
         path: *const ::std::os::raw::c_char,
         name: *const ::std::os::raw::c_char,
         out_bytes: *mut *mut manypy_value,
+    ) -> *mut manypy_status;
+}
+unsafe extern "C" {
+    #[must_use]
+    pub fn manypy_archive_save_copy(
+        path: *const ::std::os::raw::c_char,
+        new_path: *const ::std::os::raw::c_char,
+        extra_files: *const manypy_value,
     ) -> *mut manypy_status;
 }
 unsafe extern "C" {

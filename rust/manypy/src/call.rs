@@ -316,7 +316,8 @@ impl KeywordArguments for () {
     }
 }
 
-/// The body of `Object::call_with` and `ScriptModule::call_with`: converts
+/// The body of `Object::call_with`, `ScriptModule::call_with` and
+/// `AotiModule::call_with` (which takes no method): converts
 /// the method name (`None`: the object itself, NULL in C), the arguments and
 /// the options, and hands them to `call` (`manypy_object_call` or
 /// `manypy_script_call` on the caller's handle), whose result it converts.

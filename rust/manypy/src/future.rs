@@ -24,6 +24,7 @@ use crate::value::{c_string, CValue, Value};
 
 /// The result of an asynchronous call ([`Object::call_async`](crate::Object::call_async),
 /// [`ScriptModule::call_async`](crate::ScriptModule::call_async),
+/// [`AotiModule::call_async`](crate::AotiModule::call_async),
 /// [`Batcher::call_async`](crate::Batcher::call_async)): a
 /// [`Future`] whose output is what the synchronous call returns.
 ///
@@ -115,7 +116,8 @@ unsafe extern "C" fn call_done(user_data: *mut c_void, result: *mut sys::manypy_
 /// Submits an asynchronous call: converts the method name, arguments and
 /// options as a synchronous call does, adds the call's own cancel token,
 /// and hands everything to `submit` (`manypy_object_call_async`,
-/// `manypy_script_call_async` or `manypy_batcher_call_async`). A refusal is
+/// `manypy_script_call_async`, `manypy_aoti_call_async` or
+/// `manypy_batcher_call_async`). A refusal is
 /// returned at once (and its completion never runs).
 pub(crate) fn submit<A, K>(
     method: Option<&str>,

@@ -76,6 +76,7 @@ handles! {
     manypy_package => manypy_package_free, thread_safe;
     manypy_object => manypy_object_free, thread_safe;
     manypy_script_module => manypy_script_free, thread_safe;
+    manypy_aoti_module => manypy_aoti_free, thread_safe;
     manypy_profiler => manypy_profiler_free, thread_safe;
     manypy_cancel_token => manypy_cancel_token_free, thread_safe;
     manypy_call_options => manypy_call_options_free, thread_safe;

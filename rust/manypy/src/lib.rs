@@ -6,8 +6,11 @@
 //!   [`Package`] is a torch.package archive loaded into it; [`Object`] is a
 //!   model unpickled from a package, replicated into each interpreter that
 //!   serves it. Children keep their parents alive; dropping frees.
-//! * [`Object`] and [`ScriptModule`] are `Send + Sync` and calls take
-//!   `&self`: call one model from any number of threads.
+//! * [`Object`], [`ScriptModule`] and [`AotiModule`] are `Send + Sync` and
+//!   calls take `&self`: call one model from any number of threads.
+//!   [`ScriptModule`] (TorchScript) and [`AotiModule`] (a `torch.export`
+//!   / AOTInductor `.pt2` package) run on the host's libtorch, without
+//!   Python.
 //! * Arguments and results are [`Value`]s; tensors ([`Tensor`]) cross
 //!   through DLPack, without copying unless Rust has read them or another
 //!   call holds them: a tensor's memory is either lent to Python, which may
@@ -17,7 +20,8 @@
 //!   other call ([`check_library_version`]).
 //! * [`CallOptions`] give a call its interpreter, context ids, timeout and
 //!   [`CancelToken`].
-//! * Asynchronous calls ([`Object::call_async`], [`ScriptModule::call_async`])
+//! * Asynchronous calls ([`Object::call_async`], [`ScriptModule::call_async`],
+//!   [`AotiModule::call_async`])
 //!   return a [`CallFuture`]: a runtime-agnostic `Future`, completed by
 //!   manypy's threads and driven by any executor; dropping it cancels the
 //!   call. A pool's queue limit ([`PoolBuilder::queue_limit`]) refuses calls
@@ -32,11 +36,12 @@
 //!   keeps the current version as an `Arc<Object>` (docs/rust.md, "Model
 //!   hot swap").
 //! * [`ArchiveTrust`] names the archives that may run (their SHA-256 digests
-//!   and a verifier), for pools ([`PoolBuilder::trust`]) and TorchScript
-//!   loaded on the host ([`ScriptModule::load_trusted`]).
+//!   and a verifier), for pools ([`PoolBuilder::trust`]), models loaded on
+//!   the host ([`ScriptModule::load_trusted`], [`AotiModule::load_trusted`]),
+//!   and every host load, with or without its own ([`set_host_archive_trust`]).
 //! * Operator callbacks ([`OpCallbacks`]), the [`Profiler`], API usage
 //!   logging ([`set_api_usage_handler`]), archive metadata
-//!   ([`archive_list_files`], [`set_export_hook`]) and custom operator
+//!   ([`archive_list_files`], [`archive_save_copy`], [`set_export_hook`]) and custom operator
 //!   libraries ([`load_operator_library`]).
 //!
 //! Values are built with `From` and read with `TryFrom`:
@@ -53,6 +58,7 @@
 //! See docs/rust.md in the repository for building, threads and lifetimes.
 
 mod batcher;
+mod aoti;
 mod call;
 mod callbacks;
 mod cancel;
@@ -78,13 +84,16 @@ mod version;
 use std::ffi::CString;
 use std::path::Path;
 
+pub use aoti::AotiModule;
 pub use batcher::{Batcher, BatcherBuilder};
 pub use call::{Args, Arguments, CallOptions, CallOptionsBuilder, KeywordArguments, Kwargs};
 pub use cancel::CancelToken;
 pub use callbacks::{InputKind, OpCallback, OpCallbackRegistration, OpCallbacks, OpEvent, OpInput};
 pub use error::{code_label, Code, Error, Result};
 pub use future::CallFuture;
-pub use metadata::{archive_list_files, archive_read_file, clear_export_hook, set_export_hook, ExportHook};
+pub use metadata::{
+    archive_list_files, archive_read_file, archive_save_copy, clear_export_hook, set_export_hook, ExportHook,
+};
 pub use object::Object;
 pub use package::Package;
 pub use pool::{Pool, PoolBuilder, ThreadMode};
@@ -93,7 +102,7 @@ pub use script::ScriptModule;
 pub use serving::{CodeCounts, DrainResult, DurationHistogram, PoolStats, RequestMetrics};
 pub use tensor::{Complex32, Complex64, DType, Element, Tensor, BF16, F16};
 pub use trampoline::callback_panics;
-pub use trust::{ArchiveTrust, ArchiveTrustBuilder, ArchiveVerifier};
+pub use trust::{clear_host_archive_trust, set_host_archive_trust, ArchiveTrust, ArchiveTrustBuilder, ArchiveVerifier};
 pub use usage::{clear_api_usage_handler, log_api_usage, set_api_usage_handler, ApiUsageHandler};
 pub use value::Value;
 pub use version::{check_library_version, library_version};
@@ -140,7 +149,7 @@ mod thread_safety {
     #[test]
     fn handles_the_header_calls_thread_safe_are_send_and_sync() {
         // A tuple is Send + Sync only if each of its types is.
-        send_sync::<(Pool, Package, Object, ScriptModule, ArchiveTrust, CallOptions, CancelToken)>();
+        send_sync::<(Pool, Package, Object, ScriptModule, AotiModule, ArchiveTrust, CallOptions, CancelToken)>();
         send_sync::<(Profiler, Tensor, Value, Args, Kwargs, Error)>();
         send_sync::<(Batcher, CallFuture)>();
         send_sync::<(PoolStats, RequestMetrics, DrainResult)>();

@@ -11,8 +11,9 @@ use crate::trampoline::guard;
 use crate::value::{c_string, strings, CValue, Value};
 use crate::version::check_library_version;
 
-/// The record names of any PyTorch archive (TorchScript or torch.package),
-/// read with libtorch's reader, without Python.
+/// The record names of any PyTorch archive (TorchScript, torch.package or
+/// an AOTInductor `.pt2` package), read with libtorch's reader, without
+/// Python.
 pub fn archive_list_files(path: impl AsRef<Path>) -> Result<Vec<String>> {
     check_library_version()?;
     let path = crate::path_c_string(path.as_ref())?;
@@ -27,6 +28,23 @@ pub fn archive_read_file(path: impl AsRef<Path>, name: &str) -> Result<Vec<u8>> 
     Vec::<u8>::try_from(value_result(|out| unsafe {
         sys::manypy_archive_read_file(path.as_ptr(), name.as_ptr(), out)
     })?)
+}
+
+/// Writes a copy of the PyTorch archive at `path` (TorchScript,
+/// torch.package or `.pt2`) to `new_path` with libtorch's writer, with
+/// `extra_files` (name -> bytes or string) stored as `extra/<name>`
+/// (replacing records of those names), plus the export hook's files: how a
+/// pipeline stamps metadata on a package it did not write through manypy.
+/// The copy loads like the original, but its digest differs: a trust must
+/// list it anew. Errors as [`archive_list_files`], [`Code::NotFound`] for a
+/// `new_path` that cannot be written, and [`Code::InvalidArgument`] for an
+/// extra file that is neither bytes nor a string.
+pub fn archive_save_copy(path: impl AsRef<Path>, new_path: impl AsRef<Path>, extra_files: &[(&str, Value)]) -> Result<()> {
+    check_library_version()?;
+    let path = crate::path_c_string(path.as_ref())?;
+    let new_path = crate::path_c_string(new_path.as_ref())?;
+    let extra = self::extra_files(extra_files)?;
+    unsafe { Error::check(sys::manypy_archive_save_copy(path.as_ptr(), new_path.as_ptr(), extra.as_ptr())) }
 }
 
 /// Extra files for a save: a C dict, or none when empty.
@@ -56,7 +74,7 @@ pub type ExportHook = Box<dyn Fn() -> Vec<(String, Value)> + Send + Sync + 'stat
 
 /// Installs the process-wide export hook, replacing any earlier one. It is
 /// called for every archive written: [`crate::ScriptModule::save`],
-/// [`crate::Package::save`], and `torch.jit.save` / `PackageExporter` in any
+/// [`crate::Package::save`], [`archive_save_copy`], and `torch.jit.save` / `PackageExporter` in any
 /// interpreter. It runs under a lock on the writing thread: keep it quick,
 /// and do not call manypy from it. A hook that panics, or returns a value
 /// that is not bytes or a string, adds no files.

@@ -20,13 +20,18 @@ use crate::version::check_library_version;
 pub struct ScriptModule(Handle<sys::manypy_script_module>);
 
 impl ScriptModule {
-    /// Loads a TorchScript archive from a file. Checks nothing: load only
-    /// archives you trust, or give a trust ([`load_trusted`](Self::load_trusted)).
+    /// Loads a TorchScript archive from a file. Checks only the host trust
+    /// ([`set_host_archive_trust`](crate::set_host_archive_trust)), if one
+    /// is set: load only archives you trust, or give a trust
+    /// ([`load_trusted`](Self::load_trusted)). An archive the host trust
+    /// does not trust is [`Code::UntrustedArchive`], before libtorch reads
+    /// any of it.
     pub fn load(path: impl AsRef<Path>) -> Result<ScriptModule> {
         Self::load_file_with(path.as_ref(), std::ptr::null())
     }
 
-    /// Loads a TorchScript archive from bytes. Checks nothing, as [`load`](Self::load).
+    /// Loads a TorchScript archive from bytes. Checks only the host trust,
+    /// if set, as [`load`](Self::load).
     pub fn load_bytes(bytes: &[u8]) -> Result<ScriptModule> {
         Self::load_bytes_with(bytes, std::ptr::null())
     }
@@ -36,7 +41,7 @@ impl ScriptModule {
     /// path). Otherwise [`Code::UntrustedArchive`], whose message gives the
     /// digest, before libtorch reads any of it: libtorch compiles an
     /// archive's code as it loads, and its compiler trusts that code
-    /// (docs/security.md).
+    /// (docs/security.md). The host trust, if set, must accept it too.
     pub fn load_trusted(path: impl AsRef<Path>, trust: &ArchiveTrust) -> Result<ScriptModule> {
         Self::load_file_with(path.as_ref(), trust.as_ptr())
     }
@@ -46,7 +51,7 @@ impl ScriptModule {
         Self::load_bytes_with(bytes, trust.as_ptr())
     }
 
-    // A NULL trust checks nothing: manypy_script_load_file with it.
+    // A NULL trust checks the host trust, if any: manypy_script_load_file.
     fn load_file_with(path: &Path, trust: *const sys::manypy_archive_trust) -> Result<ScriptModule> {
         check_library_version()?;
         let path = crate::path_c_string(path)?;

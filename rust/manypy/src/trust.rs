@@ -1,8 +1,10 @@
 //! Which archives may run: an allow-list of SHA-256 digests and a verifier,
-//! for pools ([`PoolBuilder::trust`](crate::PoolBuilder::trust)) and for
-//! TorchScript loaded on the host
-//! ([`ScriptModule::load_trusted`](crate::ScriptModule::load_trusted)).
-//! The one place where the binding hands digests and verifiers to C.
+//! for pools ([`PoolBuilder::trust`](crate::PoolBuilder::trust)), for
+//! TorchScript and AOTInductor packages loaded on the host
+//! ([`ScriptModule::load_trusted`](crate::ScriptModule::load_trusted),
+//! [`AotiModule::load_trusted`](crate::AotiModule::load_trusted)), and as the
+//! process's host trust ([`set_host_archive_trust`]). The one place where
+//! the binding hands digests and verifiers to C.
 use std::ffi::c_void;
 use std::os::raw::c_char;
 use std::sync::Arc;
@@ -86,12 +88,14 @@ unsafe extern "C" fn free_verifier(user_data: *mut c_void) {
 }
 
 /// Which archives to run: the SHA-256 digests of trusted archives and a
-/// verifier for the rest. A pool given one ([`PoolBuilder::trust`]), and a
-/// TorchScript load given one ([`ScriptModule::load_trusted`],
-/// [`ScriptModule::load_bytes_trusted`]), refuse any other archive with
-/// [`Code::UntrustedArchive`] (the message gives its digest) before any of
-/// it runs (docs/security.md). Immutable once built; `Clone` shares it,
-/// `Send + Sync`.
+/// verifier for the rest. A pool given one ([`PoolBuilder::trust`]), a host
+/// load given one ([`ScriptModule::load_trusted`],
+/// [`ScriptModule::load_bytes_trusted`], [`AotiModule::load_trusted`],
+/// [`AotiModule::load_bytes_trusted`]), and every host load given none
+/// while it is the host trust ([`set_host_archive_trust`]), refuse any other
+/// archive with [`Code::UntrustedArchive`] (the message gives its digest)
+/// before any of it runs (docs/security.md). Immutable once built; `Clone`
+/// shares it, `Send + Sync`.
 ///
 /// ```no_run
 /// # fn main() -> manypy::Result<()> {
@@ -107,6 +111,8 @@ unsafe extern "C" fn free_verifier(user_data: *mut c_void) {
 /// [`PoolBuilder::trust`]: crate::PoolBuilder::trust
 /// [`ScriptModule::load_trusted`]: crate::ScriptModule::load_trusted
 /// [`ScriptModule::load_bytes_trusted`]: crate::ScriptModule::load_bytes_trusted
+/// [`AotiModule::load_trusted`]: crate::AotiModule::load_trusted
+/// [`AotiModule::load_bytes_trusted`]: crate::AotiModule::load_bytes_trusted
 #[derive(Clone)]
 pub struct ArchiveTrust {
     // Only build() sets digests and the verifier, before the trust is
@@ -130,6 +136,39 @@ impl ArchiveTrust {
     pub(crate) fn to_builder(&self) -> ArchiveTrustBuilder {
         self.spec.clone()
     }
+}
+
+/// Makes `trust` the host trust: what every host load checks
+/// ([`ScriptModule`](crate::ScriptModule) and
+/// [`AotiModule`](crate::AotiModule) loads, from files and bytes, with or
+/// without a trust of their own), so that a service can refuse, with one
+/// call at start-up, every model it does not know. It replaces an earlier
+/// host trust. A load given a trust
+/// ([`ScriptModule::load_trusted`](crate::ScriptModule::load_trusted), ...)
+/// must satisfy both: loading code can narrow the policy, never widen it.
+/// Pools have their own ([`PoolBuilder::trust`](crate::PoolBuilder::trust)).
+///
+/// Process-wide, from any thread; a load already past its check is not
+/// affected. The library keeps a copy: dropping `trust` changes nothing,
+/// and its verifier (shared by the copy) is dropped once the host trust is
+/// replaced or cleared and every other trust and pool holding it has gone.
+///
+/// ```no_run
+/// # fn main() -> manypy::Result<()> {
+/// let trust = manypy::ArchiveTrust::builder().sha256("3f2a0c...").build()?;
+/// manypy::set_host_archive_trust(&trust)?;
+/// let ranker = manypy::ScriptModule::load("/srv/models/ranker.pt")?; // checked
+/// # Ok(()) }
+/// ```
+pub fn set_host_archive_trust(trust: &ArchiveTrust) -> Result<()> {
+    check_library_version()?;
+    unsafe { Error::check(sys::manypy_set_host_archive_trust(trust.as_ptr())) }
+}
+
+/// Removes the host trust: host loads check only the trust they are given again.
+pub fn clear_host_archive_trust() -> Result<()> {
+    check_library_version()?;
+    unsafe { Error::check(sys::manypy_set_host_archive_trust(std::ptr::null())) }
 }
 
 impl std::fmt::Debug for ArchiveTrust {

@@ -83,6 +83,15 @@ manypy_status* manypy_jni_script_call_async(JNIEnv* jenv, manypy_script_module* 
   });
 }
 
+manypy_status* manypy_jni_aoti_call_async(JNIEnv* jenv, manypy_aoti_module* module,
+                                          const manypy_value* args, const manypy_value* kwargs,
+                                          const manypy_call_options* options,
+                                          jobject completion) {
+  return submit_async(jenv, completion, [&](jobject ref) {
+    return manypy_aoti_call_async(module, args, kwargs, options, call_done, ref);
+  });
+}
+
 manypy_status* manypy_jni_batcher_call_async(JNIEnv* jenv, manypy_batcher* batcher,
                                              const manypy_value* args, const manypy_value* kwargs,
                                              const manypy_call_options* options,

@@ -91,9 +91,9 @@ manypy_status* manypy_jni_archive_trust_set_verifier(JNIEnv* jenv, manypy_archiv
 int64_t manypy_jni_archive_verifiers_held(void);
 
 /* ---- asynchronous calls ------------------------------------------------- */
-/* manypy_object_call_async, manypy_script_call_async and
- * manypy_batcher_call_async with `completion` (an org.manypy.AsyncCall) as
- * the callback, held by a JNI global reference until the call completes.
+/* manypy_object_call_async, manypy_script_call_async, manypy_aoti_call_async
+ * and manypy_batcher_call_async with `completion` (an org.manypy.AsyncCall)
+ * as the callback, held by a JNI global reference until the call completes.
  * The completion runs on a manypy thread, attached to the JVM once as a
  * daemon (jni_env.h); it calls CallbackDispatch.callDone(completion, result,
  * status), which reads the outcome (borrowed), and then frees the outcome
@@ -111,6 +111,10 @@ manypy_status* manypy_jni_script_call_async(JNIEnv* jenv, manypy_script_module* 
                                             const manypy_value* kwargs,
                                             const manypy_call_options* options,
                                             jobject completion);
+manypy_status* manypy_jni_aoti_call_async(JNIEnv* jenv, manypy_aoti_module* module,
+                                          const manypy_value* args, const manypy_value* kwargs,
+                                          const manypy_call_options* options,
+                                          jobject completion);
 manypy_status* manypy_jni_batcher_call_async(JNIEnv* jenv, manypy_batcher* batcher,
                                              const manypy_value* args, const manypy_value* kwargs,
                                              const manypy_call_options* options,

@@ -33,6 +33,11 @@
  * manypy_object_share. What takes a struct the caller fills or a C callback
  * goes through the glue: manypy_jni_pool_get_stats and
  * manypy_jni_pool_options_set_on_interpreter_failed.
+ * AOTInductor packages on the host (since 0.3) are wrapped as declared
+ * (manypy_aoti_load_file/_load_bytes with a trust handle, 0 for the host
+ * trust; manypy_aoti_free, _call, _metadata; manypy_set_host_archive_trust;
+ * manypy_archive_save_copy), except the asynchronous call, which the glue's
+ * manypy_jni_aoti_call_async submits as it does manypy_script_call_async.
  */
 %module ManypyNative
 
@@ -71,7 +76,8 @@
   manypy_value** out_bytes, manypy_value** out_text, manypy_value** out_json,
   const manypy_value** out_item, manypy_pool** out_pool,
   manypy_package** out_package, manypy_object** out_object,
-  manypy_script_module** out_module, manypy_profiler** out_profiler,
+  manypy_script_module** out_module, manypy_aoti_module** out_module,
+  manypy_value** out_dict, manypy_profiler** out_profiler,
   manypy_profile_entry** out_entries, manypy_tensor** out_tensor,
   manypy_batcher** out_batcher, manypy_request_metrics** out_metrics
 };
@@ -155,7 +161,8 @@ MANYPY_OUT_SCALAR(double, jdouble, jdoubleArray, double[], SetDoubleArrayRegion)
 %ignore manypy_set_export_hook;
 // Trusted archives go through org.manypy.ArchiveTrust: a native trust made
 // at each use (manypy_archive_trust_*, manypy_pool_options_set_archive_trust,
-// manypy_script_load_*_trusted, wrapped as declared), whose verifier the
+// manypy_script_load_*_trusted, manypy_aoti_load_*,
+// manypy_set_host_archive_trust, wrapped as declared), whose verifier the
 // glue sets (manypy_jni_archive_trust_set_verifier). The pool options' own
 // allow-list and verifier functions are not used.
 %ignore manypy_pool_options_set_archive_verifier;
@@ -185,6 +192,7 @@ MANYPY_OUT_SCALAR(double, jdouble, jdoubleArray, double[], SetDoubleArrayRegion)
 %ignore manypy_call_done_fn;
 %ignore manypy_object_call_async;
 %ignore manypy_script_call_async;
+%ignore manypy_aoti_call_async;
 %ignore manypy_batcher_call_async;
 
 %include "manypy.h"

@@ -8,26 +8,33 @@ import org.manypy.internal.ManypyNative;
 
 /**
  * Which archives may run (docs/security.md): those whose SHA-256 digest is listed, and those
- * the {@link ArchiveVerifier} accepts. A pool given one ({@link PoolOptions#trust}) and a
- * TorchScript load given one ({@link ScriptModule#load(java.nio.file.Path, ArchiveTrust)})
- * refuse any other archive with {@link UntrustedArchiveException}, whose message gives its
- * digest, before any of it runs. One trust can serve every load of a service:
+ * the {@link ArchiveVerifier} accepts. A pool given one ({@link PoolOptions#trust}), a host
+ * load given one ({@link ScriptModule#load(java.nio.file.Path, ArchiveTrust)}, {@link
+ * AotiModule#load(java.nio.file.Path, ArchiveTrust)}) and, as the host trust ({@link
+ * Manypy#setHostArchiveTrust}), every host load given none refuse any other archive with
+ * {@link UntrustedArchiveException}, whose message gives its digest, before any of it runs. One
+ * trust can serve every load of a service:
  *
  * <pre>{@code
  * ArchiveTrust trust = ArchiveTrust.ofSha256("3f2a...", "9c01...")   // as sha256sum prints them
  *     .withVerifier((sha256, origin) -> registry.approves(sha256));
+ * Manypy.setHostArchiveTrust(trust);   // ScriptModule.load(path), AotiModule.load(path)
  * Pool pool = Pool.create(new PoolOptions().interpreters(4).trust(trust));
- * ScriptModule ranker = ScriptModule.load(Path.of("ranker.pt"), trust);
+ * ScriptModule ranker = ScriptModule.load(Path.of("ranker.pt"));
  * }</pre>
  *
  * <p>An immutable value, so thread safe, with nothing to close: each use hands the native
- * library a copy (pools keep theirs). Digests are checked there, at use: a digest that is not
- * 64 hex digits makes the load or {@link Pool#create(PoolOptions)} throw {@link
- * InvalidArgumentException}. {@link #NONE}, with neither digests nor a verifier, checks nothing:
- * every archive loads.
+ * library a copy (pools and the host trust keep theirs). Digests are checked there, at use: a
+ * digest that is not 64 hex digits makes the load, {@link Pool#create(PoolOptions)} or {@link
+ * Manypy#setHostArchiveTrust} throw {@link InvalidArgumentException}. {@link #NONE}, with
+ * neither digests nor a verifier, checks nothing: every archive loads.
  */
 public final class ArchiveTrust {
-  /** Trusts every archive: checks nothing, as a pool or load without a trust. */
+  /**
+   * Trusts every archive: checks nothing, as a pool without a trust. Given to a host load, it
+   * adds nothing to the host trust ({@link Manypy#setHostArchiveTrust}), which that load still
+   * checks.
+   */
   public static final ArchiveTrust NONE = new ArchiveTrust(List.of(), null);
 
   private final List<String> sha256;

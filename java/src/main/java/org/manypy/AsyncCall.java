@@ -8,8 +8,8 @@ import java.util.concurrent.ForkJoinPool;
 import org.manypy.internal.ManypyNative;
 
 /**
- * One asynchronous call ({@code callAsync} of {@link ReplicatedObject}, {@link ScriptModule}
- * and {@link Batcher}): its future, the native cancel token made for it, and the executor its
+ * One asynchronous call ({@code callAsync} of {@link ReplicatedObject}, {@link ScriptModule},
+ * {@link AotiModule} and {@link Batcher}): its future, the native cancel token made for it, and the executor its
  * completion goes through.
  *
  * <p>The native completion arrives on a manypy thread (an interpreter's home thread, manypy's

@@ -11,6 +11,7 @@ import org.manypy.internal.ManypyNative;
  * ReplicatedObject#call(String, java.util.List, java.util.Map, CallOptions)},
  * {@link ReplicatedObject#getAttr(String, CallOptions)}, {@link
  * ScriptModule#call(String, java.util.List, java.util.Map, CallOptions)},
+ * {@link AotiModule#call(java.util.List, java.util.Map, CallOptions)},
  * {@link Pool#exec(String, CallOptions)} and {@link Pool#eval(String,
  * CallOptions)}, to the callAsync forms of the calls (a timeout then runs
  * from submission), and to {@link Batcher} requests.
@@ -21,7 +22,9 @@ import org.manypy.internal.ManypyNative;
  * DeadlineExceededException}; one whose token is cancelled throws {@link
  * CancelledException}. Python code that is running is stopped by an
  * exception raised once, at its next line of model code, so that its
- * clean-up runs; TorchScript stops before its next operator; and a call
+ * clean-up runs; TorchScript stops before its next operator; an AOTInductor
+ * package is checked before its compiled model starts and when it returns (a
+ * late result is dropped); and a call
  * still waiting for its interpreter gives up. What
  * cannot be stopped finishes first: a torch operator already running, a
  * blocking system call (time.sleep, I/O). A model that lets the stop end it

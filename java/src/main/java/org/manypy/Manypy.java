@@ -7,7 +7,8 @@ import org.manypy.internal.ManypyNativeConstants;
 
 /**
  * Process-wide entry points: loading the native library, versions, operator
- * callbacks, API usage logging, the export hook and custom operators.
+ * callbacks, API usage logging, the export hook, the host archive trust and
+ * custom operators.
  *
  * <p>The JVM must be started with
  * {@code GLIBC_TUNABLES=glibc.rtld.optional_static_tls=16384} in its
@@ -93,6 +94,30 @@ public final class Manypy {
   public static void setExportHook(ExportHook hook) {
     NativeLibrary.ensureLoaded();
     Status.check(ManypyNative.manypy_jni_set_export_hook(hook));
+  }
+
+  /**
+   * Sets the process's host trust, replacing any earlier one (null removes it): what every
+   * host load checks ({@link ScriptModule} and {@link AotiModule} loads, from files and from
+   * bytes, with or without a trust of their own), so that a service can refuse, with one call
+   * at start-up, every model it does not know. Those loads then throw {@link
+   * UntrustedArchiveException} for an archive `trust` does not trust, before libtorch reads
+   * any of it. A load given a trust must satisfy both: loading code can narrow the policy,
+   * never widen it; pools have their own ({@link PoolOptions#trust}). The native library keeps a copy,
+   * and with it the verifier, if any, which then runs on whatever thread loads. Any thread may
+   * call this; a load already past its check is not affected. A bad digest throws {@link
+   * InvalidArgumentException} and leaves the host trust as it was.
+   */
+  public static void setHostArchiveTrust(ArchiveTrust trust) {
+    NativeLibrary.ensureLoaded();
+    if (trust == null) {
+      Status.check(ManypyNative.manypy_set_host_archive_trust(0));
+      return;
+    }
+    trust.withNative(t -> {
+      Status.check(ManypyNative.manypy_set_host_archive_trust(t));
+      return null;
+    });
   }
 
   /**

@@ -10,7 +10,8 @@ import org.manypy.internal.ManypyNative;
 
 /**
  * A TorchScript module run by libtorch in the host process: no Python, no
- * interpreter. Thread safe: any number of threads may call it at once.
+ * interpreter. Thread safe: any number of threads may call it at once. For
+ * torch.export / AOTInductor packages (.pt2), see {@link AotiModule}.
  */
 public final class ScriptModule extends NativeResource {
   private ScriptModule(long handle) {
@@ -18,24 +19,29 @@ public final class ScriptModule extends NativeResource {
   }
 
   /**
-   * Loads a TorchScript archive (torch.jit.save). Checks nothing: load only archives you
-   * trust, or give a trust ({@link #load(Path, ArchiveTrust)}).
+   * Loads a TorchScript archive (torch.jit.save). Checks only the host trust ({@link
+   * Manypy#setHostArchiveTrust}), if one is set: load only archives you trust, or give a trust
+   * ({@link #load(Path, ArchiveTrust)}).
    */
   public static ScriptModule load(Path archive) {
-    return load(archive, ArchiveTrust.NONE);
+    NativeLibrary.ensureLoaded();
+    String path = archive.toString();
+    return loaded(out -> ManypyNative.manypy_script_load_file(path, out));
   }
 
-  /** Loads a TorchScript archive from memory. Checks nothing, as {@link #load(Path)}. */
+  /** Loads a TorchScript archive from memory. Checks only the host trust, as {@link #load(Path)}. */
   public static ScriptModule load(byte[] archive) {
-    return load(archive, ArchiveTrust.NONE);
+    NativeLibrary.ensureLoaded();
+    return loaded(out -> ManypyNative.manypy_script_load_bytes(archive, out));
   }
 
   /**
-   * Loads a TorchScript archive that `trust` trusts: its SHA-256 is listed or its verifier
-   * accepts it (origin: the path). Any other throws {@link UntrustedArchiveException}, whose
-   * message gives the digest, before libtorch reads any of it: libtorch compiles an archive's
-   * code as it loads, and its compiler trusts that code (docs/security.md). Null throws
-   * IllegalArgumentException ({@link ArchiveTrust#NONE} checks nothing).
+   * Loads a TorchScript archive that `trust` trusts, and the host trust too, if one is set:
+   * its SHA-256 is listed or its verifier accepts it (origin: the path). Any other throws {@link
+   * UntrustedArchiveException}, whose message gives the digest, before libtorch reads any of
+   * it: libtorch compiles an archive's code as it loads, and its compiler trusts that code
+   * (docs/security.md). Null throws IllegalArgumentException ({@link ArchiveTrust#NONE} adds
+   * nothing to the host trust).
    */
   public static ScriptModule load(Path archive, ArchiveTrust trust) {
     String path = archive.toString();

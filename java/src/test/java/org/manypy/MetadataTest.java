@@ -1,5 +1,6 @@
 package org.manypy;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -91,6 +92,51 @@ class MetadataTest {
     assertTrue(Files.size(script) > 0);
     assertFalse(Archives.listFiles(script).stream().anyMatch(n -> n.startsWith("extra/")));
     assertTrue(reported.stream().anyMatch(e -> e.getMessage().equals("hook failed")));
+  }
+
+  @Test
+  void aCopyOfAnArchiveTheHostDidNotWrite() {
+    // Archives.saveCopy on TorchScript and a torch.package (AotiModuleTest copies a .pt2).
+    Manypy.setExportHook(() -> Map.of("producer_info.json", PRODUCER));
+    Path script = dir.resolve("invert_stamped.pt");
+    Archives.saveCopy(TestSupport.archive("invert_script.pt"), script,
+        Map.of("note.txt", "stamped from Java", "raw.bin", new byte[] {0, 1, 2}));
+    Path pkg = dir.resolve("identity_stamped.pt");
+    Archives.saveCopy(TestSupport.archive("identity.pt"), pkg, null);
+    Manypy.setExportHook(null);
+    assertEquals("stamped from Java", text(script, "extra/note.txt"));
+    assertEquals(3, Archives.readFile(script, "extra/raw.bin").length);
+    assertEquals(PRODUCER, text(script, "extra/producer_info.json"));
+    assertEquals(PRODUCER, text(pkg, "extra/producer_info.json"));
+    // A name given again replaces the record; the copy loads and runs as the original.
+    Path again = dir.resolve("invert_again.pt");
+    Archives.saveCopy(script, again, Map.of("note.txt", "replaced"));
+    assertEquals("replaced", text(again, "extra/note.txt"));
+    assertEquals(1, Archives.listFiles(again).stream().filter(n -> n.equals("extra/note.txt")).count());
+    try (ScriptModule module = ScriptModule.load(again);
+         Tensor mask = Tensor.of(new boolean[] {true, false}, 2);
+         Tensor out = (Tensor) module.call(mask)) {
+      assertArrayEquals(new boolean[] {false, true}, out.toBooleanArray());
+    }
+    try (Pool pool = Pool.create(1);
+         TorchPackage copy = pool.loadPackage(pkg);
+         ReplicatedObject model = copy.loadPickle("model", "model.pkl")) {
+      assertEquals(7L, model.call(7L));
+    }
+  }
+
+  @Test
+  void aCopyThatCannotBeMadeThrows() {
+    Path script = TestSupport.archive("invert_script.pt");
+    ErrorsTest.expect(NotFoundException.class, ErrorCode.NOT_FOUND, "",
+        () -> Archives.saveCopy(dir.resolve("absent.pt"), dir.resolve("copy.pt"), null));
+    ErrorsTest.expect(NotFoundException.class, ErrorCode.NOT_FOUND, "",
+        () -> Archives.saveCopy(script, dir.resolve("no/such/dir/copy.pt"), null));
+    ErrorsTest.expect(InvalidArgumentException.class, ErrorCode.INVALID_ARGUMENT, "bad.txt",
+        () -> Archives.saveCopy(script, dir.resolve("bad.pt"), Map.of("bad.txt", 42L)));
+    ErrorsTest.expect(BadArchiveException.class, ErrorCode.BAD_ARCHIVE, "",
+        () -> Archives.saveCopy(TestSupport.archive("malformed/not_a_zip.pt"),
+            dir.resolve("copy.pt"), null));
   }
 
   @Test
