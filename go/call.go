@@ -93,10 +93,10 @@ func (a *callArgs) release() {
 type callFunc func(ptr unsafe.Pointer, method *C.char, a callArgs,
 	opts *C.manypy_call_options) C.mpgo_call_result
 
-// invoke is the body of every call of Object and ScriptModule: it holds
-// the handle, maps ctx onto the C call options, converts the arguments,
-// makes the call and converts its result. method nil calls the object
-// itself.
+// invoke is the body of every call of Object, ScriptModule and AotiModule:
+// it holds the handle, maps ctx onto the C call options, converts the
+// arguments, makes the call and converts its result. method nil calls the
+// object itself (an AotiModule has no methods).
 func invoke(ctx context.Context, h *handle, method *string, args []any, kwargs any,
 	call callFunc) (any, error) {
 	ptr, err := h.acquire()

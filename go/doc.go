@@ -57,8 +57,11 @@
 // # Deadlines and cancellation
 //
 // The context given to Object.Call (and CallMethod, CallKw, Attr,
-// ScriptModule.Call) bounds the call: its deadline becomes the call's C
-// deadline, and its cancellation a C cancel token. Running Python code is
+// ScriptModule.Call, AotiModule.Call) bounds the call: its deadline becomes
+// the call's C deadline, and its cancellation a C cancel token. An
+// AotiModule's compiled model cannot be stopped while it runs: the context
+// is checked before it starts and when it returns, and a late result is
+// dropped. Running Python code is
 // stopped: the interpreter raises manypy.DeadlineExceeded (or
 // manypy.Cancelled), a BaseException, once, at the next line of the model's
 // code, so that the clean-up it unwinds through runs (finally blocks,
@@ -129,16 +132,18 @@
 // # Trusted archives
 //
 // Loading a package runs its pickles, and loading TorchScript compiles its
-// code: both run with the process's rights. An ArchiveTrust (SHA-256
+// code, and loading an AOTInductor package (LoadAoti) opens its compiled
+// library: all run with the process's rights. An ArchiveTrust (SHA-256
 // digests and a verifier) given to a pool (PoolOptions.Trust) or to
-// LoadScriptTrusted and LoadScriptBytesTrusted refuses any other archive
-// with ErrUntrustedArchive before any of it runs. It is a plain value:
-// nothing to close.
+// LoadScriptTrusted, LoadAotiTrusted and their Bytes forms refuses any
+// other archive with ErrUntrustedArchive before any of it runs.
+// SetHostArchiveTrust sets one that every host load (LoadScript, LoadAoti,
+// ...) must satisfy as well. It is a plain value: nothing to close.
 //
 // # Lifetimes
 //
-// Pool, Package, Object, Batcher, ScriptModule, Profiler and Tensor hold
-// native handles. Close each when done: Close is idempotent, and closing
+// Pool, Package, Object, Batcher, ScriptModule, AotiModule, Profiler and
+// Tensor hold native handles. Close each when done: Close is idempotent, and closing
 // in any order is safe (an Object keeps its package and pool alive, a
 // Batcher its object). A Close that races calls on other goroutines frees
 // the handle after they return, never under them (a Batcher's frees at
@@ -150,15 +155,15 @@
 //
 // # Goroutine safety
 //
-//   - Pool, Package, Object, Batcher, ScriptModule, Profiler, OpCallbacks:
-//     safe for concurrent use by any number of goroutines.
+//   - Pool, Package, Object, Batcher, ScriptModule, AotiModule, Profiler,
+//     OpCallbacks: safe for concurrent use by any number of goroutines.
 //   - Tensor: safe to pass to any number of concurrent calls and to read
 //     from many goroutines; the slices of TensorView are plain memory, so
 //     writes to them need the caller's own synchronisation.
 //   - Dict: like a Go map, not safe for concurrent writes. A Dict or []any
 //     that is only read may be passed to concurrent calls.
-//   - Package-level functions (SetExportHook, LoadOperatorLibrary, ...):
-//     safe from any goroutine.
+//   - Package-level functions (SetExportHook, SetHostArchiveTrust,
+//     LoadOperatorLibrary, ...): safe from any goroutine.
 //
 // # Callbacks
 //

@@ -108,7 +108,9 @@ func expectCode(t *testing.T, err error, code Code, inMessage string) *Error {
 // Each code a Go program can reach, end to end. (STATIC_TLS: below, in a
 // child process; DEADLINE_EXCEEDED, CANCELLED: deadlines_test.go;
 // UNTRUSTED_ARCHIVE: trust in metadata_test.go; OVERLOADED:
-// admission_test.go. WRONG_KIND (the binding checks kinds before reading),
+// admission_test.go; WRONG_KIND, LOADER and the codes of .pt2 packages:
+// aoti_test.go, with the torch 2.x build. Reading a value, WRONG_KIND
+// cannot be caused (the binding checks kinds before reading);
 // INTERPRETER_BROKEN and INTERNAL cannot be caused from Go: the mapping
 // above covers them.)
 func TestErrorsEndToEnd(t *testing.T) {

@@ -79,7 +79,7 @@ static void take_result(mpgo_call_result* r, manypy_status* status, manypy_value
   r->value = result;
 }
 
-/* manypy_object_call or manypy_script_call, on a target of either kind. */
+/* manypy_object_call, manypy_script_call or manypy_aoti_call, on a target of its kind. */
 typedef manypy_status* (*call_fn)(void* target, const char* method, const manypy_value* args,
                                   const manypy_value* kwargs, const manypy_call_options* options,
                                   manypy_value** out);
@@ -94,6 +94,14 @@ static manypy_status* script_call(void* target, const char* method, const manypy
                                   const manypy_value* kwargs, const manypy_call_options* options,
                                   manypy_value** out) {
   return manypy_script_call(target, method, args, kwargs, options, out);
+}
+
+/* manypy_aoti_call: a compiled model has no methods (method is always NULL). */
+static manypy_status* aoti_call(void* target, const char* method, const manypy_value* args,
+                                const manypy_value* kwargs, const manypy_call_options* options,
+                                manypy_value** out) {
+  (void)method;
+  return manypy_aoti_call(target, args, kwargs, options, out);
 }
 
 /* Whether the goroutine that made a call on this thread should yield to the
@@ -143,6 +151,14 @@ mpgo_call_result mpgo_script_call(manypy_script_module* module, const char* meth
   manypy_tensor* const list[4] = {(manypy_tensor*)t0, (manypy_tensor*)t1, (manypy_tensor*)t2,
                                   (manypy_tensor*)t3};
   return call(script_call, module, method, args, list, tensors, kwargs, options);
+}
+
+mpgo_call_result mpgo_aoti_call(manypy_aoti_module* module, manypy_value* args, uintptr_t t0,
+                                uintptr_t t1, uintptr_t t2, uintptr_t t3, int tensors,
+                                manypy_value* kwargs, const manypy_call_options* options) {
+  manypy_tensor* const list[4] = {(manypy_tensor*)t0, (manypy_tensor*)t1, (manypy_tensor*)t2,
+                                  (manypy_tensor*)t3};
+  return call(aoti_call, module, NULL, args, list, tensors, kwargs, options);
 }
 
 /* ---- asynchronous calls ------------------------------------------------- */

@@ -55,6 +55,11 @@ mpgo_call_result mpgo_script_call(manypy_script_module* module, const char* meth
                                   manypy_value* args, uintptr_t t0, uintptr_t t1, uintptr_t t2,
                                   uintptr_t t3, int tensors, manypy_value* kwargs,
                                   const manypy_call_options* options);
+/* manypy_aoti_call in one cgo transition, with the arguments as
+ * mpgo_object_call takes them (a compiled model has no methods). */
+mpgo_call_result mpgo_aoti_call(manypy_aoti_module* module, manypy_value* args, uintptr_t t0,
+                                uintptr_t t1, uintptr_t t2, uintptr_t t3, int tensors,
+                                manypy_value* kwargs, const manypy_call_options* options);
 /* manypy_batcher_call_async in one cgo transition, with the arguments as
  * mpgo_object_call takes them (args and kwargs owned, freed here: the call
  * copies what it keeps). NULL: accepted, and the Go function

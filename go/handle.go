@@ -72,12 +72,12 @@ func adopt[T any](owner *T, ptr unsafe.Pointer, free func(unsafe.Pointer), kind 
 }
 
 // use is the prelude of every method that calls C on a handle (but the
-// calls of Object and ScriptModule: invoke): it runs fn with the pointer
-// and strs (at most two) as C strings, freed when fn returns. The handle
-// is held while fn runs, so a Close waits for it, and owner, the handle's
-// Go owner, is kept reachable, so its cleanup does not close the handle
-// under fn. A closed handle fails with ErrClosed and a string with a NUL
-// with ErrInvalidArgument, without running fn.
+// calls of Object, ScriptModule and AotiModule: invoke): it runs fn with
+// the pointer and strs (at most two) as C strings, freed when fn returns.
+// The handle is held while fn runs, so a Close waits for it, and owner, the
+// handle's Go owner, is kept reachable, so its cleanup does not close the
+// handle under fn. A closed handle fails with ErrClosed and a string with a
+// NUL with ErrInvalidArgument, without running fn.
 func (h *handle) use(owner any, fn func(ptr unsafe.Pointer, c cStrings) error, strs ...string) error {
 	ptr, err := h.acquire()
 	if err != nil {

@@ -92,7 +92,7 @@ func LogAPIUsage(key string) error {
 // SetExportHook installs the process-wide export hook (nil removes it): it
 // returns files (name -> string or []byte) to add, as "extra/<name>", to
 // every archive written in the process: Package.Save,
-// ScriptModule.Save, and torch.jit.save and torch.package's
+// ScriptModule.Save, ArchiveSaveCopy, and torch.jit.save and torch.package's
 // PackageExporter in any interpreter. It runs on the writing thread, under a
 // lock, and must not call manypy. A panic (or a file that is neither string
 // nor []byte) adds no files and is reported; the archive is still written.
@@ -117,8 +117,8 @@ func LoadOperatorLibrary(path string) error {
 	}, path)
 }
 
-// ArchiveListFiles names the records of any PyTorch archive (TorchScript or
-// torch.package), read without Python.
+// ArchiveListFiles names the records of any PyTorch archive (TorchScript,
+// torch.package or an AOTInductor .pt2 package), read without Python.
 func ArchiveListFiles(path string) ([]string, error) {
 	return produced(func(out **C.manypy_value) error {
 		return callLibrary(func(c cStrings) error {
@@ -135,6 +135,24 @@ func ArchiveReadFile(path, name string) ([]byte, error) {
 			return statusError(C.manypy_archive_read_file(c[0], c[1], out))
 		}, path, name)
 	}, takeBytes)
+}
+
+// ArchiveSaveCopy writes a copy of the PyTorch archive at path (TorchScript,
+// torch.package or .pt2) to newPath with libtorch's writer, with extraFiles
+// (name -> string or []byte) as "extra/<name>" (replacing records of those
+// names), plus the export hook's files: how a pipeline stamps metadata on an
+// archive it did not write through manypy. The copy loads like the
+// original; its digest differs, so a trust must list it anew. Errors as
+// ArchiveListFiles, and ErrNotFound for a newPath that cannot be written.
+func ArchiveSaveCopy(path, newPath string, extraFiles map[string]any) error {
+	return callLibrary(func(c cStrings) error {
+		extra, err := extraFilesValue(extraFiles)
+		if err != nil {
+			return err
+		}
+		defer C.manypy_value_free(extra)
+		return statusError(C.manypy_archive_save_copy(c[0], c[1], extra))
+	}, path, newPath)
 }
 
 // callLibrary runs fn, which calls a process-wide C function (no handle),

@@ -26,8 +26,9 @@ func newScriptModule(m *C.manypy_script_module) *ScriptModule {
 	return s
 }
 
-// LoadScript loads a TorchScript archive (torch.jit.save). It checks
-// nothing: load only archives you trust, or use LoadScriptTrusted.
+// LoadScript loads a TorchScript archive (torch.jit.save). It checks only
+// the host trust (SetHostArchiveTrust), if one is set: load only archives
+// you trust, or use LoadScriptTrusted.
 func LoadScript(path string) (*ScriptModule, error) {
 	if err := ready(); err != nil {
 		return nil, err
@@ -35,8 +36,8 @@ func LoadScript(path string) (*ScriptModule, error) {
 	return loadScriptFile(path, nil)
 }
 
-// LoadScriptBytes loads a TorchScript archive from memory. It checks
-// nothing, as LoadScript.
+// LoadScriptBytes loads a TorchScript archive from memory. It checks only
+// the host trust, if one is set, as LoadScript.
 func LoadScriptBytes(data []byte) (*ScriptModule, error) {
 	if err := ready(); err != nil {
 		return nil, err
@@ -48,7 +49,8 @@ func LoadScriptBytes(data []byte) (*ScriptModule, error) {
 // SHA-256 is listed or its Verifier accepts it (origin: the path). Any other
 // fails with ErrUntrustedArchive, whose message gives the digest, before
 // libtorch reads any of it: libtorch compiles an archive's code as it loads,
-// and its compiler trusts that code (docs/security.md).
+// and its compiler trusts that code (docs/security.md). The host trust
+// (SetHostArchiveTrust), if one is set, must accept it too.
 func LoadScriptTrusted(path string, trust ArchiveTrust) (*ScriptModule, error) {
 	if err := ready(); err != nil {
 		return nil, err
@@ -69,7 +71,8 @@ func LoadScriptBytesTrusted(data []byte, trust ArchiveTrust) (*ScriptModule, err
 	})
 }
 
-// loadScriptFile loads path, checked by trust (nil: nothing checked).
+// loadScriptFile loads path, checked by trust (nil: none) and the host
+// trust, if one is set.
 func loadScriptFile(path string, trust *C.manypy_archive_trust) (*ScriptModule, error) {
 	var m *C.manypy_script_module
 	if err := withCStrings(func(c cStrings) error {

@@ -12,14 +12,17 @@ import (
 
 // ArchiveTrust says which archives may run (docs/security.md): those whose
 // SHA-256 is in SHA256, and those Verifier accepts. Give it to a pool
-// (PoolOptions.Trust) and to TorchScript loaded on the host
-// (LoadScriptTrusted, LoadScriptBytesTrusted): they refuse any other
-// archive with ErrUntrustedArchive, whose message gives its digest, before
-// any of it runs. One value can serve every load of a service.
+// (PoolOptions.Trust), to TorchScript and AOTInductor packages loaded on
+// the host (LoadScriptTrusted, LoadScriptBytesTrusted, LoadAotiTrusted,
+// LoadAotiBytesTrusted), or to every host load (SetHostArchiveTrust): they
+// refuse any other archive with ErrUntrustedArchive, whose message gives
+// its digest, before any of it runs. One value can serve every load of a
+// service.
 //
 // It is a plain value, with nothing to free: each use hands the C library a
 // copy of it. The zero value, with neither digests nor a verifier, checks
-// nothing (every archive loads), as the C API's NULL trust.
+// nothing, as the C API's NULL trust: a pool given it loads every archive,
+// and a host load given it checks only the host trust, if one is set.
 type ArchiveTrust struct {
 	// SHA256 lists trusted archives' digests, as sha256sum prints them: 64
 	// hex digits, either case. Anything else fails the load (or NewPool)
@@ -32,6 +35,37 @@ type ArchiveTrust struct {
 	// not call manypy; a panic in it refuses the archive and is reported
 	// (SetCallbackPanicHandler).
 	Verifier func(sha256 [32]byte, origin string) bool
+}
+
+// zero reports whether t checks nothing of its own.
+func (t ArchiveTrust) zero() bool { return len(t.SHA256) == 0 && t.Verifier == nil }
+
+// SetHostArchiveTrust sets the host trust: what every host load checks
+// (LoadScript, LoadAoti, their Bytes forms and their Trusted forms), so
+// that a service can refuse, with one call at start-up, every model it does
+// not know. A load given a trust of its own must satisfy both (the message
+// says which refused): code that loads a model can narrow the policy, never
+// widen it. Pools have their own (PoolOptions.Trust). nil, or the zero
+// ArchiveTrust, removes it.
+//
+// The library keeps a copy: changing *trust afterwards changes nothing. It
+// is process-wide, and any goroutine may set it; a load already past its
+// check is not affected. A Verifier in it is asked about every host load
+// its digests do not list, on the loading goroutine's thread, and is
+// released when the host trust is replaced or removed. A digest that is not
+// 64 hex digits fails with ErrInvalidArgument and leaves the host trust as
+// it was.
+func SetHostArchiveTrust(trust *ArchiveTrust) error {
+	if err := ready(); err != nil {
+		return err
+	}
+	if trust == nil || trust.zero() {
+		return statusError(C.manypy_set_host_archive_trust(nil))
+	}
+	_, err := withTrust(*trust, func(ctrust *C.manypy_archive_trust) (struct{}, error) {
+		return struct{}{}, statusError(C.manypy_set_host_archive_trust(ctrust))
+	})
+	return err
 }
 
 // or is the trust of an archive trusted by t or by the given digests and
