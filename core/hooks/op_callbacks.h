@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "hooks_api.h"
 
@@ -21,6 +22,24 @@ void remove_op_callbacks(uint64_t id);
 // async forks), until pop_context.
 void push_context(const char* model_id, const char* request_id);
 void pop_context();
+
+// push_context for the life of a scope, when the call has a context: the
+// host's own calls (TorchScript, AOTInductor) report their ids this way.
+class ContextScope {
+ public:
+  ContextScope(const std::string& model_id, const std::string& request_id)
+      : active_(!model_id.empty() || !request_id.empty()) {
+    if (active_) push_context(model_id.c_str(), request_id.c_str());
+  }
+  ~ContextScope() {
+    if (active_) pop_context();
+  }
+  ContextScope(const ContextScope&) = delete;
+  ContextScope& operator=(const ContextScope&) = delete;
+
+ private:
+  const bool active_;
+};
 
 // Whether this process is a child forked from the one that loaded this
 // code: no callback to the host runs there.

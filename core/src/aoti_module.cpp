@@ -80,14 +80,7 @@ Value AotiModule::run(const Value* args, const Value* kwargs, const CallOptions&
   // A compiled model cannot be stopped once it runs: the deadline is checked
   // before it starts, and a result that comes after it is dropped.
   if (stop && stop->check(monotonic_ns()) != 0) throw stop->error("before it started");
-  const bool context = !options.model_id.empty() || !options.request_id.empty();
-  if (context) hooks::push_context(options.model_id.c_str(), options.request_id.c_str());
-  struct PopContext {
-    bool active;
-    ~PopContext() {
-      if (active) hooks::pop_context();
-    }
-  } pop_context{context};
+  hooks::ContextScope context(options.model_id, options.request_id);
   std::vector<Value> outputs;
   {
     // Compiled kernels do not go through the dispatcher, so operator

@@ -173,14 +173,7 @@ Value ScriptModule::run(const std::string* method, const Value* args, const Valu
       named[kwargs->keys[k]] = to_ivalue(kwargs->items[k]);
     }
   }
-  const bool context = !options.model_id.empty() || !options.request_id.empty();
-  if (context) hooks::push_context(options.model_id.c_str(), options.request_id.c_str());
-  struct PopContext {
-    bool active;
-    ~PopContext() {
-      if (active) hooks::pop_context();
-    }
-  } pop_context{context};
+  hooks::ContextScope context(options.model_id, options.request_id);
   c10::IValue result;
   try {
     ScriptStopScope stop_scope(stop);
