@@ -104,6 +104,18 @@ bool cpu_supports(const std::string& isa, std::string* missing) {
 
 }  // namespace
 
+std::string read_listed_record(const Archive& archive, const std::string& name) {
+  try {
+    return archive.read(name);
+  } catch (const Error& e) {
+    if (e.code() != Code::kNoSuchName) throw;
+    // Listed by the zip's directory, not found by libtorch's reader: the
+    // archive contradicts itself (as F17, docs/hardening.md).
+    throw Error(Code::kBadArchive, archive.origin() + " lists record '" + name +
+                                       "' but it cannot be read: " + e.message());
+  }
+}
+
 std::map<std::string, std::string> parse_aoti_metadata(const std::string& origin,
                                                        const std::string& metadata_json) {
   nlohmann::json doc = nlohmann::json::parse(metadata_json, nullptr, /*allow_exceptions=*/false);
@@ -250,9 +262,9 @@ AotiPackageInfo inspect_aoti_package(const Archive& archive) {
     throw Error(Code::kBadArchive, origin + " has no metadata for its compiled library (" +
                                        metadata_record + ")");
   }
-  info.metadata = parse_aoti_metadata(origin, archive.read(metadata_record));
+  info.metadata = parse_aoti_metadata(origin, read_listed_record(archive, metadata_record));
   check_aoti_metadata(origin, info.metadata);
-  check_aoti_library(origin, info.library, archive.read(info.library));
+  check_aoti_library(origin, info.library, read_listed_record(archive, info.library));
   return info;
 }
 

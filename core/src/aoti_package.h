@@ -34,6 +34,10 @@ struct AotiPackageInfo {
 //    device (CUDA), operating system, CPU architecture or instruction set.
 AotiPackageInfo inspect_aoti_package(const Archive& archive);
 
+// A record `archive.records()` listed; Error(kBadArchive) if it cannot be
+// read after all (the archive contradicts itself), never kNoSuchName.
+std::string read_listed_record(const Archive& archive, const std::string& name);
+
 // The same checks on the parts: `metadata_json` is the model's
 // *_metadata.json, `library` its compiled library's bytes (its ELF header,
 // and that every segment the dynamic loader maps is in the file).

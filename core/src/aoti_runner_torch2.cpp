@@ -75,7 +75,7 @@ class ExtractedPackage {
       const std::filesystem::path file = std::filesystem::path(dir_) / name;
       std::error_code error;
       std::filesystem::create_directories(file.parent_path(), error);
-      const std::string bytes = archive.read(name);
+      const std::string bytes = read_listed_record(archive, name);
       std::ofstream out(file, std::ios::binary);
       out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
       if (error || !out.flush()) {
