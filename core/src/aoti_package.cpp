@@ -4,6 +4,7 @@
 #include <sys/utsname.h>
 
 #include <cstring>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "archive.h"
@@ -214,6 +215,110 @@ void check_aoti_library(const std::string& origin, const std::string& record,
                       std::to_string(size));
     }
   }
+  // The runner reads the names it needs (aoti_runner_torch2.cpp): a table
+  // out of the file is refused here, with the package's name.
+  try {
+    (void)needed_libraries(library);
+  } catch (const Error& e) {
+    throw Error(Code::kBadArchive, where + ": " + e.message());
+  }
+}
+
+namespace {
+
+// A library's dynamic section as its file holds it: where each entry is,
+// and where the string table its DT_NEEDED names index lies.
+struct DynamicSection {
+  struct Entry {
+    size_t offset;  // of the Elf64_Dyn in the file
+    Elf64_Dyn dyn;
+  };
+  std::vector<Entry> entries;  // up to DT_NULL
+  size_t strtab = 0;           // file offset of the string table
+  size_t strsz = 0;
+
+  std::string_view string(std::string_view library, uint64_t index) const {
+    if (index >= strsz) throw Error(Code::kBadArchive, "a dynamic string lies outside its table");
+    const std::string_view table = library.substr(strtab, strsz);
+    const size_t end = table.find('\0', index);
+    if (end == std::string_view::npos) {
+      throw Error(Code::kBadArchive, "a dynamic string runs off the end of its table");
+    }
+    return table.substr(index, end - index);
+  }
+};
+
+std::vector<Elf64_Phdr> program_headers(std::string_view library) {
+  Elf64_Ehdr header;
+  std::memcpy(&header, library.data(), sizeof header);
+  std::vector<Elf64_Phdr> segments(header.e_phnum);
+  std::memcpy(segments.data(), library.data() + header.e_phoff, header.e_phnum * sizeof(Elf64_Phdr));
+  return segments;
+}
+
+// Reads the dynamic section of a library check_aoti_library accepted (so
+// its program headers and the segments they describe are in the file).
+DynamicSection dynamic_section(std::string_view library) {
+  const std::vector<Elf64_Phdr> segments = program_headers(library);
+  DynamicSection dynamic;
+  uint64_t strtab_address = 0;
+  bool has_strtab = false;
+  for (const Elf64_Phdr& segment : segments) {
+    if (segment.p_type != PT_DYNAMIC) continue;
+    for (uint64_t at = segment.p_offset; at + sizeof(Elf64_Dyn) <= segment.p_offset + segment.p_filesz;
+         at += sizeof(Elf64_Dyn)) {
+      Elf64_Dyn dyn;
+      std::memcpy(&dyn, library.data() + at, sizeof dyn);
+      if (dyn.d_tag == DT_NULL) break;
+      if (dyn.d_tag == DT_STRTAB) strtab_address = dyn.d_un.d_ptr, has_strtab = true;
+      if (dyn.d_tag == DT_STRSZ) dynamic.strsz = dyn.d_un.d_val;
+      dynamic.entries.push_back({at, dyn});
+    }
+  }
+  if (dynamic.entries.empty()) return dynamic;
+  // DT_STRTAB is an address: the loadable segment that holds it says where
+  // it is in the file.
+  for (const Elf64_Phdr& segment : segments) {
+    if (!has_strtab || segment.p_type != PT_LOAD || strtab_address < segment.p_vaddr ||
+        strtab_address - segment.p_vaddr >= segment.p_filesz) {
+      continue;
+    }
+    dynamic.strtab = segment.p_offset + (strtab_address - segment.p_vaddr);
+    if (dynamic.strsz > segment.p_offset + segment.p_filesz - dynamic.strtab) break;
+    return dynamic;
+  }
+  throw Error(Code::kBadArchive, "its dynamic string table is not in the file");
+}
+
+}  // namespace
+
+std::vector<std::string> needed_libraries(std::string_view library) {
+  const DynamicSection dynamic = dynamic_section(library);
+  std::vector<std::string> names;
+  for (const DynamicSection::Entry& e : dynamic.entries) {
+    if (e.dyn.d_tag == DT_NEEDED) names.emplace_back(dynamic.string(library, e.dyn.d_un.d_val));
+  }
+  return names;
+}
+
+int redirect_needed(std::string& library, std::string_view from, std::string_view to) {
+  const DynamicSection dynamic = dynamic_section(library);
+  std::optional<uint64_t> to_index;
+  for (const DynamicSection::Entry& e : dynamic.entries) {
+    if (e.dyn.d_tag == DT_NEEDED && dynamic.string(library, e.dyn.d_un.d_val) == to) {
+      to_index = e.dyn.d_un.d_val;
+    }
+  }
+  if (!to_index) return 0;
+  int changed = 0;
+  for (const DynamicSection::Entry& e : dynamic.entries) {
+    if (e.dyn.d_tag != DT_NEEDED || dynamic.string(library, e.dyn.d_un.d_val) != from) continue;
+    Elf64_Dyn dyn = e.dyn;
+    dyn.d_un.d_val = *to_index;
+    std::memcpy(library.data() + e.offset, &dyn, sizeof dyn);
+    ++changed;
+  }
+  return changed;
 }
 
 AotiPackageInfo inspect_aoti_package(const Archive& archive) {

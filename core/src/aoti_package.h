@@ -28,8 +28,8 @@ struct AotiPackageInfo {
 //    program and no compiled model);
 //  - kBadArchive: a package that contradicts itself (several compiled
 //    libraries, unreadable metadata, a record name that would leave the
-//    directory it is extracted to, a library that is no ELF shared object
-//    or is cut short);
+//    directory it is extracted to, a library that is no ELF shared object,
+//    is cut short, or has its dynamic string table outside the file);
 //  - kUnsupportedVersion: compiled for what this host is not: another
 //    device (CUDA), operating system, CPU architecture or instruction set.
 AotiPackageInfo inspect_aoti_package(const Archive& archive);
@@ -46,5 +46,17 @@ std::map<std::string, std::string> parse_aoti_metadata(const std::string& origin
 void check_aoti_metadata(const std::string& origin, const std::map<std::string, std::string>& metadata);
 void check_aoti_library(const std::string& origin, const std::string& record,
                         std::string_view library);
+
+// The names a (checked) library's DT_NEEDED entries give, in order. Throws
+// Error(kBadArchive) if its dynamic section or string table is not in the
+// file.
+std::vector<std::string> needed_libraries(std::string_view library);
+
+// Makes each DT_NEEDED entry of `library` (checked) that names `from` name
+// `to` instead, where `to` is already one of its DT_NEEDED names (so the
+// string is in its table and the file changes by 8 bytes an entry). Returns
+// the number of entries changed: 0 if it does not need `from`, or does not
+// already need `to`.
+int redirect_needed(std::string& library, std::string_view from, std::string_view to);
 
 }  // namespace manypy

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -36,11 +37,22 @@ void check_inputs_by_default() {
 }
 
 // A compiled library needs "libtorch.so" and "libtorch_cpu.so" by those
-// names, and has no search path of its own. The host has loaded this
-// build's libtorch_cpu.so, but not always its libtorch.so (a wrapper the
-// linker drops as unneeded): the dynamic loader would then search the
-// system's directories and could load another torch beside this one (on
-// Debian, python3-torch's 1.13), which crashes the process as it
+// names, and has no search path of its own. libtorch.so is an umbrella that
+// adds nothing a CPU model calls, but in the CUDA builds pip installs by
+// default it needs libtorch_cuda.so and the CUDA libraries: about 240 MB of
+// mappings a CPU package never uses. So the unpacked library's dependency
+// on it is pointed at libtorch_cpu.so, which the host has loaded; the
+// package's device was checked to be the CPU (aoti_package.cpp), and a
+// symbol it needed from elsewhere would fail the load with a clear error.
+std::string without_umbrella(std::string library) {
+  redirect_needed(library, "libtorch.so", "libtorch_cpu.so");
+  return library;
+}
+
+// A library that still needs libtorch.so (one that does not need
+// libtorch_cpu.so by name): the name must not be resolved by a search of
+// the system's directories, which could load another torch beside this one
+// (on Debian, python3-torch's 1.13) and crash the process as it
 // initialises. Loading the libtorch.so beside the running libtorch_cpu.so
 // first makes the name resolve to it.
 void load_this_libtorch() {
@@ -75,7 +87,12 @@ class ExtractedPackage {
       const std::filesystem::path file = std::filesystem::path(dir_) / name;
       std::error_code error;
       std::filesystem::create_directories(file.parent_path(), error);
-      const std::string bytes = read_listed_record(archive, name);
+      std::string bytes = read_listed_record(archive, name);
+      if (name == info.library) {
+        bytes = without_umbrella(std::move(bytes));
+        const std::vector<std::string> needed = needed_libraries(bytes);
+        needs_umbrella_ = std::find(needed.begin(), needed.end(), "libtorch.so") != needed.end();
+      }
       std::ofstream out(file, std::ios::binary);
       out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
       if (error || !out.flush()) {
@@ -91,9 +108,12 @@ class ExtractedPackage {
   ExtractedPackage(const ExtractedPackage&) = delete;
   ExtractedPackage& operator=(const ExtractedPackage&) = delete;
   const std::string& dir() const { return dir_; }
+  // Whether its library still needs libtorch.so (without_umbrella).
+  bool needs_umbrella() const { return needs_umbrella_; }
 
  private:
   std::string dir_;
+  bool needs_umbrella_ = false;
 };
 
 Error load_error(const std::string& origin, const std::string& text) {
@@ -121,8 +141,8 @@ class TorchAotiRunner final : public AotiRunner {
  public:
   TorchAotiRunner(const Archive& archive, const AotiPackageInfo& info) {
     check_inputs_by_default();
-    load_this_libtorch();
     ExtractedPackage package(archive, info);
+    if (package.needs_umbrella()) load_this_libtorch();
     const size_t runners = std::max(1u, std::thread::hardware_concurrency());
     try {
       loader_ = std::make_unique<torch::inductor::AOTIModelPackageLoader>(

@@ -246,6 +246,32 @@ static void test_python_heavy(void** state) {
   call_heavy_and_check(g_module, "python_heavy.pt2, again");
 }
 
+/* Whether a library whose file name is `name` is mapped into this process. */
+static int maps_library(const char* name) {
+  FILE* maps = fopen("/proc/self/maps", "r");
+  assert_non_null(maps);
+  char line[4096];
+  int found = 0;
+  const size_t n = strlen(name);
+  while (!found && fgets(line, sizeof line, maps)) {
+    size_t len = strcspn(line, "\n");
+    line[len] = '\0';
+    found = len > n && line[len - n - 1] == '/' && strcmp(line + len - n, name) == 0;
+  }
+  fclose(maps);
+  return found;
+}
+
+static void test_no_cuda_libraries_for_a_cpu_package(void** state) {
+  (void)state;
+  /* A package's library needs libtorch.so, which in CUDA builds of torch
+   * needs libtorch_cuda.so and CUDA's libraries; manypy points that need at
+   * libtorch_cpu.so, so a CPU package maps neither (loaded in setup). */
+  call_heavy_and_check(g_module, "python_heavy.pt2");
+  assert_false(maps_library("libtorch.so"));
+  assert_false(maps_library("libtorch_cuda.so"));
+}
+
 static void test_resnet18_from_bytes(void** state) {
   (void)state;
   size_t size = 0;
@@ -631,6 +657,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_null_arguments),
       cmocka_unit_test(test_python_heavy),
+      cmocka_unit_test(test_no_cuda_libraries_for_a_cpu_package),
       cmocka_unit_test(test_resnet18_from_bytes),
       cmocka_unit_test(test_metadata),
       cmocka_unit_test(test_bad_arguments),

@@ -2,8 +2,11 @@
 // torch 2.x (core/src/aoti_package.h, core/src/tree_spec.h): the fuzz
 // target's hand-made packages, each with the outcome it stands for, and the
 // call spec's parsing, flattening and rebuilding.
+#include <elf.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -80,6 +83,83 @@ TEST(AotiPackage, ALibraryCutShortIsRefusedBeforeTheLoaderMapsIt) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Code::kBadArchive);
     EXPECT_NE(e.message().find("no valid program header table"), std::string::npos) << e.message();
+  }
+}
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+// The offset in `library` of its dynamic entry tagged `tag`.
+size_t dynamic_entry(const std::string& library, int64_t tag) {
+  Elf64_Ehdr header;
+  std::memcpy(&header, library.data(), sizeof header);
+  for (unsigned k = 0; k < header.e_phnum; ++k) {
+    Elf64_Phdr segment;
+    std::memcpy(&segment, library.data() + header.e_phoff + k * sizeof segment, sizeof segment);
+    if (segment.p_type != PT_DYNAMIC) continue;
+    for (size_t at = segment.p_offset; at < segment.p_offset + segment.p_filesz; at += sizeof(Elf64_Dyn)) {
+      Elf64_Dyn dyn;
+      std::memcpy(&dyn, library.data() + at, sizeof dyn);
+      if (dyn.d_tag == tag) return at;
+    }
+  }
+  ADD_FAILURE() << "no dynamic entry " << tag;
+  return 0;
+}
+
+// A real library (this test's own executable, a PIE): its dependencies
+// read, and one pointed at another, as the runner points a package's
+// libtorch.so at libtorch_cpu.so.
+TEST(AotiPackage, ADependencyIsPointedAtOneTheLibraryAlreadyHas) {
+  std::string library = file_bytes("/proc/self/exe");
+  check_aoti_library("self", "exe", library);
+  const std::vector<std::string> needed = needed_libraries(library);
+  ASSERT_GE(needed.size(), 2u);
+  EXPECT_NE(std::find(needed.begin(), needed.end(), "libc.so.6"), needed.end());
+  const std::string from = needed.front(), to = needed.back();
+  const size_t size = library.size();
+
+  EXPECT_EQ(redirect_needed(library, "libabsent.so", to), 0);
+  EXPECT_EQ(redirect_needed(library, from, "libabsent.so"), 0);
+  EXPECT_EQ(needed_libraries(library), needed);
+
+  EXPECT_EQ(redirect_needed(library, from, to), 1);
+  std::vector<std::string> expected = needed;
+  expected.front() = to;
+  EXPECT_EQ(needed_libraries(library), expected);
+  EXPECT_EQ(library.size(), size);
+}
+
+TEST(AotiPackage, APackageLibraryNeedingLibtorchIsPointedAtLibtorchCpu) {
+  const std::string bytes = seed("needs_libtorch.pt2");
+  auto archive = Archive::from_bytes(bytes.data(), bytes.size());
+  const AotiPackageInfo info = inspect_aoti_package(*archive);
+  std::string library = read_listed_record(*archive, info.library);
+  using Names = std::vector<std::string>;
+  EXPECT_EQ(needed_libraries(library), (Names{"libtorch.so", "libtorch_cpu.so", "libc.so.6"}));
+  EXPECT_EQ(redirect_needed(library, "libtorch.so", "libtorch_cpu.so"), 1);
+  EXPECT_EQ(needed_libraries(library), (Names{"libtorch_cpu.so", "libtorch_cpu.so", "libc.so.6"}));
+}
+
+TEST(AotiPackage, ADynamicStringTableOutsideTheFileIsRefused) {
+  std::string library = file_bytes("/proc/self/exe");
+  Elf64_Dyn strtab;
+  const size_t at = dynamic_entry(library, DT_STRTAB);
+  std::memcpy(&strtab, library.data() + at, sizeof strtab);
+  strtab.d_un.d_ptr = uint64_t{1} << 40;
+  std::memcpy(library.data() + at, &strtab, sizeof strtab);
+  try {
+    check_aoti_library("x.pt2", "lib.so", library);
+    FAIL() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::kBadArchive);
+    EXPECT_NE(e.message().find("x.pt2: lib.so: its dynamic string table is not in the file"),
+              std::string::npos)
+        << e.message();
   }
 }
 

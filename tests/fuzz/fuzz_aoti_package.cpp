@@ -2,7 +2,9 @@
 // manypy_aoti_load_bytes checks them before libtorch's loader sees them:
 // manypy::Archive::from_bytes, then inspect_aoti_package (records that
 // would leave the extraction directory, the compiled library's ELF header,
-// the metadata's JSON, device, machine and instruction set). Needs no torch
+// the metadata's JSON, device, machine and instruction set), and the
+// library's dependency on libtorch.so pointed at libtorch_cpu.so as the
+// runner does. Needs no torch
 // 2.x, so it runs in the fuzz build on every leg. libtorch's loader itself
 // is not fuzzed: it opens the package's compiled library, which is native
 // code by design; what guards it is the trust check (docs/security.md).
@@ -11,6 +13,7 @@
 // a compiled model) and flattens arguments of its shape along it.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "aoti_package.h"
 #include "archive.h"
@@ -89,6 +92,27 @@ void fuzz_tree_spec(const uint8_t* data, size_t size) {
   }
 }
 
+// What the runner does to an accepted package's library before the loader
+// sees it (aoti_runner_torch2.cpp): its libtorch.so dependency pointed at
+// libtorch_cpu.so. Never throws on a library inspect accepted, changes no
+// size, and leaves exactly the names it said it changed.
+void check_redirect(std::string library) {
+  const std::vector<std::string> before = manypy::needed_libraries(library);
+  const size_t size = library.size();
+  const int changed = manypy::redirect_needed(library, "libtorch.so", "libtorch_cpu.so");
+  FUZZ_CHECK(library.size() == size, "the library changed size");
+  const std::vector<std::string> after = manypy::needed_libraries(library);
+  FUZZ_CHECK(after.size() == before.size(), "the number of dependencies changed");
+  int differ = 0;
+  for (size_t k = 0; k < before.size(); ++k) {
+    if (before[k] == after[k]) continue;
+    FUZZ_CHECK(before[k] == "libtorch.so" && after[k] == "libtorch_cpu.so",
+               "a dependency other than libtorch.so changed");
+    ++differ;
+  }
+  FUZZ_CHECK(differ == changed, "redirect_needed miscounted");
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -101,6 +125,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     archive = manypy::Archive::from_bytes(data, size);
     manypy::AotiPackageInfo info = manypy::inspect_aoti_package(*archive);
     FUZZ_CHECK(!info.library.empty() && !info.model_name.empty(), "an empty library or model");
+    check_redirect(manypy::read_listed_record(*archive, info.library));
   } catch (...) {
     Code code = fuzz::classify("inspect");
     FUZZ_CHECK(fuzz::is_archive_error(code), std::to_string(static_cast<int>(code)));

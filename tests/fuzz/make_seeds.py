@@ -150,6 +150,27 @@ def elf_header(machine=62, elf_type=3, elf_class=2):  # EM_X86_64, ET_DYN, 64-bi
     return header + load
 
 
+def elf_with_needs(names=("libtorch.so", "libtorch_cpu.so", "libc.so.6")):
+    """A library with a dynamic section naming the libraries it needs, as a
+    compiled model's does (the runner points libtorch.so at libtorch_cpu.so)."""
+    strtab, offsets = b"\0", []
+    for n in names:
+        offsets.append(len(strtab))
+        strtab += n.encode() + b"\0"
+    dynamic_at = 64 + 2 * 56
+    strtab_at = dynamic_at + (len(names) + 3) * 16
+    size = strtab_at + len(strtab)
+    DT_NULL, DT_NEEDED, DT_STRTAB, DT_STRSZ = 0, 1, 5, 10
+    dynamic = b"".join(struct.pack("<qQ", DT_NEEDED, o) for o in offsets)
+    dynamic += struct.pack("<qQqQqQ", DT_STRTAB, strtab_at, DT_STRSZ, len(strtab), DT_NULL, 0)
+    ident = b"\x7fELF" + bytes([2, 1, 1, 0]) + bytes(8)
+    header = ident + struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 64, 0, 0, 64, 56, 2, 64, 0, 0)
+    load = struct.pack("<IIQQQQQQ", 1, 5, 0, 0, 0, size, size, 4096)
+    dyn = struct.pack("<IIQQQQQQ", 2, 6, dynamic_at, dynamic_at, dynamic_at, len(dynamic),
+                      len(dynamic), 8)
+    return header + load + dyn + dynamic + strtab
+
+
 METADATA = {"AOTI_DEVICE_KEY": "cpu", "AOTI_PLATFORM": "linux", "AOTI_MACHINE": "x86_64",
             "AOTI_CPU_ISA": "DEFAULT", "AOTI_COMPUTE_CAPABILITY": ""}
 
@@ -173,6 +194,7 @@ def package(library=None, metadata=None, extra=(), model="model"):
 
 
 write("pt2", "minimal.pt2", package())
+write("pt2", "needs_libtorch.pt2", package(library=elf_with_needs()))
 write("pt2", "cuda.pt2", package(metadata=dict(METADATA, AOTI_DEVICE_KEY="cuda")))
 write("pt2", "avx512.pt2", package(metadata=dict(METADATA, AOTI_CPU_ISA="AVX512")))
 write("pt2", "aarch64.pt2", package(library=elf_header(machine=183)))
