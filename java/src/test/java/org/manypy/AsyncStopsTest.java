@@ -285,7 +285,7 @@ class AsyncStopsTest {
           assertTrue(tokens.get(i).isCancelled());
           ++counts[2];
         } else {
-          assertInstanceOf(DeadlineExceededException.class, e.getCause());
+          assertInstanceOf(DeadlineExceededException.class, e.getCause(), () -> e.getCause().toString());
           ++counts[3];
         }
       }
