@@ -464,15 +464,56 @@ def verify_records(view):
                         pass
 
 
+_Importer = None
+
+
+def _importer_class():
+    """torch.package's PackageImporter, but a module whose body raised is
+    not kept.
+
+    PackageImporter records a module in its own table (importer.modules,
+    not sys.modules) and in torch's registry of package modules before it
+    runs the module's body, and keeps it there if the body raises. A stop
+    that lands while a new interpreter imports a package's module to make a
+    replica (a deadline firing during the lazy replica) left half a module
+    behind: every later replica in that interpreter failed with
+    AttributeError, for good. Python's own import drops a module whose body
+    raised; this does the same, so the next import runs the body again.
+    """
+    global _Importer
+    if _Importer is None:
+        import linecache
+
+        from torch.package import PackageImporter
+        from torch.package import package_importer
+
+        class Importer(PackageImporter):
+            def _make_module(self, name, filename, is_package, parent):
+                try:
+                    return super()._make_module(name, filename, is_package, parent)
+                except BaseException:
+                    module = self.modules.pop(name, None)
+                    if module is not None:
+                        package_importer._package_imported_modules.pop(module.__name__, None)
+                        linecache.cache.pop(getattr(module, "__file__", None), None)
+                        leaf = name.rpartition(".")[2]
+                        owner = self.modules.get(parent) if parent else None
+                        if owner is not None and getattr(owner, leaf, None) is module:
+                            delattr(owner, leaf)
+                    raise
+
+        _Importer = Importer
+    return _Importer
+
+
 def package_open(package_id, view, fetch):
     """Opens the package; any failure here is the archive's."""
     import torch
-    from torch.package import PackageImporter
 
     try:
         verify_records(view)
         reader = torch._C.PyTorchFileReader(HostArchive(view))
-        importer = PackageImporter(reader)
+        importer = _importer_class()(reader)
     except Exception as exc:
         raise _archive_error(exc) from exc
     importer.zip_reader = SharedStorageReader(reader, fetch)

@@ -32,6 +32,7 @@ from batching import Batching  # noqa: E402
 from big_weights import BigWeights  # noqa: E402
 from encoder import Encoder, Invert  # noqa: E402
 from hostile import Hostile, SlowToUnpickle  # noqa: E402
+from slow_body import Twice  # noqa: E402
 from identity import Identity  # noqa: E402
 from python_heavy import PythonHeavy  # noqa: E402
 from stuck import Loop, Stuck  # noqa: E402
@@ -418,11 +419,14 @@ def make_malformed_records(heavy_name, identity_name, script_name):
 
 def write_hostile():
     """hostile.pt: Hostile (model/model.pkl), whose methods attack the host,
-    and a SlowToUnpickle that takes 2 s to unpickle (model/slow.pkl)."""
+    a SlowToUnpickle that takes 2 s to unpickle (model/slow.pkl), and a
+    slow_body.Twice whose module's body takes 1 s to run
+    (model/slow_body.pkl)."""
     with PackageExporter(path("hostile.pt")) as e:
-        e.intern("hostile")
+        e.intern(["hostile", "slow_body"])
         e.save_pickle("model", "model.pkl", Hostile().eval())
         e.save_pickle("model", "slow.pkl", SlowToUnpickle(2.0))
+        e.save_pickle("model", "slow_body.pkl", Twice())
     record("hostile.pt", "torch.package of Hostile: models that attack the host (hardening tests)")
     model = load_package("hostile.pt")
     check(torch.equal(model(torch.ones(2)), torch.full((2,), 2.0)),

@@ -7,7 +7,8 @@
  * thread, and an import the stop interrupted is not left half-done (also
  * for later pools, which keep installed modules). And the deadline bounds
  * the whole call: an exception whose message is slow to build, a result
- * slow to free, and a lazy replica slow to unpickle.
+ * slow to free, and a lazy replica slow to unpickle; a replica whose
+ * package module's import was stopped is made whole by the next call.
  *
  * hostile.pt (samples/models/hostile.py) holds the models. Every case runs
  * in DIRECT and in HANDOFF mode, on a pool of 2 interpreters; no case may
@@ -198,40 +199,78 @@ static void test_slow_clean_up_of_a_result_is_bounded(void** state) {
   assert_both_serve();
 }
 
+static const float kX[2] = {1, 2}, kTwice[2] = {2, 4};
+static const int64_t kShape[1] = {2};
+
+/* `model(x)`, a model that returns x * 2, on `interpreter` with a timeout
+ * (ms, 0: none): its status, and the result checked when it succeeds. */
+static manypy_status* call_twice(manypy_object* model, int32_t interpreter, int64_t timeout_ms,
+                                 const char* what) {
+  manypy_value* out = NULL;
+  manypy_status* s =
+      call(model, NULL, F32_TENSOR(kX, 1, kShape), interpreter, timeout_ms, &out);
+  if (s == NULL) {
+    ASSERT_F32_TENSOR(out, 1, kShape, kTwice, 0, what);
+    manypy_value_free(out);
+  }
+  return s;
+}
+
+/* load_pickle unpickled `model` in one interpreter, 0 or 1: the other makes
+ * its replica on its first call. That first call, with `timeout_ms`, is
+ * stopped by its deadline: returns its interpreter, and the stop's status
+ * (the caller's to free) in `stopped`, with the time it took in `ms`. */
+static int32_t stop_a_lazy_replica(manypy_object* model, int64_t timeout_ms,
+                                   manypy_status** stopped, double* ms) {
+  for (int32_t i = 0; i < 2; ++i) {
+    double t0 = capi_now();
+    manypy_status* s = call_twice(model, i, timeout_ms, "the replica that was ready");
+    *ms = (capi_now() - t0) * 1e3;
+    if (s != NULL) {
+      assert_int_equal(manypy_status_code(s), MANYPY_ERR_DEADLINE_EXCEEDED);
+      *stopped = s;
+      return i;
+    }
+  }
+  fail_msg("no call was stopped making its replica");
+  return -1;
+}
+
 /* model/slow.pkl takes 2 s to unpickle: a call that makes its replica in a
  * new interpreter is bounded by its deadline, and a later one finishes it. */
 static void test_slow_lazy_replica_is_bounded(void** state) {
   (void)state;
   manypy_object* slow = NULL;
   ASSERT_OK(manypy_package_load_pickle(g.package, "model", "slow.pkl", &slow));
-  /* load_pickle unpickled it in one interpreter, 0 or 1: the other makes
-   * its replica on its first call. */
-  double t0;
-  float x[2] = {1, 2}, twice[2] = {2, 4};
-  int64_t shape[1] = {2};
-  int32_t fresh = -1;
-  for (int32_t i = 0; i < 2 && fresh < 0; ++i) {
-    manypy_value* out = NULL;
-    t0 = capi_now();
-    manypy_status* s = call(slow, NULL, F32_TENSOR(x, 1, shape), i, 300, &out);
-    double ms = (capi_now() - t0) * 1e3;
-    if (s == NULL) {
-      ASSERT_F32_TENSOR(out, 1, shape, twice, 0, "the replica that was ready");
-      manypy_value_free(out);
-      continue;
-    }
-    assert_int_equal(manypy_status_code(s), MANYPY_ERR_DEADLINE_EXCEEDED);
-    manypy_status_free(s);
-    print_message("a 2 s lazy replica stopped after %.0f ms (timeout 300 ms)\n", ms);
-    assert_true(ms < 1200);
-    fresh = i;
-  }
-  assert_true(fresh >= 0);
-  manypy_value* out = NULL;
-  ASSERT_OK(call(slow, NULL, F32_TENSOR(x, 1, shape), fresh, 0, &out));
-  ASSERT_F32_TENSOR(out, 1, shape, twice, 0, "the replica made without a deadline");
-  manypy_value_free(out);
+  manypy_status* stopped = NULL;
+  double ms = 0;
+  int32_t fresh = stop_a_lazy_replica(slow, 300, &stopped, &ms);
+  manypy_status_free(stopped);
+  print_message("a 2 s lazy replica stopped after %.0f ms (timeout 300 ms)\n", ms);
+  assert_true(ms < 1200);
+  ASSERT_OK(call_twice(slow, fresh, 0, "the replica made without a deadline"));
   manypy_object_free(slow);
+  assert_both_serve();
+}
+
+/* model/slow_body.pkl is a slow_body.Twice, whose module (in the package)
+ * takes 1 s to run its body: a deadline that fires while a new interpreter
+ * makes its replica stops that import halfway, and the next call there
+ * imports the module whole instead of finding half of it (torch.package's
+ * importer keeps a module from the moment its body starts). */
+static void test_stopped_package_import_is_imported_whole_next_time(void** state) {
+  (void)state;
+  manypy_object* twice = NULL;
+  ASSERT_OK(manypy_package_load_pickle(g.package, "model", "slow_body.pkl", &twice));
+  manypy_status* stopped = NULL;
+  double ms = 0;
+  int32_t fresh = stop_a_lazy_replica(twice, 300, &stopped, &ms);
+  assert_non_null(strstr(manypy_status_traceback(stopped), "slow_body"));
+  manypy_status_free(stopped);
+  for (int k = 0; k < 2; ++k) {
+    ASSERT_OK(call_twice(twice, fresh, 0, "the replica made after the stopped one"));
+  }
+  manypy_object_free(twice);
   assert_both_serve();
 }
 
@@ -242,7 +281,8 @@ static void test_slow_lazy_replica_is_bounded(void** state) {
       cmocka_unit_test(test_stopped_import_is_not_left_half_done),   \
       cmocka_unit_test(test_slow_error_message_is_bounded),          \
       cmocka_unit_test(test_slow_clean_up_of_a_result_is_bounded),   \
-      cmocka_unit_test(test_slow_lazy_replica_is_bounded)
+      cmocka_unit_test(test_slow_lazy_replica_is_bounded),           \
+      cmocka_unit_test(test_stopped_package_import_is_imported_whole_next_time)
 
 int main(void) {
   /* Installed modules, slow to import, one per mode: a directory on
