@@ -479,6 +479,8 @@ def _importer_class():
     behind: every later replica in that interpreter failed with
     AttributeError, for good. Python's own import drops a module whose body
     raised; this does the same, so the next import runs the body again.
+    It overrides a private method (the same in torch 1.13 and 2.x):
+    capi_stops fails on a torch where it no longer takes effect.
     """
     global _Importer
     if _Importer is None:
@@ -494,7 +496,8 @@ def _importer_class():
                 except BaseException:
                     module = self.modules.pop(name, None)
                     if module is not None:
-                        package_importer._package_imported_modules.pop(module.__name__, None)
+                        registry = getattr(package_importer, "_package_imported_modules", {})
+                        registry.pop(module.__name__, None)
                         linecache.cache.pop(getattr(module, "__file__", None), None)
                         leaf = name.rpartition(".")[2]
                         owner = self.modules.get(parent) if parent else None
