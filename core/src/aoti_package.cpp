@@ -103,6 +103,16 @@ bool cpu_supports(const std::string& isa, std::string* missing) {
   return true;
 }
 
+// The program header table of a library whose ELF header says where it is,
+// and whose table check_aoti_library found in the file.
+std::vector<Elf64_Phdr> program_headers(std::string_view library) {
+  Elf64_Ehdr header;
+  std::memcpy(&header, library.data(), sizeof header);
+  std::vector<Elf64_Phdr> segments(header.e_phnum);
+  std::memcpy(segments.data(), library.data() + header.e_phoff, header.e_phnum * sizeof(Elf64_Phdr));
+  return segments;
+}
+
 }  // namespace
 
 std::string read_listed_record(const Archive& archive, const std::string& name) {
@@ -204,9 +214,9 @@ void check_aoti_library(const std::string& origin, const std::string& record,
                                        std::to_string(header.e_phoff) + " of " +
                                        std::to_string(size) + " bytes)");
   }
-  for (unsigned k = 0; k < header.e_phnum; ++k) {
-    Elf64_Phdr segment;
-    std::memcpy(&segment, library.data() + header.e_phoff + k * sizeof(Elf64_Phdr), sizeof segment);
+  const std::vector<Elf64_Phdr> segments = program_headers(library);
+  for (unsigned k = 0; k < segments.size(); ++k) {
+    const Elf64_Phdr& segment = segments[k];
     if (segment.p_type != PT_LOAD && segment.p_type != PT_DYNAMIC) continue;
     if (segment.p_offset > size || segment.p_filesz > size - segment.p_offset) {
       throw Error(Code::kBadArchive,
@@ -247,14 +257,6 @@ struct DynamicSection {
     return table.substr(index, end - index);
   }
 };
-
-std::vector<Elf64_Phdr> program_headers(std::string_view library) {
-  Elf64_Ehdr header;
-  std::memcpy(&header, library.data(), sizeof header);
-  std::vector<Elf64_Phdr> segments(header.e_phnum);
-  std::memcpy(segments.data(), library.data() + header.e_phoff, header.e_phnum * sizeof(Elf64_Phdr));
-  return segments;
-}
 
 // Reads the dynamic section of a library check_aoti_library accepted (so
 // its program headers and the segments they describe are in the file).

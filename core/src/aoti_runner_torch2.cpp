@@ -44,9 +44,11 @@ void check_inputs_by_default() {
 // on it is pointed at libtorch_cpu.so, which the host has loaded; the
 // package's device was checked to be the CPU (aoti_package.cpp), and a
 // symbol it needed from elsewhere would fail the load with a clear error.
-std::string without_umbrella(std::string library) {
+// Returns whether the library still needs libtorch.so after that.
+bool drop_umbrella(std::string& library) {
   redirect_needed(library, "libtorch.so", "libtorch_cpu.so");
-  return library;
+  const std::vector<std::string> needed = needed_libraries(library);
+  return std::find(needed.begin(), needed.end(), "libtorch.so") != needed.end();
 }
 
 // A library that still needs libtorch.so (one that does not need
@@ -88,11 +90,7 @@ class ExtractedPackage {
       std::error_code error;
       std::filesystem::create_directories(file.parent_path(), error);
       std::string bytes = read_listed_record(archive, name);
-      if (name == info.library) {
-        bytes = without_umbrella(std::move(bytes));
-        const std::vector<std::string> needed = needed_libraries(bytes);
-        needs_umbrella_ = std::find(needed.begin(), needed.end(), "libtorch.so") != needed.end();
-      }
+      if (name == info.library) needs_umbrella_ = drop_umbrella(bytes);
       std::ofstream out(file, std::ios::binary);
       out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
       if (error || !out.flush()) {
@@ -108,7 +106,7 @@ class ExtractedPackage {
   ExtractedPackage(const ExtractedPackage&) = delete;
   ExtractedPackage& operator=(const ExtractedPackage&) = delete;
   const std::string& dir() const { return dir_; }
-  // Whether its library still needs libtorch.so (without_umbrella).
+  // Whether its library still needs libtorch.so (drop_umbrella).
   bool needs_umbrella() const { return needs_umbrella_; }
 
  private:
