@@ -117,8 +117,8 @@ static manypy_object* load_object(manypy_pool* pool, const char* dir, const char
 
 static manypy_value* tensor_args(float* data, size_t bytes, int32_t ndim, const int64_t* shape) {
   manypy_value* x = NULL;
-  CHECK(manypy_value_new_tensor_from_buffer(data, bytes, (DLDataType){kDLFloat, 32, 1}, ndim,
-                                            shape, NULL, 0, NULL, NULL, &x),
+  CHECK(manypy_value_new_tensor_from_buffer(data, bytes, (DLDataType){kDLFloat, 32, 1}, ndim, shape,
+                                            NULL, 0, NULL, NULL, &x),
         "manypy_value_new_tensor_from_buffer");
   manypy_value* args = manypy_value_new_tuple();
   CHECK(manypy_value_append(args, x), "manypy_value_append");
@@ -228,8 +228,9 @@ static double async_rate(const heavy_model* m, const async_run* run, int in_flig
 }
 
 static double section_async_throughput(const async_run* run, const heavy_model* m) {
-  printf("\n== A. python_heavy.pt, x [4, 64], steps=5 on 2 interpreters (DIRECT): 1 thread "
-         "with 64 asynchronous calls in flight vs 4 threads making synchronous calls ==\n");
+  printf(
+      "\n== A. python_heavy.pt, x [4, 64], steps=5 on 2 interpreters (DIRECT): 1 thread "
+      "with 64 asynchronous calls in flight vs 4 threads making synchronous calls ==\n");
   double sync_sum = 0, async_sum = 0;
   for (int r = 0; r < run->rounds; ++r) {
     /* Alternate which goes first, so drift favours neither. */
@@ -295,8 +296,9 @@ static double call_p50(manypy_object* object, const manypy_value* args, int asyn
 }
 
 static double section_round_trip(const async_run* run, int quick) {
-  printf("\n== B. identity.pt, x [1, 16], one call at a time on 2 interpreters: p50 round trip "
-         "==\n");
+  printf(
+      "\n== B. identity.pt, x [1, 16], one call at a time on 2 interpreters: p50 round trip "
+      "==\n");
   const int n = quick ? 2000 : 20000;
   static float x[16];
   const int64_t shape[] = {1, 16};
@@ -316,16 +318,18 @@ static double section_round_trip(const async_run* run, int quick) {
     }
     const double sync = sync_sum / run->rounds, async = async_sum / run->rounds;
     const char* mode = mi == 0 ? "DIRECT" : "HANDOFF";
-    printf("  %-8s synchronous %6.2f us, asynchronous %6.2f us (of which submitting %5.2f us): "
-           "%+.2f us\n",
-           mode, sync / 1e3, async / 1e3, submit_sum / run->rounds / 1e3, (async - sync) / 1e3);
+    printf(
+        "  %-8s synchronous %6.2f us, asynchronous %6.2f us (of which submitting %5.2f us): "
+        "%+.2f us\n",
+        mode, sync / 1e3, async / 1e3, submit_sum / run->rounds / 1e3, (async - sync) / 1e3);
     if (mi == 1) delta_handoff = (async - sync) / 1e3;
     manypy_object_free(identity);
     manypy_package_free(package);
     manypy_pool_destroy(pool);
   }
-  printf("  (an asynchronous call always runs on its interpreter's home thread, as a HANDOFF\n"
-         "   call does; against DIRECT it adds that hand-over)\n");
+  printf(
+      "  (an asynchronous call always runs on its interpreter's home thread, as a HANDOFF\n"
+      "   call does; against DIRECT it adds that hand-over)\n");
   manypy_value_free(args);
   return delta_handoff;
 }
@@ -339,8 +343,9 @@ typedef struct overload_result {
 } overload_result;
 
 static overload_result section_overload(const async_run* run) {
-  printf("\n== D. python_heavy.pt on 1 interpreter, queue limit 1: unloaded, then an open-loop "
-         "generator at 4x capacity (a burst every 100 us) ==\n");
+  printf(
+      "\n== D. python_heavy.pt on 1 interpreter, queue limit 1: unloaded, then an open-loop "
+      "generator at 4x capacity (a burst every 100 us) ==\n");
   manypy_pool_options* options = manypy_pool_options_new();
   CHECK(manypy_pool_options_set_queue_limit(options, 1), "set_queue_limit");
   manypy_pool* pool = NULL;
@@ -403,10 +408,11 @@ static overload_result section_overload(const async_run* run) {
   free(refused.v);
   async_tally_destroy(&busy);
   printf("  unloaded: p99 %.2f ms (one call at a time)\n", r.unloaded_p99_ns / 1e6);
-  printf("  offered %.0f calls/s (4 x %.0f): %ld accepted (p99 %.2f ms), %ld refused with "
-         "MANYPY_ERR_OVERLOADED (p99 %.1f us, max %.1f us)\n",
-         r.offered_rate, capacity, r.accepted, r.accepted_p99_ns / 1e6, r.refused,
-         r.refused_p99_ns / 1e3, r.refused_max_ns / 1e3);
+  printf(
+      "  offered %.0f calls/s (4 x %.0f): %ld accepted (p99 %.2f ms), %ld refused with "
+      "MANYPY_ERR_OVERLOADED (p99 %.1f us, max %.1f us)\n",
+      r.offered_rate, capacity, r.accepted, r.accepted_p99_ns / 1e6, r.refused,
+      r.refused_p99_ns / 1e3, r.refused_max_ns / 1e3);
   free_heavy(&m);
   manypy_pool_destroy(pool);
   return r;
@@ -427,18 +433,19 @@ int main(int argc, char** argv) {
   cli_env_number("MANYPY_BENCH_SECONDS", 0.01, 3600, &seconds);
   cli_parse(argc, argv, opts, nopts, kUsage);
   if (quick && !cli_given(opts, nopts, "--seconds")) seconds = 0.5;
-  async_run run = {archives, PYTHON, MANYPY_BENCH_PEERS_DIR, seconds, quick ? 0.1 : 0.5,
-                   quick ? 1 : 2};
+  async_run run = {archives,          PYTHON,       MANYPY_BENCH_PEERS_DIR, seconds,
+                   quick ? 0.1 : 0.5, quick ? 1 : 2};
 
   size_t n;
   g_heavy_in = read_archive_file(archives, "python_heavy.input.bin", &n);
   if (n != 4 * 64 * sizeof(float)) die("python_heavy.input.bin: %zu bytes, expected 1024", n);
   expected_load(archives, "python_heavy", &heavy_out[0]);
   expected_load(archives, "python_heavy", &heavy_out[1]);
-  printf("manypy asynchronous-call benchmark (library %s, %ld online cores; %.2f s per "
-         "configuration, %d round%s)\n",
-         manypy_version_string(), sysconf(_SC_NPROCESSORS_ONLN), seconds, run.rounds,
-         run.rounds > 1 ? "s" : "");
+  printf(
+      "manypy asynchronous-call benchmark (library %s, %ld online cores; %.2f s per "
+      "configuration, %d round%s)\n",
+      manypy_version_string(), sysconf(_SC_NPROCESSORS_ONLN), seconds, run.rounds,
+      run.rounds > 1 ? "s" : "");
 
   double a_ratio = NAN, b_delta = NAN;
   overload_result d = {NAN, NAN, NAN, NAN, 0, 0, NAN};
@@ -467,7 +474,8 @@ int main(int argc, char** argv) {
   if (!isnan(a_ratio)) {
     ratio_row("A. async (1 thread, 64 in flight) / sync (4 threads) throughput", a_ratio, 1, 0.95);
   }
-  if (!isnan(b_delta)) ratio_row("B. async - sync round trip at p50, us (HANDOFF)", b_delta, 0, 1.0);
+  if (!isnan(b_delta))
+    ratio_row("B. async - sync round trip at p50, us (HANDOFF)", b_delta, 0, 1.0);
   if (!isnan(d.unloaded_p99_ns)) {
     ratio_row("D. MANYPY_ERR_OVERLOADED latency at p99, us", d.refused_p99_ns / 1e3, 0, 100);
     ratio_row("D. accepted p99 / unloaded p99 under 4x overload",

@@ -23,10 +23,10 @@ typedef struct async_run {
  * records each latency (when `record`), and frees a slot for the next
  * submission. Any failed call ends the run. */
 typedef struct async_tally {
-  sem_t slots;             /* calls that may still be submitted */
+  sem_t slots; /* calls that may still be submitted */
   atomic_long completed;
   atomic_int record;
-  samples lat;             /* under mu: latencies of recorded calls */
+  samples lat; /* under mu: latencies of recorded calls */
   pthread_mutex_t mu;
 } async_tally;
 

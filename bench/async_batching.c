@@ -41,7 +41,8 @@ static void* client_loop(void* arg) {
     if (c->w == WORKERS) {
       pool_reply reply;
       char err[1024];
-      if (worker_pool_call(c->workers, g_input, IN_BYTES, 4, kShape, &reply, err, sizeof err) != 0) {
+      if (worker_pool_call(c->workers, g_input, IN_BYTES, 4, kShape, &reply, err, sizeof err) !=
+          0) {
         die("worker pool: %s", err);
       }
     } else {
@@ -64,8 +65,7 @@ typedef struct way_result {
 } way_result;
 
 static way_result run_way(const async_run* run, way w, manypy_object* object,
-                          manypy_batcher* batcher, worker_pool* workers,
-                          const manypy_value* args) {
+                          manypy_batcher* batcher, worker_pool* workers, const manypy_value* args) {
   atomic_int stop = 0, record = 0;
   client clients[CLIENTS];
   pthread_t threads[CLIENTS];
@@ -95,9 +95,10 @@ static way_result run_way(const async_run* run, way w, manypy_object* object,
 }
 
 void section_batching(const async_run* run) {
-  printf("\n== C. resnet18.pt, batch-1 requests x [1, 3, 224, 224] from %d client threads, 2 "
-         "interpreters (1 intra-op thread each) ==\n",
-         CLIENTS);
+  printf(
+      "\n== C. resnet18.pt, batch-1 requests x [1, 3, 224, 224] from %d client threads, 2 "
+      "interpreters (1 intra-op thread each) ==\n",
+      CLIENTS);
   size_t n;
   g_input = read_archive_file(run->archives, "resnet18.input.bin", &n);
   if (n != IN_BYTES) die("resnet18.input.bin: %zu bytes, expected %zu", n, (size_t)IN_BYTES);

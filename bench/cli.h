@@ -35,25 +35,28 @@ typedef struct cli_option {
   const char* name; /* with its dashes: "--seconds" */
   cli_kind kind;
   void* value;
-  double min, max;  /* CLI_NUMBER, CLI_INT, CLI_INT_LIST */
-  int max_count;    /* CLI_INT_LIST */
-  int* count;       /* CLI_INT_LIST */
-  int given;        /* set by cli_parse: the option was on the command line */
+  double min, max; /* CLI_NUMBER, CLI_INT, CLI_INT_LIST */
+  int max_count;   /* CLI_INT_LIST */
+  int* count;      /* CLI_INT_LIST */
+  int given;       /* set by cli_parse: the option was on the command line */
 } cli_option;
 
 /* Table rows. The conditional checks the pointer's type at compile time
  * (a mismatch warns). */
 #define CLI_TYPED_(type, ptr) ((void*)(1 ? (ptr) : (type*)0))
-#define CLI_OPT_FLAG(opt, ptr) {.name = (opt), .kind = CLI_FLAG, .value = CLI_TYPED_(int, ptr)}
+#define CLI_OPT_FLAG(opt, ptr) \
+  { .name = (opt), .kind = CLI_FLAG, .value = CLI_TYPED_(int, ptr) }
 #define CLI_OPT_NUMBER(opt, ptr, lo, hi) \
-  {.name = (opt), .kind = CLI_NUMBER, .value = CLI_TYPED_(double, ptr), .min = (lo), .max = (hi)}
+  { .name = (opt), .kind = CLI_NUMBER, .value = CLI_TYPED_(double, ptr), .min = (lo), .max = (hi) }
 #define CLI_OPT_INT(opt, ptr, lo, hi) \
-  {.name = (opt), .kind = CLI_INT, .value = CLI_TYPED_(int, ptr), .min = (lo), .max = (hi)}
+  { .name = (opt), .kind = CLI_INT, .value = CLI_TYPED_(int, ptr), .min = (lo), .max = (hi) }
 #define CLI_OPT_STRING(opt, ptr) \
-  {.name = (opt), .kind = CLI_STRING, .value = CLI_TYPED_(const char*, ptr)}
-#define CLI_OPT_INT_LIST(opt, array, lo, hi, most, count_ptr)                                \
-  {.name = (opt), .kind = CLI_INT_LIST, .value = CLI_TYPED_(int, array), .min = (lo), .max = (hi), \
-   .max_count = (most), .count = (count_ptr)}
+  { .name = (opt), .kind = CLI_STRING, .value = CLI_TYPED_(const char*, ptr) }
+#define CLI_OPT_INT_LIST(opt, array, lo, hi, most, count_ptr)                          \
+  {                                                                                    \
+    .name = (opt), .kind = CLI_INT_LIST, .value = CLI_TYPED_(int, array), .min = (lo), \
+    .max = (hi), .max_count = (most), .count = (count_ptr)                             \
+  }
 
 /* Parses argv[1..argc-1] into the options' values (see the top); sets each
  * option's `given`. Returns only when every argument was accepted. */

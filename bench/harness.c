@@ -54,8 +54,8 @@ cpu_sample cpu_now(const pid_t* pids, int npids) {
   FILE* f = fopen("/proc/stat", "r");
   if (f) {
     unsigned long long v[8] = {0};
-    if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
-               &v[4], &v[5], &v[6], &v[7]) == 8) {
+    if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
+               &v[5], &v[6], &v[7]) == 8) {
       s.machine = v[0] + v[1] + v[2] + v[5] + v[6] + v[7]; /* all but idle, iowait */
     }
     fclose(f);
@@ -101,8 +101,7 @@ void noise_summary(const noise_tally* t, const char* what) {
 
 long pss_kb(pid_t pid) {
   char path[64];
-  snprintf(path, sizeof path, pid ? "/proc/%d/smaps_rollup" : "/proc/self/smaps_rollup",
-           (int)pid);
+  snprintf(path, sizeof path, pid ? "/proc/%d/smaps_rollup" : "/proc/self/smaps_rollup", (int)pid);
   FILE* f = fopen(path, "r");
   if (!f) return -1;
   char line[256];
@@ -135,9 +134,7 @@ static int transfer_full(int fd, char* p, size_t n, int writing) {
 int read_full(int fd, void* buf, size_t n) { return transfer_full(fd, buf, n, 0); }
 
 /* write() only reads the buffer; transfer_full takes a char* for both. */
-int write_full(int fd, const void* buf, size_t n) {
-  return transfer_full(fd, (char*)buf, n, 1);
-}
+int write_full(int fd, const void* buf, size_t n) { return transfer_full(fd, (char*)buf, n, 1); }
 
 void* read_archive_file(const char* dir, const char* name, size_t* size) {
   char path[4096];

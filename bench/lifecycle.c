@@ -77,8 +77,8 @@ static void heavy_args(heavy* h) {
   const int64_t shape[] = {4, 64};
   manypy_value* x = NULL;
   CHECK(manypy_value_new_tensor_from_buffer(g_heavy_in, 4 * 64 * sizeof(float),
-                                            (DLDataType){kDLFloat, 32, 1}, 2, shape, NULL, 0,
-                                            NULL, NULL, &x),
+                                            (DLDataType){kDLFloat, 32, 1}, 2, shape, NULL, 0, NULL,
+                                            NULL, &x),
         "manypy_value_new_tensor_from_buffer");
   h->args = manypy_value_new_tuple();
   CHECK(manypy_value_append(h->args, x), "manypy_value_append");
@@ -239,8 +239,10 @@ static manypy_pool* make_pool(size_t interpreters, size_t max) {
 static void section_growth(const heavy* h) {
   const double window = 0.5, tick = 0.05;
   const double horizon = g_quick ? 15 : 40; /* the growing pool's time under load */
-  printf("\n== G. growth: 1 -> 4 interpreters under a step of %d callers (python_heavy.pt, "
-         "DIRECT, grow after %.0f ms)\n", CALLERS, GROW_AFTER_NS / 1e6);
+  printf(
+      "\n== G. growth: 1 -> 4 interpreters under a step of %d callers (python_heavy.pt, "
+      "DIRECT, grow after %.0f ms)\n",
+      CALLERS, GROW_AFTER_NS / 1e6);
   double t0 = now_s();
   manypy_pool* pool = make_pool(1, 4);
   const double one_start = now_s() - t0;
@@ -305,9 +307,10 @@ static void section_growth(const heavy* h) {
     printf("growth: the pool did not reach 4 members (or 90%% of the reference) in %.0f s\n",
            last * tick);
   } else {
-    printf("growth: 4 members after %.2f s; throughput at 90%% of the pool started at 4 after "
-           "%.2f s (%.1fx one interpreter's start)\n",
-           whole, reached, reached / one_start);
+    printf(
+        "growth: 4 members after %.2f s; throughput at 90%% of the pool started at 4 after "
+        "%.2f s (%.1fx one interpreter's start)\n",
+        whole, reached, reached / one_start);
   }
   free(counted);
   free(sizes);
@@ -317,9 +320,10 @@ static void section_growth(const heavy* h) {
 
 static void section_hot_swap(const heavy* h) {
   const int rounds = g_quick ? 1 : 2;
-  printf("\n== H. hot swap: python_heavy.pt on 2 interpreters (DIRECT), %d callers; a new "
-         "version every %.2f s, against none (%d rounds of %.1f s each, alternating)\n",
-         CALLERS, g_swap_every, rounds, g_seconds);
+  printf(
+      "\n== H. hot swap: python_heavy.pt on 2 interpreters (DIRECT), %d callers; a new "
+      "version every %.2f s, against none (%d rounds of %.1f s each, alternating)\n",
+      CALLERS, g_swap_every, rounds, g_seconds);
   manypy_pool* pool = make_pool(2, 0);
   serving s = {.h = h};
   pthread_mutex_init(&s.mu, NULL);
@@ -373,8 +377,9 @@ static void memory_mib(double* private_mib, double* rss_mib) {
 }
 
 static void section_memory(const heavy* h) {
-  printf("\n== M. memory given back: a pool grown from 1 to 4 interpreters serving "
-         "python_heavy.pt, shrunk to 1, grown again\n");
+  printf(
+      "\n== M. memory given back: a pool grown from 1 to 4 interpreters serving "
+      "python_heavy.pt, shrunk to 1, grown again\n");
   manypy_pool* pool = make_pool(1, 0);
   manypy_object* object = load_version(pool, h);
   double p1, r1, p4, r4, p1b, r1b, p4b, r4b;
@@ -397,10 +402,10 @@ static void section_memory(const heavy* h) {
   printf("%-34s %12.0f %10.0f\n", "grown to 4, each serving", p4, r4);
   printf("%-34s %12.0f %10.0f\n", "shrunk to 1", p1b, r1b);
   printf("%-34s %12.0f %10.0f   (in %.3f s: no start)\n", "grown to 4 again", p4b, r4b, regrow);
-  printf("an interpreter costs %.0f MiB private (%.0f RSS); shrinking gave back %.0f MiB private "
-         "(%.0f RSS) per interpreter: %.0f%%\n",
-         (p4 - p1) / 3, (r4 - r1) / 3, (p4 - p1b) / 3, (r4 - r1b) / 3,
-         100 * (p4 - p1b) / (p4 - p1));
+  printf(
+      "an interpreter costs %.0f MiB private (%.0f RSS); shrinking gave back %.0f MiB private "
+      "(%.0f RSS) per interpreter: %.0f%%\n",
+      (p4 - p1) / 3, (r4 - r1) / 3, (p4 - p1b) / 3, (r4 - r1b) / 3, 100 * (p4 - p1b) / (p4 - p1));
 }
 
 /* ---- main ------------------------------------------------------------------------- */
@@ -411,8 +416,17 @@ static void run_alone(char letter, char** argv) {
   char seconds[32], swap_every[32];
   snprintf(seconds, sizeof seconds, "%g", g_seconds);
   snprintf(swap_every, sizeof swap_every, "%g", g_swap_every);
-  char* args[] = {argv[0], "--sections", sections, "--seconds", seconds, "--swap-every",
-                  swap_every, "--archives", (char*)g_archives, g_quick ? "--quick" : NULL, NULL};
+  char* args[] = {argv[0],
+                  "--sections",
+                  sections,
+                  "--seconds",
+                  seconds,
+                  "--swap-every",
+                  swap_every,
+                  "--archives",
+                  (char*)g_archives,
+                  g_quick ? "--quick" : NULL,
+                  NULL};
   fflush(stdout);
   pid_t pid;
   if (posix_spawn(&pid, "/proc/self/exe", NULL, NULL, args, environ) != 0) die("posix_spawn");
@@ -454,9 +468,15 @@ int main(int argc, char** argv) {
   heavy h;
   heavy_args(&h);
   switch (sections[0]) {
-    case 'G': section_growth(&h); break;
-    case 'H': section_hot_swap(&h); break;
-    case 'M': section_memory(&h); break;
+    case 'G':
+      section_growth(&h);
+      break;
+    case 'H':
+      section_hot_swap(&h);
+      break;
+    case 'M':
+      section_memory(&h);
+      break;
   }
   manypy_value_free(h.args);
   manypy_value_free(h.kwargs);

@@ -65,7 +65,8 @@ double ns_per_call(int threads, long calls) {
   for (std::thread& t : pool) t.join();
   const auto snapshot = metrics.snapshot();
   const uint64_t want = static_cast<uint64_t>(calls) * threads + calls / 10;
-  if (snapshot.size() != 1 || snapshot[0].completed[0] != want || snapshot[0].request.count != want) {
+  if (snapshot.size() != 1 || snapshot[0].completed[0] != want ||
+      snapshot[0].request.count != want) {
     std::fprintf(stderr, "manypy_bench_metrics_cost: recorded %llu calls, expected %llu\n",
                  static_cast<unsigned long long>(snapshot[0].completed[0]),
                  static_cast<unsigned long long>(want));

@@ -35,8 +35,8 @@ double check_floats(const char* what, const expected* e, const float* got, int32
   for (size_t k = 0; k < e->count; ++k) {
     const double diff = fabs((double)got[k] - (double)e->data[k]);
     if (!(diff <= OUTPUT_TOLERANCE)) { /* also catches NaN */
-      die("%s: wrong output '%s': element %zu is %.7g, expected %.7g (tolerance %g)", what,
-          e->key, k, (double)got[k], (double)e->data[k], OUTPUT_TOLERANCE);
+      die("%s: wrong output '%s': element %zu is %.7g, expected %.7g (tolerance %g)", what, e->key,
+          k, (double)got[k], (double)e->data[k], OUTPUT_TOLERANCE);
     }
     if (diff > worst) worst = diff;
   }

@@ -35,9 +35,9 @@
 #include "bench_util.h"
 #include "cli.h"
 #include "harness.h"
+#include "manypy.h"
 #include "scaling_start.h"
 #include "scaling_tput.h"
-#include "manypy.h"
 
 const char* bench_program = "manypy_bench_scaling";
 
@@ -87,9 +87,10 @@ static void parse_options(int argc, char** argv) {
 
 /* What runs, and the limits it needs. */
 static void print_intro(void) {
-  printf("manypy scaling benchmark (library %s, %ld online cores, %.2f s per throughput "
-         "configuration after %.2f s warm-up)\n",
-         manypy_version_string(), sysconf(_SC_NPROCESSORS_ONLN), seconds, warmup);
+  printf(
+      "manypy scaling benchmark (library %s, %ld online cores, %.2f s per throughput "
+      "configuration after %.2f s warm-up)\n",
+      manypy_version_string(), sysconf(_SC_NPROCESSORS_ONLN), seconds, warmup);
   const char* tun = getenv("GLIBC_TUNABLES");
   printf("GLIBC_TUNABLES=%s, manypy_max_interpreters()=%zu\n", tun ? tun : "(unset)",
          manypy_max_interpreters());
@@ -118,8 +119,7 @@ static void section_b(double tput[WL_COUNT][C_COUNT]) {
     for (int wl = 0; wl < WL_COUNT; ++wl) {
       for (int c = 0; c < C_COUNT; ++c) {
         if (kConfigs[c].interps != size) continue;
-        progress("B: %s, %d interp x %d thread(s)", kWorkloads[wl].name, size,
-                 kConfigs[c].threads);
+        progress("B: %s, %d interp x %d thread(s)", kWorkloads[wl].name, size, kConfigs[c].threads);
         res[wl][c] = run_throughput(pool, kConfigs[c].threads, wl, warmup, seconds);
         tput[wl][c] = res[wl][c].throughput;
       }
@@ -127,16 +127,17 @@ static void section_b(double tput[WL_COUNT][C_COUNT]) {
     manypy_pool_destroy(pool);
   }
 
-  printf("\n== B. Throughput (loop iterations/s summed over threads, DIRECT mode, %.1f s each) "
-         "==\n",
-         seconds);
+  printf(
+      "\n== B. Throughput (loop iterations/s summed over threads, DIRECT mode, %.1f s each) "
+      "==\n",
+      seconds);
   printf("%-16s %-22s %14s %8s %9s %9s %9s\n", "workload", "config", "iterations/s", "vs 1x1",
          "torch thr", "cpu ours", "cpu other");
   for (int wl = 0; wl < WL_COUNT; ++wl) {
     for (int c = 0; c < C_COUNT; ++c) {
       char cfg[64], thr[32];
-      snprintf(cfg, sizeof cfg, "%d interp x %d thread%s", kConfigs[c].interps,
-               kConfigs[c].threads, kConfigs[c].threads > 1 ? "s" : "");
+      snprintf(cfg, sizeof cfg, "%d interp x %d thread%s", kConfigs[c].interps, kConfigs[c].threads,
+               kConfigs[c].threads > 1 ? "s" : "");
       if (res[wl][c].torch_threads_min == res[wl][c].torch_threads_max) {
         snprintf(thr, sizeof thr, "%d", res[wl][c].torch_threads_min);
       } else {
@@ -147,8 +148,9 @@ static void section_b(double tput[WL_COUNT][C_COUNT]) {
              tput[wl][c] / tput[wl][C_1x1], thr, res[wl][c].cpu_ours, res[wl][c].cpu_others);
     }
   }
-  printf("(torch thr: torch.get_num_threads() seen by the worker threads; cpu: cores kept busy "
-         "by this process / by everything else on the machine while measuring)\n");
+  printf(
+      "(torch thr: torch.get_num_threads() seen by the worker threads; cpu: cores kept busy "
+      "by this process / by everything else on the machine while measuring)\n");
   printf("\n%-60s %8s %10s %8s\n", "ratio", "value", "target", "verdict");
   for (int wl = 0; wl < WL_COUNT; ++wl) {
     const double a = tput[wl][C_2x2] / tput[wl][C_1x1];
@@ -189,20 +191,21 @@ static void section_c(double tput[WL_COUNT][C_COUNT]) {
   const run_result handoff_2x2 = run_throughput(handoff2, 2, WL_TORCH, warmup, seconds);
   manypy_pool_destroy(handoff2);
 
-  printf("\n== C. Thread hand-over cost (1 caller thread, %d x eval(\"1\") on a 1-interpreter "
-         "pool) ==\n",
-         NOOP_CALLS);
+  printf(
+      "\n== C. Thread hand-over cost (1 caller thread, %d x eval(\"1\") on a 1-interpreter "
+      "pool) ==\n",
+      NOOP_CALLS);
   printf("%-46s %9s %9s %9s\n", "mode (us per call)", "p50", "p99", "mean");
-  printf("%-46s %9.2f %9.2f %9.2f\n", "DIRECT (caller enters the interpreter)",
-         direct_noop.p50_us, direct_noop.p99_us, direct_noop.mean_us);
-  printf("%-46s %9.2f %9.2f %9.2f\n", "HANDOFF (library thread runs the call)",
-         handoff_noop.p50_us, handoff_noop.p99_us, handoff_noop.mean_us);
+  printf("%-46s %9.2f %9.2f %9.2f\n", "DIRECT (caller enters the interpreter)", direct_noop.p50_us,
+         direct_noop.p99_us, direct_noop.mean_us);
+  printf("%-46s %9.2f %9.2f %9.2f\n", "HANDOFF (library thread runs the call)", handoff_noop.p50_us,
+         handoff_noop.p99_us, handoff_noop.mean_us);
   const double handoff_us = handoff_noop.p50_us - direct_noop.p50_us;
   printf("%-46s %+9.2f %9s %+9.2f   target <= 5 us at p50: %s\n",
          "hand-over cost (HANDOFF - DIRECT)", handoff_us, "",
          handoff_noop.mean_us - direct_noop.mean_us, verdict(handoff_us <= 5.0));
-  printf("\n%-46s %12s %12s %9s %9s %9s\n", "small torch ops (DIRECT: section B)",
-         "HANDOFF it/s", "DIRECT it/s", "HO / DIR", "torch thr", "cpu other");
+  printf("\n%-46s %12s %12s %9s %9s %9s\n", "small torch ops (DIRECT: section B)", "HANDOFF it/s",
+         "DIRECT it/s", "HO / DIR", "torch thr", "cpu other");
   printf("%-46s %12.0f %12.0f %8.2fx %9d %9.2f\n", "2 interp x 2 threads", handoff_2x2.throughput,
          tput[WL_TORCH][C_2x2], handoff_2x2.throughput / tput[WL_TORCH][C_2x2],
          handoff_2x2.torch_threads_max, handoff_2x2.cpu_others);

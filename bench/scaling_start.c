@@ -18,7 +18,6 @@ extern char** environ;
 /* Helpers                                                                  */
 /* ------------------------------------------------------------------------ */
 
-
 static long total_kb(private_mem m) { return m.clean + m.dirty; }
 
 private_mem private_mem_self(void) {
@@ -192,7 +191,8 @@ void report_start_up(const start_up* a, int new_interps) {
   const double per_gain_all = (double)(total_kb(a->m2) - total_kb(a->m0)) / all;
   const double per_dgain_all = (double)(a->m2.dirty - a->m0.dirty) / all;
 
-  printf("\n== A. Start-up and memory (private = Private_Clean + Private_Dirty, smaps_rollup) ==\n");
+  printf(
+      "\n== A. Start-up and memory (private = Private_Clean + Private_Dirty, smaps_rollup) ==\n");
   printf("%-50s %9s %14s %14s\n", "what", "wall", "private", "private dirty");
   printf("%-50s %8.3fs %11.1f MB %11.1f MB\n", "plain python3: import torch (median of 3)",
          a->plain_import, mb(a->plain_total), mb(a->plain_dirty));
@@ -202,8 +202,8 @@ void report_start_up(const start_up* a, int new_interps) {
     printf("%-50s %8.3fs %11.1f MB %11.1f MB\n", run, a->plain_s[r], mb(total_kb(a->plain_mem[r])),
            mb(a->plain_mem[r].dirty));
   }
-  printf("%-50s %8.3fs %+11.1f MB %+11.1f MB\n",
-         "one interpreter, fresh process (median of 3)", a->one_start, mb(a->one_total), mb(a->one_dirty));
+  printf("%-50s %8.3fs %+11.1f MB %+11.1f MB\n", "one interpreter, fresh process (median of 3)",
+         a->one_start, mb(a->one_total), mb(a->one_dirty));
   for (int r = 0; r < PLAIN_RUNS; ++r) {
     char run[64];
     snprintf(run, sizeof run, "  run %d", r + 1);
@@ -221,9 +221,10 @@ void report_start_up(const start_up* a, int new_interps) {
   snprintf(label, sizeof label, "  per interpreter, all %d (gain since before the first)", all);
   printf("%-50s %9s %+11.1f MB %+11.1f MB\n", label, "", per_gain_all / 1024.0,
          per_dgain_all / 1024.0);
-  printf("libpython copies mapped (one per interpreter): %d after the first pool, %d after the "
-         "second\n",
-         a->copies1, a->copiesN);
+  printf(
+      "libpython copies mapped (one per interpreter): %d after the first pool, %d after the "
+      "second\n",
+      a->copies1, a->copiesN);
   printf("CPU used by other processes while section A ran: %.2f cores of %ld%s\n", a->others,
          sysconf(_SC_NPROCESSORS_ONLN),
          a->others > 0.25 ? " (disturbed: start times are not comparable)" : "");
@@ -251,8 +252,9 @@ void report_start_up(const start_up* a, int new_interps) {
          "<= 1.00x", verdict(r_dmem1 <= 1.0));
   printf("%-60s %7.3fx %10s %8s\n", "private dirty, per parallel-started interp / plain process",
          r_dmemN, "<= 1.00x", verdict(r_dmemN <= 1.0));
-  printf("(Private_Clean is library text mapped by one process only: it turns Shared when any\n"
-         " other process or namespace maps the same files, so 'private' moves with what else\n"
-         " runs; 'private dirty' does not.)\n");
+  printf(
+      "(Private_Clean is library text mapped by one process only: it turns Shared when any\n"
+      " other process or namespace maps the same files, so 'private' moves with what else\n"
+      " runs; 'private dirty' does not.)\n");
   fflush(stdout);
 }

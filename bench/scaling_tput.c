@@ -11,8 +11,6 @@
 /* Workloads                                                                */
 /* ------------------------------------------------------------------------ */
 
-
-
 const workload kWorkloads[WL_COUNT] = {
     {"small torch ops", "op_loop(2000)", 2000},
     {"pure Python", "py_loop(200000)", 200000},
@@ -129,11 +127,9 @@ static void* worker_main(void* arg) {
 
 noise_tally g_noise;
 
-
 /* Runs `threads` threads on `pool`, thread k pinned to interpreter
  * k % pool size, for `seconds` after `warmup` seconds. */
-run_result run_throughput(manypy_pool* pool, int threads, int wl, double warmup,
-                                 double seconds) {
+run_result run_throughput(manypy_pool* pool, int threads, int wl, double warmup, double seconds) {
   const size_t size = manypy_pool_size(pool);
   bench_threads t;
   worker* ws = bench_threads_init(&t, threads, sizeof *ws);
@@ -168,7 +164,6 @@ run_result run_throughput(manypy_pool* pool, int threads, int wl, double warmup,
   noise_tally_add(&g_noise, &cpu);
   return r;
 }
-
 
 noop_result time_noop_calls(manypy_pool* pool) {
   static int64_t ns[NOOP_CALLS];

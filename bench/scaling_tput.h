@@ -26,8 +26,8 @@ typedef struct run_result {
   double throughput;     /* loop iterations per second, summed over threads */
   int torch_threads_min; /* torch.get_num_threads() seen by the workers */
   int torch_threads_max;
-  double cpu_ours;       /* cores this process kept busy while measuring */
-  double cpu_others;     /* cores everything else on the machine kept busy */
+  double cpu_ours;   /* cores this process kept busy while measuring */
+  double cpu_others; /* cores everything else on the machine kept busy */
 } run_result;
 
 /* Latency of eval("1") calls, in microseconds. */

@@ -62,11 +62,11 @@
 #include "bench_util.h"
 #include "cli.h"
 #include "harness.h"
+#include "manypy.h"
 #include "outputs.h"
 #include "serving_noise.h"
 #include "serving_overhead.h"
 #include "serving_tput.h"
-#include "manypy.h"
 
 #ifndef MANYPY_BENCH_ARCHIVES
 #define MANYPY_BENCH_ARCHIVES "archives"
@@ -95,8 +95,8 @@ static const DLDataType kFloat32 = {kDLFloat, 32, 1};
 /* A float32 tensor over `data` (borrowed, not copied). */
 static manypy_value* tensor_over(void* data, size_t bytes, int32_t ndim, const int64_t* shape) {
   manypy_value* v = NULL;
-  CHECK(manypy_value_new_tensor_from_buffer(data, bytes, kFloat32, ndim, shape, NULL, 0, NULL,
-                                            NULL, &v),
+  CHECK(manypy_value_new_tensor_from_buffer(data, bytes, kFloat32, ndim, shape, NULL, 0, NULL, NULL,
+                                            &v),
         "manypy_value_new_tensor_from_buffer");
   return v;
 }
@@ -173,7 +173,8 @@ static manypy_object* load_model(manypy_pool* pool, const char* dir, const char*
 /* ------------------------------------------------------------------------ */
 
 static const char kUsage[] =
-    "usage: " PROG " [--quick] [--seconds S] [--calls N] [--archives DIR]\n"
+    "usage: " PROG
+    " [--quick] [--seconds S] [--calls N] [--archives DIR]\n"
     "  --quick         S = 0.5 in one round, 2000/200 calls (smoke test)\n"
     "  --seconds S     measured seconds per configuration in A, 2 S in C, in 2\n"
     "                  rounds each (default 5, or $MANYPY_BENCH_SECONDS)\n"
@@ -251,11 +252,12 @@ static void load_inputs(void) {
   echo_small = start_echo_child(small_bytes);
   echo_large = start_echo_child(large_bytes);
 
-  printf("manypy serving benchmark (library %s, %ld online cores; measured s per configuration: "
-         "%.2f in A, %.2f in C, in %d round%s after %.2f s warm-up each; %d/%d calls per path "
-         "in B)\n",
-         manypy_version_string(), sysconf(_SC_NPROCESSORS_ONLN), seconds, 2 * seconds, rounds,
-         rounds > 1 ? "s" : "", warmup, small_calls, large_calls);
+  printf(
+      "manypy serving benchmark (library %s, %ld online cores; measured s per configuration: "
+      "%.2f in A, %.2f in C, in %d round%s after %.2f s warm-up each; %d/%d calls per path "
+      "in B)\n",
+      manypy_version_string(), sysconf(_SC_NPROCESSORS_ONLN), seconds, 2 * seconds, rounds,
+      rounds > 1 ? "s" : "", warmup, small_calls, large_calls);
   printf("archives: %s\n", dir);
   if (manypy_max_interpreters() < 3) {
     die("manypy_max_interpreters() is %zu; this benchmark needs 3", manypy_max_interpreters());
@@ -310,12 +312,12 @@ static void check_models(void) {
   const double t = now_s();
   check_each_interpreter("identity.pt", pool1, "pool of 1,", identity, identity_args, NULL,
                          identity_out, 1, -1);
-  check_each_interpreter("python_heavy.pt", pool1, "pool of 1,", heavy1,
-                         heavy_args, heavy_kwargs, heavy_out, 2, HEAVY_STEPS);
-  check_each_interpreter("python_heavy.pt", pool2, "pool of 2,", heavy2,
-                         heavy_args, heavy_kwargs, heavy_out, 2, HEAVY_STEPS);
-  check_each_interpreter("resnet18.pt", pool2, "pool of 2,", resnet, resnet_args, NULL,
-                         resnet_out, 1, -1);
+  check_each_interpreter("python_heavy.pt", pool1, "pool of 1,", heavy1, heavy_args, heavy_kwargs,
+                         heavy_out, 2, HEAVY_STEPS);
+  check_each_interpreter("python_heavy.pt", pool2, "pool of 2,", heavy2, heavy_args, heavy_kwargs,
+                         heavy_out, 2, HEAVY_STEPS);
+  check_each_interpreter("resnet18.pt", pool2, "pool of 2,", resnet, resnet_args, NULL, resnet_out,
+                         1, -1);
   {
     manypy_value* r = NULL;
     CHECK(manypy_script_call(resnet_script, NULL, resnet_args, NULL, NULL, &r),
@@ -330,18 +332,20 @@ static void check_models(void) {
     CHECK(manypy_object_call(identity, NULL, large_args, NULL, NULL, &r), "manypy_object_call");
     DLManagedTensor* tr = NULL;
     CHECK(manypy_value_get_tensor(r, &tr), "manypy_value_get_tensor");
-    shares_buffer = (const char*)tr->dl_tensor.data + tr->dl_tensor.byte_offset ==
-                    (const char*)resnet_in;
+    shares_buffer =
+        (const char*)tr->dl_tensor.data + tr->dl_tensor.byte_offset == (const char*)resnet_in;
     if (tr->deleter) tr->deleter(tr);
     manypy_value_free(r);
   }
   const double check_s = now_s() - t;
-  printf("identity.pt on [1, 3, 224, 224]: the result %s the caller's buffer (zero copy both "
-         "ways: %s)\n",
-         shares_buffer ? "points into" : "does NOT point into", shares_buffer ? "yes" : "no");
-  printf("set-up: pools of 1 and 2 started in %.2f s, models loaded in %.2f s, first calls "
-         "(replicas, checks) in %.2f s\n",
-         start_s, load_s, check_s);
+  printf(
+      "identity.pt on [1, 3, 224, 224]: the result %s the caller's buffer (zero copy both "
+      "ways: %s)\n",
+      shares_buffer ? "points into" : "does NOT point into", shares_buffer ? "yes" : "no");
+  printf(
+      "set-up: pools of 1 and 2 started in %.2f s, models loaded in %.2f s, first calls "
+      "(replicas, checks) in %.2f s\n",
+      start_s, load_s, check_s);
   fflush(stdout);
 }
 
@@ -356,13 +360,15 @@ static void section_a(void) {
   };
   run_configs("A", a, 3, rounds, warmup, seconds);
 
-  printf("\n== A. Python-heavy model: python_heavy.pt, x [4, 64], steps=5, normalize=False, "
-         "MANYPY_ANY_INTERPRETER, DIRECT mode ==\n");
+  printf(
+      "\n== A. Python-heavy model: python_heavy.pt, x [4, 64], steps=5, normalize=False, "
+      "MANYPY_ANY_INTERPRETER, DIRECT mode ==\n");
   print_config_header();
   for (int c = 0; c < 3; ++c) print_config_row(&a[c], tput_rate(&a[0].res));
-  printf("(calls/s summed over threads; p50/p99: wall time of one manypy_object_call; base: "
-         "1 x 1; torch thr: torch.get_num_threads() in the interpreters as the workers see it; "
-         "cpu: cores kept busy by this process / by everything else while measuring)\n");
+  printf(
+      "(calls/s summed over threads; p50/p99: wall time of one manypy_object_call; base: "
+      "1 x 1; torch thr: torch.get_num_threads() in the interpreters as the workers see it; "
+      "cpu: cores kept busy by this process / by everything else while measuring)\n");
   print_thread_time_note();
   const double a_r1 = tput_rate(&a[2].res) / tput_rate(&a[0].res);
   const double a_r2 = tput_rate(&a[2].res) / tput_rate(&a[1].res);
@@ -386,8 +392,7 @@ static void section_d(void) {
   {
     enum { kSettings = 3, kRounds = 6 };
     const double probs[kSettings] = {0.0, 0.01, 1.0};
-    const char* names[kSettings] = {"no hooks", "profiler, 0.01",
-                                    "profiler, 1.0"};
+    const char* names[kSettings] = {"no hooks", "profiler, 0.01", "profiler, 1.0"};
     tput_result d[kSettings];
     double per_round[kSettings][kRounds];
     for (int m = 0; m < kSettings; ++m) tput_init(&d[m]);
@@ -396,7 +401,8 @@ static void section_d(void) {
         const int m = r % 2 == 0 ? j : kSettings - 1 - j;
         progress("D: %s, round %d/%d", names[m], r + 1, kRounds);
         manypy_profiler* profiler = NULL;
-        if (probs[m] > 0) CHECK(manypy_profiler_start(probs[m], &profiler), "manypy_profiler_start");
+        if (probs[m] > 0)
+          CHECK(manypy_profiler_start(probs[m], &profiler), "manypy_profiler_start");
         tput_result one;
         tput_init(&one);
         run_round(&heavy_t2, 2, warmup, seconds / 3, &one);
@@ -410,20 +416,23 @@ static void section_d(void) {
       for (int r = 0; r < kRounds; ++r) ratio[m][r] = per_round[m][r] / per_round[0][r];
       cpu_per_call[m] = d[m].calls > 0 ? d[m].time.on_cpu / (double)d[m].calls : NAN;
     }
-    printf("\n== D. Profiler overhead: python_heavy.pt, 2 interpreters x 2 threads, "
-           "%d alternating rounds of %.1f s ==\n", kRounds, seconds / 3);
+    printf(
+        "\n== D. Profiler overhead: python_heavy.pt, 2 interpreters x 2 threads, "
+        "%d alternating rounds of %.1f s ==\n",
+        kRounds, seconds / 3);
     printf("%-26s %9s %8s %13s %12s %12s %10s %9s\n", "setting", "calls/s", "vs none",
            "median round", "worst round", "cpu ms/call", "cpu vs none", "cpu other");
     for (int m = 0; m < kSettings; ++m) {
-      printf("%-26s %9.1f %7.3fx %12.3fx %11.3fx %12.3f %9.3fx %9.2f\n", names[m],
-             tput_rate(&d[m]), tput_rate(&d[m]) / tput_rate(&d[0]), median_of(ratio[m], kRounds),
-             min_of(ratio[m], kRounds), cpu_per_call[m] * 1e3,
-             cpu_per_call[0] / cpu_per_call[m], cpu_cores_other(&d[m].cpu));
+      printf("%-26s %9.1f %7.3fx %12.3fx %11.3fx %12.3f %9.3fx %9.2f\n", names[m], tput_rate(&d[m]),
+             tput_rate(&d[m]) / tput_rate(&d[0]), median_of(ratio[m], kRounds),
+             min_of(ratio[m], kRounds), cpu_per_call[m] * 1e3, cpu_per_call[0] / cpu_per_call[m],
+             cpu_cores_other(&d[m].cpu));
     }
-    printf("(vs none: all rounds' calls over all rounds' time; median round: the median of "
-           "the per-round ratios to the same round's no-hooks run; cpu ms/call: the callers' "
-           "on-cpu time per call, which other processes on the machine move less; cpu vs none: "
-           "no hooks' cpu per call over this setting's, so below 1 is slower)\n");
+    printf(
+        "(vs none: all rounds' calls over all rounds' time; median round: the median of "
+        "the per-round ratios to the same round's no-hooks run; cpu ms/call: the callers' "
+        "on-cpu time per call, which other processes on the machine move less; cpu vs none: "
+        "no hooks' cpu per call over this setting's, so below 1 is slower)\n");
     const double d_r = median_of(ratio[1], kRounds);
     printf("\n%-64s %8s %10s %8s\n", "ratio", "value", "target", "verdict");
     printf("%-64s %7.3fx %10s %8s\n", "throughput, sampling 0.01 / no hooks (median round)", d_r,
@@ -458,11 +467,17 @@ static void section_b(void) {
     b[s].calls = calls;
     b[s].shape = is_int ? "(info) int 1" : big ? "[1, 3, 224, 224]" : "[1, 16]";
     progress("B: %s, (i) %ld x manypy_object_call", b[s].shape, calls);
-    b[s].capi =
-        time_c_api(identity, is_int ? int_args : big ? large_args : small_args, calls, warm);
+    b[s].capi = time_c_api(identity,
+                           is_int ? int_args
+                           : big  ? large_args
+                                  : small_args,
+                           calls, warm);
     progress("B: %s, (ii) %ld x model(x) in Python", b[s].shape, calls);
-    b[s].python = time_python(pool1, is_int ? -1 : big ? 4 : 2, big ? large_shape : small_shape,
-                              calls, warm);
+    b[s].python = time_python(pool1,
+                              is_int ? -1
+                              : big  ? 4
+                                     : 2,
+                              big ? large_shape : small_shape, calls, warm);
     if (!is_int) {
       progress("B: %s, (iii) %ld pipe round trips of %zu bytes", b[s].shape, calls, b[s].bytes);
       b[s].pipe = time_pipe(big ? &echo_large : &echo_small,
@@ -473,8 +488,8 @@ static void section_b(void) {
   cpu_record(&b_cpu, b_c0, cpu_now_ours());
 
   printf("\n== B. Call overhead: identity.pt, forward(x) -> x, one caller thread, pool of 1 ==\n");
-  printf("%-18s %9s  %-46s %7s %9s %9s %9s\n", "x", "bytes", "path", "calls", "p50 us",
-         "p99 us", "cpu other");
+  printf("%-18s %9s  %-46s %7s %9s %9s %9s\n", "x", "bytes", "path", "calls", "p50 us", "p99 us",
+         "cpu other");
   for (int s = 0; s < 3; ++s) {
     const lat_result* rows[3] = {&b[s].capi, &b[s].python, &b[s].pipe};
     static const char* names[3] = {
@@ -486,20 +501,22 @@ static void section_b(void) {
       char bytes_s[32] = "";
       if (k == 0 && s < 2) snprintf(bytes_s, sizeof bytes_s, "%zu", b[s].bytes);
       char other[32];
-      printf("%-18s %9s  %-46s %7ld %9.2f %9.2f %9s\n", k == 0 ? b[s].shape : "", bytes_s,
-             names[k], rows[k]->calls, rows[k]->p50_ns * 1e-3, rows[k]->p99_ns * 1e-3,
+      printf("%-18s %9s  %-46s %7ld %9.2f %9.2f %9s\n", k == 0 ? b[s].shape : "", bytes_s, names[k],
+             rows[k]->calls, rows[k]->p50_ns * 1e-3, rows[k]->p99_ns * 1e-3,
              other_cell(&rows[k]->cpu, other, sizeof other));
     }
   }
-  printf("((i): args tuple built once, each result freed inside the timed span; (ii): the same "
-         "archive loaded by torch.package in the same interpreter, timed with "
-         "time.perf_counter_ns, under torch.no_grad(); (iii): write N bytes + read N bytes back, "
-         "pipe capacity %d bytes; int 1: no tensor crosses, so (i) - (ii) there is the fixed "
-         "cost of a call; cpu other: '-' for runs under %.1f s, too short to tell)\n",
-         echo_large.pipe_capacity, kMinCpuWindow);
-  printf("CPU used by other processes during section B as a whole (%.1f s): %.2f cores (this "
-         "process and its echo workers: %.2f)\n",
-         b_cpu.wall_s, cpu_cores_other(&b_cpu), cpu_cores_ours(&b_cpu));
+  printf(
+      "((i): args tuple built once, each result freed inside the timed span; (ii): the same "
+      "archive loaded by torch.package in the same interpreter, timed with "
+      "time.perf_counter_ns, under torch.no_grad(); (iii): write N bytes + read N bytes back, "
+      "pipe capacity %d bytes; int 1: no tensor crosses, so (i) - (ii) there is the fixed "
+      "cost of a call; cpu other: '-' for runs under %.1f s, too short to tell)\n",
+      echo_large.pipe_capacity, kMinCpuWindow);
+  printf(
+      "CPU used by other processes during section B as a whole (%.1f s): %.2f cores (this "
+      "process and its echo workers: %.2f)\n",
+      b_cpu.wall_s, cpu_cores_other(&b_cpu), cpu_cores_ours(&b_cpu));
   printf("\n%-64s %8s %10s %8s\n", "ratio (at p50)", "value", "target", "verdict");
   for (int s = 0; s < 3; ++s) {
     const double over_us = (b[s].capi.p50_ns - b[s].python.p50_ns) * 1e-3;
@@ -528,16 +545,18 @@ static void section_c(void) {
       {"TorchScript host, 1 thread", &resnet_ts, 1, {0}},
   };
   run_configs("C", c, 4, rounds, warmup, 2 * seconds);
-  printf("\n== C. ResNet-18, batch 1, x [1, 3, 224, 224]: manypy (resnet18.pt, "
-         "MANYPY_ANY_INTERPRETER) vs TorchScript on the host (resnet18_script.pt), 1 intra-op "
-         "thread per calling thread ==\n");
+  printf(
+      "\n== C. ResNet-18, batch 1, x [1, 3, 224, 224]: manypy (resnet18.pt, "
+      "MANYPY_ANY_INTERPRETER) vs TorchScript on the host (resnet18_script.pt), 1 intra-op "
+      "thread per calling thread ==\n");
   print_config_header();
   print_config_row(&c[0], tput_rate(&c[1].res));
   print_config_row(&c[1], tput_rate(&c[1].res));
   print_config_row(&c[2], tput_rate(&c[3].res));
   print_config_row(&c[3], tput_rate(&c[3].res));
-  printf("(base: TorchScript with the same number of threads; torch thr 'host 1': "
-         "manypy_script_set_intra_op_threads(1))\n");
+  printf(
+      "(base: TorchScript with the same number of threads; torch thr 'host 1': "
+      "manypy_script_set_intra_op_threads(1))\n");
   print_thread_time_note();
   const double c_r1 = tput_rate(&c[0].res) / tput_rate(&c[1].res);
   const double c_r2 = tput_rate(&c[2].res) / tput_rate(&c[3].res);
@@ -546,7 +565,8 @@ static void section_c(void) {
   printf("\n%-64s %8s %10s %8s\n", "ratio", "value", "target", "verdict");
   printf("%-64s %7.2fx %10s %8s\n", "throughput manypy / TorchScript, 2 threads", c_r1, ">= 0.95x",
          verdict(c_r1 >= 0.95));
-  printf("%-64s %7.2fx %10s %8s\n", "throughput manypy / TorchScript, 1 thread", c_r2, "(info)", "");
+  printf("%-64s %7.2fx %10s %8s\n", "throughput manypy / TorchScript, 1 thread", c_r2, "(info)",
+         "");
   printf("%-64s %7.2fx %10s %8s\n", "manypy: 2 threads / 1 thread", c_s1, "(info)", "");
   printf("%-64s %7.2fx %10s %8s\n", "TorchScript: 2 threads / 1 thread", c_s2, "(info)", "");
   fflush(stdout);
@@ -575,14 +595,16 @@ static void section_e(void) {
                    is_bounded ? &limited : &plain);
       }
     }
-    const double p50_plain = samples_quantile(&plain, 0.50), p50_limited = samples_quantile(&limited, 0.50);
-    printf("\n== E. Deadline and cancel token: identity.pt, x [1, 16], one caller thread, pool "
-           "of 1 ==\n");
+    const double p50_plain = samples_quantile(&plain, 0.50),
+                 p50_limited = samples_quantile(&limited, 0.50);
+    printf(
+        "\n== E. Deadline and cancel token: identity.pt, x [1, 16], one caller thread, pool "
+        "of 1 ==\n");
     printf("%-46s %7s %9s %9s\n", "call options", "calls", "p50 us", "p99 us");
     printf("%-46s %7zu %9.2f %9.2f\n", "none", plain.n, p50_plain * 1e-3,
            samples_quantile(&plain, 0.99) * 1e-3);
-    printf("%-46s %7zu %9.2f %9.2f\n", "timeout 60 s + cancel token", limited.n,
-           p50_limited * 1e-3, samples_quantile(&limited, 0.99) * 1e-3);
+    printf("%-46s %7zu %9.2f %9.2f\n", "timeout 60 s + cancel token", limited.n, p50_limited * 1e-3,
+           samples_quantile(&limited, 0.99) * 1e-3);
     const double added_us = (p50_limited - p50_plain) * 1e-3;
     printf("\n%-64s %8s %10s %8s\n", "ratio (at p50)", "value", "target", "verdict");
     printf("%-64s %6.2fus %10s %8s\n", "added by a timeout and a cancel token", added_us,

@@ -34,4 +34,3 @@ const char* other_cell(const cpu_use* u, char* buf, size_t len) {
   }
   return buf;
 }
-

@@ -15,8 +15,8 @@
 /* `calls` timed manypy_object_calls on this thread with `options`, args
  * built once, each result freed inside the timed span, after `warm` untimed
  * ones; latencies go to `s`. */
-void time_calls(manypy_object* object, const manypy_value* args,
-                const manypy_call_options* options, long calls, long warm, samples* s) {
+void time_calls(manypy_object* object, const manypy_value* args, const manypy_call_options* options,
+                long calls, long warm, samples* s) {
   for (long k = 0; k < warm; ++k) {
     manypy_value* out = NULL;
     CHECK(manypy_object_call(object, NULL, args, NULL, options, &out), "manypy_object_call");
@@ -34,8 +34,7 @@ void time_calls(manypy_object* object, const manypy_value* args,
 }
 
 /* (i): manypy_object_call on one thread, args built once, each result freed. */
-lat_result time_c_api(manypy_object* object, const manypy_value* args, long calls,
-                      long warm) {
+lat_result time_c_api(manypy_object* object, const manypy_value* args, long calls, long warm) {
   samples s = {0};
   lat_result r = {0};
   const cpu_sample c0 = cpu_now_ours();
@@ -96,8 +95,7 @@ void setup_python_loop(manypy_pool* pool, const char* identity_path) {
 }
 
 /* (ii): model(x) timed inside the interpreter; ndim < 0: x is the int 1. */
-lat_result time_python(manypy_pool* pool, int ndim, const int64_t* shape, long calls,
-                       long warm) {
+lat_result time_python(manypy_pool* pool, int ndim, const int64_t* shape, long calls, long warm) {
   char shape_s[128] = "None";
   if (ndim >= 0) {
     int len = snprintf(shape_s, sizeof shape_s, "(");
@@ -125,7 +123,6 @@ lat_result time_python(manypy_pool* pool, int ndim, const int64_t* shape, long c
   r.calls = calls;
   return r;
 }
-
 
 /* The parent's ends of every worker's pipes. */
 static int g_parent_fds[4];
@@ -192,7 +189,8 @@ lat_result time_pipe(echo_child* c, const void* data, long calls, long warm) {
   const cpu_sample c0 = cpu_now_ours();
   for (long k = 0; k < warm + calls; ++k) {
     const int64_t t0 = now_ns();
-    if (write_full(c->to_child, data, c->bytes) != 0) die("write to the echo worker: %s", strerror(errno));
+    if (write_full(c->to_child, data, c->bytes) != 0)
+      die("write to the echo worker: %s", strerror(errno));
     if (read_full(c->from_child, back, c->bytes) != 0) die("read from the echo worker failed");
     const int64_t t1 = now_ns();
     if (k >= warm) samples_push(&s, t1 - t0);

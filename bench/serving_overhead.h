@@ -25,13 +25,11 @@ typedef struct echo_child {
   int pipe_capacity;
 } echo_child;
 
-void time_calls(manypy_object* object, const manypy_value* args,
-    const manypy_call_options* options, long calls, long warm, samples* s);
-lat_result time_c_api(manypy_object* object, const manypy_value* args, long calls,
-    long warm);
+void time_calls(manypy_object* object, const manypy_value* args, const manypy_call_options* options,
+                long calls, long warm, samples* s);
+lat_result time_c_api(manypy_object* object, const manypy_value* args, long calls, long warm);
 void setup_python_loop(manypy_pool* pool, const char* identity_path);
-lat_result time_python(manypy_pool* pool, int ndim, const int64_t* shape, long calls,
-    long warm);
+lat_result time_python(manypy_pool* pool, int ndim, const int64_t* shape, long calls, long warm);
 echo_child start_echo_child(size_t bytes);
 void stop_echo_child(echo_child* c);
 lat_result time_pipe(echo_child* c, const void* data, long calls, long warm);

@@ -20,7 +20,6 @@ manypy_call_options* pinned(int32_t index) {
   return o;
 }
 
-
 /* The calling thread's time on a CPU and waiting for one (runnable but not
  * running), in seconds, from /proc/thread-self/schedstat. 0 if unavailable. */
 static int thread_schedstat(double* on_cpu, double* runqueue) {
@@ -32,7 +31,6 @@ static int thread_schedstat(double* on_cpu, double* runqueue) {
   *runqueue = ok ? (double)wait * 1e-9 : 0;
   return ok;
 }
-
 
 typedef struct worker {
   bench_control* ctl; /* first: bench_threads_init sets it */
@@ -102,7 +100,6 @@ static void* worker_main(void* arg) {
   return NULL;
 }
 
-
 void tput_init(tput_result* r) {
   memset(r, 0, sizeof *r);
   r->torch_min = INT32_MAX;
@@ -145,8 +142,7 @@ double min_of(const double* v, int n) {
 }
 
 /* One round: `threads` threads call `tgt` for `seconds` after `warmup`. */
-void run_round(const target* tgt, int threads, double warmup, double seconds,
-               tput_result* acc) {
+void run_round(const target* tgt, int threads, double warmup, double seconds, tput_result* acc) {
   bench_threads t;
   worker* ws = bench_threads_init(&t, threads, sizeof *ws);
   for (int k = 0; k < threads; ++k) ws[k].tgt = tgt;
@@ -175,7 +171,6 @@ void run_round(const target* tgt, int threads, double warmup, double seconds,
   free(ws);
 }
 
-
 /* Runs every configuration for `seconds` in total, split into `rounds`
  * rounds; the order is reversed every other round so that a change of load
  * on a shared machine falls on all configurations alike. */
@@ -192,17 +187,18 @@ void run_configs(const char* section, config* cs, int n, int rounds, double warm
 }
 
 void print_config_header(void) {
-  printf("%-34s %10s %8s %9s %9s %7s %9s %8s %8s %8s %11s %9s %9s\n", "configuration",
-         "calls/s", "vs base", "p50 ms", "p99 ms", "calls", "torch thr", "on cpu", "run q",
-         "blocked", "cpu ms/call", "cpu ours", "cpu other");
+  printf("%-34s %10s %8s %9s %9s %7s %9s %8s %8s %8s %11s %9s %9s\n", "configuration", "calls/s",
+         "vs base", "p50 ms", "p99 ms", "calls", "torch thr", "on cpu", "run q", "blocked",
+         "cpu ms/call", "cpu ours", "cpu other");
 }
 
 void print_thread_time_note(void) {
-  printf("(on cpu / run q / blocked: shares of the worker threads' wall time spent running, "
-         "runnable but waiting for a core, and blocked (e.g. on a GIL), from "
-         "/proc/thread-self/schedstat; run q above a few %% means the cores were busy with "
-         "something else; cpu ms/call: the callers' on-cpu time per call, which other processes "
-         "change less than calls/s, though a busy VM host still slows every core)\n");
+  printf(
+      "(on cpu / run q / blocked: shares of the worker threads' wall time spent running, "
+      "runnable but waiting for a core, and blocked (e.g. on a GIL), from "
+      "/proc/thread-self/schedstat; run q above a few %% means the cores were busy with "
+      "something else; cpu ms/call: the callers' on-cpu time per call, which other processes "
+      "change less than calls/s, though a busy VM host still slows every core)\n");
 }
 
 void print_config_row(config* c, double base) {
@@ -227,8 +223,8 @@ void print_config_row(config* c, double base) {
       snprintf(per_call, sizeof per_call, "%.3f", 1e3 * tt->on_cpu / (double)c->res.calls);
     }
   }
-  printf("%-34s %10.1f %7.2fx %9.3f %9.3f %7ld %9s %8s %8s %8s %11s %9.2f %9.2f\n", c->name,
-         rate, base > 0 ? rate / base : 0.0, samples_quantile(&c->res.lat, 0.50) * 1e-6,
-         samples_quantile(&c->res.lat, 0.99) * 1e-6, c->res.calls, thr, oncpu, rq, blocked, per_call,
-         cpu_cores_ours(&c->res.cpu), cpu_cores_other(&c->res.cpu));
+  printf("%-34s %10.1f %7.2fx %9.3f %9.3f %7ld %9s %8s %8s %8s %11s %9.2f %9.2f\n", c->name, rate,
+         base > 0 ? rate / base : 0.0, samples_quantile(&c->res.lat, 0.50) * 1e-6,
+         samples_quantile(&c->res.lat, 0.99) * 1e-6, c->res.calls, thr, oncpu, rq, blocked,
+         per_call, cpu_cores_ours(&c->res.cpu), cpu_cores_other(&c->res.cpu));
 }

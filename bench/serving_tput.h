@@ -50,10 +50,8 @@ double tput_rate(const tput_result* r);
 void tput_merge(tput_result* acc, tput_result* one);
 double median_of(const double* v, int n);
 double min_of(const double* v, int n);
-void run_round(const target* tgt, int threads, double warmup, double seconds,
-    tput_result* acc);
-void run_configs(const char* section, config* cs, int n, int rounds, double warmup,
-    double seconds);
+void run_round(const target* tgt, int threads, double warmup, double seconds, tput_result* acc);
+void run_configs(const char* section, config* cs, int n, int rounds, double warmup, double seconds);
 void print_config_header(void);
 void print_thread_time_note(void);
 void print_config_row(config* c, double base);

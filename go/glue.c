@@ -33,8 +33,8 @@ mpgo_tensor_ref mpgo_tensor_from_buffer(void* data, size_t data_size, uint8_t co
   DLDataType dtype = {code, bits, 1};
   manypy_tensor* t = NULL;
   manypy_status* status = manypy_tensor_new_from_buffer(
-      data, data_size, dtype, ndim, shape, NULL, copy,
-      release_handle ? release_trampoline : NULL, (void*)release_handle, &t);
+      data, data_size, dtype, ndim, shape, NULL, copy, release_handle ? release_trampoline : NULL,
+      (void*)release_handle, &t);
   return tensor_ref(status, t);
 }
 
@@ -47,8 +47,7 @@ manypy_status* mpgo_append_tensor(manypy_value* sequence, const manypy_tensor* t
 
 /* A call's positional arguments: `args` itself, or when it is NULL and
  * count > 0, a tuple of the tensors (the common call), made here. */
-static manypy_status* positional(manypy_value** args, manypy_tensor* const* tensors,
-                                 int count) {
+static manypy_status* positional(manypy_value** args, manypy_tensor* const* tensors, int count) {
   if (*args || count <= 0) return NULL;
   manypy_value* tuple = manypy_value_new_tuple();
   if (!tuple) return out_of_memory();
@@ -180,8 +179,8 @@ manypy_status* mpgo_batcher_call_async(manypy_batcher* batcher, manypy_value* ar
                                   (manypy_tensor*)t3};
   manypy_status* status = positional(&args, list, tensors);
   if (!status) {
-    status = manypy_batcher_call_async(batcher, args, kwargs, options, call_done,
-                                       (void*)done_handle);
+    status =
+        manypy_batcher_call_async(batcher, args, kwargs, options, call_done, (void*)done_handle);
   }
   manypy_value_free(args);
   manypy_value_free(kwargs);
@@ -242,8 +241,8 @@ static void free_interpreter_failed(void* user_data) {
 
 manypy_status* mpgo_pool_options_set_on_interpreter_failed(manypy_pool_options* options,
                                                            uintptr_t handle) {
-  return manypy_pool_options_set_on_interpreter_failed(options, interpreter_failed,
-                                                       (void*)handle, free_interpreter_failed);
+  return manypy_pool_options_set_on_interpreter_failed(options, interpreter_failed, (void*)handle,
+                                                       free_interpreter_failed);
 }
 
 const manypy_request_metrics* mpgo_request_metrics_at(const manypy_request_metrics* metrics,

@@ -39,7 +39,7 @@ typedef struct mpgo_call_result {
   manypy_value* value;
   manypy_tensor* tensor;
   const DLTensor* dl; /* tensor's, when tensor is set */
-  int yield; /* 1: the calling goroutine should yield now (scheduling.go) */
+  int yield;          /* 1: the calling goroutine should yield now (scheduling.go) */
 } mpgo_call_result;
 /* manypy_object_call and manypy_script_call in one cgo transition. The
  * positional arguments are `args` (owned, may be NULL) or, when args is NULL

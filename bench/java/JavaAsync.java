@@ -22,20 +22,20 @@ import org.manypy.TorchPackage;
  * Java's callAsync against its synchronous call, as issue 22's benchmarks measure the C API:
  *
  * <ol>
- *   <li>python_heavy.pt on 2 interpreters: one Java thread keeping 64 callAsync calls in
- *       flight (each completion, on the common pool, releases a permit) against 4 threads
- *       making synchronous calls, in alternating rounds; the C API's target is >= 0.95x.
- *   <li>identity.pt on [1, 16], one call at a time: the p50 of a synchronous call, of
- *       callAsync's submission alone (until it returns the future), and of its round trip
- *       (submission, the call on the interpreter's thread, the completion handed to the
- *       common pool, get() returning). The C API's target is +1 us for submission.
+ *   <li>python_heavy.pt on 2 interpreters: one Java thread keeping 64 callAsync calls in flight
+ *       (each completion, on the common pool, releases a permit) against 4 threads making
+ *       synchronous calls, in alternating rounds; the C API's target is >= 0.95x.
+ *   <li>identity.pt on [1, 16], one call at a time: the p50 of a synchronous call, of callAsync's
+ *       submission alone (until it returns the future), and of its round trip (submission, the call
+ *       on the interpreter's thread, the completion handed to the common pool, get() returning).
+ *       The C API's target is +1 us for submission.
  * </ol>
  *
  * A benchmark, not a test: it never fails on timing; it exits non-zero only if a call fails.
  *
- *   GLIBC_TUNABLES=glibc.rtld.optional_static_tls=16384 \
- *   java -cp build/maven/manypy-0.3.0.jar -Djava.library.path=build/lib \
- *        bench/java/JavaAsync.java [--archives DIR] [--seconds S] [--rounds R]
+ * <p>GLIBC_TUNABLES=glibc.rtld.optional_static_tls=16384 \ java -cp build/maven/manypy-0.3.0.jar
+ * -Djava.library.path=build/lib \ bench/java/JavaAsync.java [--archives DIR] [--seconds S]
+ * [--rounds R]
  */
 public class JavaAsync {
   static final int SYNC_THREADS = 4;
@@ -54,7 +54,9 @@ public class JavaAsync {
       }
     }
     ByteBuffer input = ByteBuffer.allocateDirect(4 * 64 * 4).order(ByteOrder.nativeOrder());
-    input.put(ByteBuffer.wrap(Files.readAllBytes(archives.resolve("python_heavy.input.bin")))).clear();
+    input
+        .put(ByteBuffer.wrap(Files.readAllBytes(archives.resolve("python_heavy.input.bin"))))
+        .clear();
     Map<String, Object> kwargs = Map.of("steps", 5L, "normalize", false);
 
     try (Pool pool = Pool.create(2);
@@ -63,9 +65,14 @@ public class JavaAsync {
         Tensor x = Tensor.fromBuffer(input, DType.FLOAT32, 4, 64)) {
       runSync(model, x, kwargs, 0.5); // replicas in both interpreters, the JIT warm
       runAsync(model, x, kwargs, 0.5);
-      System.out.printf("python_heavy.pt, %d interpreters, %.1f s per round%n", pool.size(), seconds);
-      System.out.printf("%-6s %22s %26s %8s%n", "round", SYNC_THREADS + " sync threads calls/s",
-          "1 thread, " + IN_FLIGHT + " async calls/s", "async/sync");
+      System.out.printf(
+          "python_heavy.pt, %d interpreters, %.1f s per round%n", pool.size(), seconds);
+      System.out.printf(
+          "%-6s %22s %26s %8s%n",
+          "round",
+          SYNC_THREADS + " sync threads calls/s",
+          "1 thread, " + IN_FLIGHT + " async calls/s",
+          "async/sync");
       List<Double> ratios = new ArrayList<>();
       for (int r = 1; r <= rounds; ++r) {
         double sync = runSync(model, x, kwargs, seconds) / seconds;
@@ -74,7 +81,8 @@ public class JavaAsync {
         System.out.printf("%-6d %22.1f %26.1f %9.3fx%n", r, sync, async, async / sync);
       }
       double median = median(ratios);
-      System.out.printf("async / sync throughput (median of %d rounds)  %.3fx   >= 0.95x   %s%n",
+      System.out.printf(
+          "async / sync throughput (median of %d rounds)  %.3fx   >= 0.95x   %s%n",
           rounds, median, median >= 0.95 ? "meets" : "misses");
     }
     callCost(archives, rounds);
@@ -88,18 +96,20 @@ public class JavaAsync {
     AtomicReference<Throwable> failure = new AtomicReference<>();
     List<Thread> threads = new ArrayList<>();
     for (int t = 0; t < SYNC_THREADS; ++t) {
-      Thread thread = new Thread(() -> {
-        try {
-          start.await();
-          long end = System.nanoTime() + (long) (seconds * 1e9);
-          while (System.nanoTime() < end) {
-            close(model.call(null, List.of(x), kwargs, null));
-            calls.incrementAndGet();
-          }
-        } catch (Throwable e) {
-          failure.compareAndSet(null, e);
-        }
-      });
+      Thread thread =
+          new Thread(
+              () -> {
+                try {
+                  start.await();
+                  long end = System.nanoTime() + (long) (seconds * 1e9);
+                  while (System.nanoTime() < end) {
+                    close(model.call(null, List.of(x), kwargs, null));
+                    calls.incrementAndGet();
+                  }
+                } catch (Throwable e) {
+                  failure.compareAndSet(null, e);
+                }
+              });
       threads.add(thread);
       thread.start();
     }
@@ -117,17 +127,21 @@ public class JavaAsync {
     long end = System.nanoTime() + (long) (seconds * 1e9);
     while (System.nanoTime() < end && failure.get() == null) {
       slots.acquire();
-      model.callAsync(null, List.of(x), kwargs, null).whenComplete((out, error) -> {
-        if (error != null) {
-          failure.compareAndSet(null, error);
-        } else {
-          close(out);
-          calls.incrementAndGet();
-        }
-        slots.release();
-      });
+      model
+          .callAsync(null, List.of(x), kwargs, null)
+          .whenComplete(
+              (out, error) -> {
+                if (error != null) {
+                  failure.compareAndSet(null, error);
+                } else {
+                  close(out);
+                  calls.incrementAndGet();
+                }
+                slots.release();
+              });
     }
-    if (!slots.tryAcquire(IN_FLIGHT, 120, TimeUnit.SECONDS)) throw new IllegalStateException("calls lost");
+    if (!slots.tryAcquire(IN_FLIGHT, 120, TimeUnit.SECONDS))
+      throw new IllegalStateException("calls lost");
     if (failure.get() != null) throw new RuntimeException(failure.get());
     return calls.get();
   }
@@ -141,7 +155,9 @@ public class JavaAsync {
         ReplicatedObject model = pkg.loadPickle("model", "model.pkl");
         Tensor x = Tensor.fromBuffer(input, DType.FLOAT32, 1, 16)) {
       long[] sync = new long[calls], submit = new long[calls], roundTrip = new long[calls];
-      List<Long> syncP50 = new ArrayList<>(), submitP50 = new ArrayList<>(), tripP50 = new ArrayList<>();
+      List<Long> syncP50 = new ArrayList<>(),
+          submitP50 = new ArrayList<>(),
+          tripP50 = new ArrayList<>();
       for (int r = 0; r <= rounds; ++r) { // round 0 warms up
         for (int i = 0; i < calls; ++i) {
           long t0 = System.nanoTime();
@@ -165,10 +181,12 @@ public class JavaAsync {
       double syncUs = medianOf(syncP50) / 1e3;
       double submitUs = medianOf(submitP50) / 1e3;
       double tripUs = medianOf(tripP50) / 1e3;
-      System.out.printf("identity.pt [1, 16], one call at a time, %d rounds x %d calls%n", rounds, calls);
+      System.out.printf(
+          "identity.pt [1, 16], one call at a time, %d rounds x %d calls%n", rounds, calls);
       System.out.printf("  call (synchronous)                  p50 %8.2f us%n", syncUs);
       System.out.printf("  callAsync, until it returns         p50 %8.2f us%n", submitUs);
-      System.out.printf("  callAsync, until get() returns      p50 %8.2f us  (%+.2f us vs the call)%n",
+      System.out.printf(
+          "  callAsync, until get() returns      p50 %8.2f us  (%+.2f us vs the call)%n",
           tripUs, tripUs - syncUs);
     }
   }

@@ -13,21 +13,18 @@ import org.manypy.Tensor;
 import org.manypy.TorchPackage;
 
 /**
- * Java calling through manypy against the same serving loop written in C,
- * side by side in one JVM process: one pool of 2 interpreters, one
- * replicated python_heavy.pt, 2 calling threads, in alternating rounds
- * (Java, C, Java, C, ...). The C loop (c_runner.c, libmanypy_bench_jni.so)
- * runs on native threads and calls manypy.h directly, as a C service would.
- * Target: Java >= 0.9x the C throughput. Then the cost of one call:
- * identity.pt on [1, 16], one call at a time, p50 of Java's call (one input
- * Tensor reused, and a new zero-copy Tensor per call) against the C side's
- * (a new tensor over the caller's buffer per call), as Go's comparison
- * reports it. A benchmark, not a test: it never fails on timing; it exits
- * non-zero only if a call fails.
+ * Java calling through manypy against the same serving loop written in C, side by side in one JVM
+ * process: one pool of 2 interpreters, one replicated python_heavy.pt, 2 calling threads, in
+ * alternating rounds (Java, C, Java, C, ...). The C loop (c_runner.c, libmanypy_bench_jni.so) runs
+ * on native threads and calls manypy.h directly, as a C service would. Target: Java >= 0.9x the C
+ * throughput. Then the cost of one call: identity.pt on [1, 16], one call at a time, p50 of Java's
+ * call (one input Tensor reused, and a new zero-copy Tensor per call) against the C side's (a new
+ * tensor over the caller's buffer per call), as Go's comparison reports it. A benchmark, not a
+ * test: it never fails on timing; it exits non-zero only if a call fails.
  *
- *   GLIBC_TUNABLES=glibc.rtld.optional_static_tls=16384 \
- *   java -cp build/maven/manypy-0.3.0.jar -Djava.library.path=build/lib \
- *        bench/java/JavaVsC.java [--archives DIR] [--seconds S] [--rounds R]
+ * <p>GLIBC_TUNABLES=glibc.rtld.optional_static_tls=16384 \ java -cp build/maven/manypy-0.3.0.jar
+ * -Djava.library.path=build/lib \ bench/java/JavaVsC.java [--archives DIR] [--seconds S] [--rounds
+ * R]
  */
 public class JavaVsC {
   static final int THREADS = 2;
@@ -63,7 +60,8 @@ public class JavaVsC {
       runJava(model, input, kwargs, 2);
       runC(model.nativeHandle(), input, THREADS, 1);
 
-      System.out.printf("python_heavy.pt, %d interpreters x %d threads, %.1f s per round%n",
+      System.out.printf(
+          "python_heavy.pt, %d interpreters x %d threads, %.1f s per round%n",
           pool.size(), THREADS, seconds);
       System.out.printf("%-6s %14s %14s %8s%n", "round", "Java calls/s", "C calls/s", "Java/C");
       List<Double> ratios = new ArrayList<>();
@@ -74,7 +72,8 @@ public class JavaVsC {
         System.out.printf("%-6d %14.1f %14.1f %7.3fx%n", r, java, c, java / c);
       }
       double median = median(ratios);
-      System.out.printf("Java / C throughput (median of %d rounds)  %.3fx   >= 0.9x   %s%n",
+      System.out.printf(
+          "Java / C throughput (median of %d rounds)  %.3fx   >= 0.9x   %s%n",
           rounds, median, median >= 0.9 ? "meets" : "misses");
     }
     callCost(archives, rounds);
@@ -89,7 +88,9 @@ public class JavaVsC {
         ReplicatedObject model = pkg.loadPickle("model", "model.pkl");
         Tensor reused = Tensor.fromBuffer(input, org.manypy.DType.FLOAT32, 1, 16)) {
       long[] c = new long[calls], javaReused = new long[calls], javaNew = new long[calls];
-      List<Long> cP50 = new ArrayList<>(), reusedP50 = new ArrayList<>(), newP50 = new ArrayList<>();
+      List<Long> cP50 = new ArrayList<>(),
+          reusedP50 = new ArrayList<>(),
+          newP50 = new ArrayList<>();
       for (int r = 0; r <= rounds; ++r) { // round 0 warms up
         latenciesC(model.nativeHandle(), input, c);
         for (int i = 0; i < calls; ++i) {
@@ -112,12 +113,15 @@ public class JavaVsC {
       double cUs = medianOf(cP50) / 1e3;
       double reusedUs = medianOf(reusedP50) / 1e3;
       double newUs = medianOf(newP50) / 1e3;
-      System.out.printf("identity.pt [1, 16], one call at a time, %d rounds x %d calls per side%n",
+      System.out.printf(
+          "identity.pt [1, 16], one call at a time, %d rounds x %d calls per side%n",
           rounds, calls);
       System.out.printf("  C                                     p50 %7.2f us%n", cUs);
-      System.out.printf("  Java, one input Tensor reused         p50 %7.2f us  (p50 %+.2f us vs C)%n",
+      System.out.printf(
+          "  Java, one input Tensor reused         p50 %7.2f us  (p50 %+.2f us vs C)%n",
           reusedUs, reusedUs - cUs);
-      System.out.printf("  Java, a new zero-copy Tensor per call p50 %7.2f us  (p50 %+.2f us vs C)%n",
+      System.out.printf(
+          "  Java, a new zero-copy Tensor per call p50 %7.2f us  (p50 %+.2f us vs C)%n",
           newUs, newUs - cUs);
     }
   }
@@ -133,29 +137,33 @@ public class JavaVsC {
   }
 
   /** The Java loop: the same call, through the Java API. Returns total calls. */
-  static long runJava(ReplicatedObject model, ByteBuffer input, Map<String, Object> kwargs,
-      double seconds) throws Exception {
+  static long runJava(
+      ReplicatedObject model, ByteBuffer input, Map<String, Object> kwargs, double seconds)
+      throws Exception {
     CyclicBarrier start = new CyclicBarrier(THREADS);
     long[] calls = new long[THREADS];
     Throwable[] failure = new Throwable[1];
     List<Thread> threads = new ArrayList<>();
     for (int t = 0; t < THREADS; ++t) {
       final int index = t;
-      Thread thread = new Thread(() -> {
-        try {
-          Tensor x = Tensor.fromBuffer(input.duplicate().clear(), org.manypy.DType.FLOAT32, 4, 64);
-          start.await();
-          long end = System.nanoTime() + (long) (seconds * 1e9);
-          while (System.nanoTime() < end) {
-            Map<?, ?> out = (Map<?, ?>) model.call(null, List.of(x), kwargs, null);
-            ((Tensor) out.get("logits")).close();
-            ((Tensor) out.get("norm")).close();
-            calls[index]++;
-          }
-        } catch (Throwable e) {
-          failure[0] = e;
-        }
-      });
+      Thread thread =
+          new Thread(
+              () -> {
+                try {
+                  Tensor x =
+                      Tensor.fromBuffer(input.duplicate().clear(), org.manypy.DType.FLOAT32, 4, 64);
+                  start.await();
+                  long end = System.nanoTime() + (long) (seconds * 1e9);
+                  while (System.nanoTime() < end) {
+                    Map<?, ?> out = (Map<?, ?>) model.call(null, List.of(x), kwargs, null);
+                    ((Tensor) out.get("logits")).close();
+                    ((Tensor) out.get("norm")).close();
+                    calls[index]++;
+                  }
+                } catch (Throwable e) {
+                  failure[0] = e;
+                }
+              });
       threads.add(thread);
       thread.start();
     }

@@ -45,8 +45,8 @@ JNIEXPORT jlong JNICALL Java_JavaVsC_runC(JNIEnv* env, jclass cls, jlong model, 
  * (float32 [1, 16], borrowed) in a new tensor and args tuple as a C service
  * would; out[i] is call i's wall time in ns. Throws RuntimeException if a
  * call failed. */
-JNIEXPORT void JNICALL Java_JavaVsC_latenciesC(JNIEnv* env, jclass cls, jlong model,
-                                               jobject input, jlongArray out) {
+JNIEXPORT void JNICALL Java_JavaVsC_latenciesC(JNIEnv* env, jclass cls, jlong model, jobject input,
+                                               jlongArray out) {
   (void)cls;
   float* data = (*env)->GetDirectBufferAddress(env, input);
   const jlong bytes = (*env)->GetDirectBufferCapacity(env, input);

@@ -98,10 +98,10 @@ typedef struct object_call {
 static int call_object(void* ctx, char* err, size_t len) {
   object_call* o = ctx;
   manypy_value* out = NULL;
-  manypy_status* st =
-      o->aoti     ? manypy_aoti_call(o->aoti, o->args, NULL, NULL, &out)
-      : o->script ? manypy_script_call(o->script, NULL, o->args, o->kwargs, NULL, &out)
-                  : manypy_object_call(o->object, NULL, o->args, o->kwargs, NULL, &out);
+  manypy_status* st = o->aoti ? manypy_aoti_call(o->aoti, o->args, NULL, NULL, &out)
+                      : o->script
+                          ? manypy_script_call(o->script, NULL, o->args, o->kwargs, NULL, &out)
+                          : manypy_object_call(o->object, NULL, o->args, o->kwargs, NULL, &out);
   manypy_value_free(out);
   if (!st) return 0;
   snprintf(err, len, "%s: %s\n%s", manypy_code_name(manypy_status_code(st)),
@@ -249,8 +249,8 @@ static void run_worker_pool(const run_config* cfg, run_result* r) {
   /* The first worker to be ready serves the first request at once. */
   for (int k, served = 0; (k = worker_pool_next_ready(pool)) >= 0; served = 1) {
     pool_reply reply;
-    if (worker_pool_call_on(pool, k, m->input, m->input_bytes, m->in_ndim, m->in_shape, &reply,
-                            err, sizeof err) != 0) {
+    if (worker_pool_call_on(pool, k, m->input, m->input_bytes, m->in_ndim, m->in_shape, &reply, err,
+                            sizeof err) != 0) {
       die("worker pool, %s, worker %d: %s", m->label, k, err);
     }
     if (!served) r->first_s = now_s() - t0;
@@ -276,12 +276,25 @@ static void run_plain(const run_config* cfg, run_result* r) {
 void design_run(const run_config* c, run_result* r) {
   memset(r, 0, sizeof *r);
   switch (c->d) {
-    case D_MANYPY: run_pool(c, (size_t)c->n, r); break;
-    case D_SHARED: run_pool(c, 1, r); break;
-    case D_SCRIPT: run_script(c, r); break;
-    case D_AOTI: run_aoti(c, r); break;
-    case D_POOL: run_worker_pool(c, r); break;
-    case D_PLAIN: run_plain(c, r); break;
-    default: die("unknown design %d", (int)c->d);
+    case D_MANYPY:
+      run_pool(c, (size_t)c->n, r);
+      break;
+    case D_SHARED:
+      run_pool(c, 1, r);
+      break;
+    case D_SCRIPT:
+      run_script(c, r);
+      break;
+    case D_AOTI:
+      run_aoti(c, r);
+      break;
+    case D_POOL:
+      run_worker_pool(c, r);
+      break;
+    case D_PLAIN:
+      run_plain(c, r);
+      break;
+    default:
+      die("unknown design %d", (int)c->d);
   }
 }

@@ -9,18 +9,33 @@
 void model_cases(model_case out[MODEL_COUNT], int big_mb) {
   memset(out, 0, MODEL_COUNT * sizeof *out);
   /* python_heavy.json: x [4, 64], steps=5, normalize=False. */
-  out[0] = (model_case){.label = "python_heavy", .in_ndim = 2, .in_shape = {4, 64}, .steps = 5,
+  out[0] = (model_case){.label = "python_heavy",
+                        .in_ndim = 2,
+                        .in_shape = {4, 64},
+                        .steps = 5,
                         .nouts = 2,
                         .outs = {{"logits", 2, {4, 10}, NULL, 0}, {"norm", 1, {4}, NULL, 0}}};
   snprintf(out[0].name, sizeof out[0].name, "python_heavy");
-  out[1] = (model_case){.label = "resnet18", .in_ndim = 4, .in_shape = {1, 3, 224, 224},
-                        .steps = -1, .nouts = 1, .outs = {{"out", 2, {1, 1000}, NULL, 0}}};
+  out[1] = (model_case){.label = "resnet18",
+                        .in_ndim = 4,
+                        .in_shape = {1, 3, 224, 224},
+                        .steps = -1,
+                        .nouts = 1,
+                        .outs = {{"out", 2, {1, 1000}, NULL, 0}}};
   snprintf(out[1].name, sizeof out[1].name, "resnet18");
-  out[2] = (model_case){.label = "big_light", .in_ndim = 2, .in_shape = {2, 64}, .steps = -1,
-                        .nouts = 1, .outs = {{"out", 2, {2, 64}, NULL, 0}}};
+  out[2] = (model_case){.label = "big_light",
+                        .in_ndim = 2,
+                        .in_shape = {2, 64},
+                        .steps = -1,
+                        .nouts = 1,
+                        .outs = {{"out", 2, {2, 64}, NULL, 0}}};
   snprintf(out[2].name, sizeof out[2].name, "peers/big_light_%d", big_mb);
-  out[3] = (model_case){.label = "identity", .in_ndim = 2, .in_shape = {2, 3}, .steps = -1,
-                        .nouts = 1, .outs = {{"out", 2, {2, 3}, NULL, 0}}};
+  out[3] = (model_case){.label = "identity",
+                        .in_ndim = 2,
+                        .in_shape = {2, 3},
+                        .steps = -1,
+                        .nouts = 1,
+                        .outs = {{"out", 2, {2, 3}, NULL, 0}}};
   snprintf(out[3].name, sizeof out[3].name, "identity");
   snprintf(out[0].script, sizeof out[0].script, "python_heavy_script.pt");
   snprintf(out[1].script, sizeof out[1].script, "resnet18_script.pt");

@@ -22,8 +22,13 @@ static const char kUsage[] =
     "  --chart PNG     also write the chart (and PNG's .tsv of the figures)\n";
 
 void options_parse(int argc, char** argv, options* o) {
-  *o = (options){.seconds = 3, .warmup = 1, .rounds = 2, .big_mb = 512, .ns = {1, 2, 4},
-                 .nn = 3, .archives = MANYPY_BENCH_ARCHIVES};
+  *o = (options){.seconds = 3,
+                 .warmup = 1,
+                 .rounds = 2,
+                 .big_mb = 512,
+                 .ns = {1, 2, 4},
+                 .nn = 3,
+                 .archives = MANYPY_BENCH_ARCHIVES};
   int child[4], nchild = 0;
   cli_option opts[] = {
       CLI_OPT_FLAG("--quick", &o->quick),

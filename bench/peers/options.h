@@ -11,7 +11,7 @@ typedef struct options {
   int big_mb;
   int ns[MAX_NS], nn; /* the values of N */
   const char* archives;
-  const char* chart; /* PNG to write, or NULL */
+  const char* chart;  /* PNG to write, or NULL */
   const char* models; /* --models: comma-separated labels, or NULL for every model */
   /* --child D,N,MODEL,FD: run one design and write its result to FD. */
   int child, child_design, child_n, child_model, child_fd;

@@ -86,7 +86,8 @@ static void make_models(const options* o) {
   snprintf(json, sizeof json, "%s/manifest.json", o->archives);
   if (!file_exists(json)) {
     die("%s: no sample archives there (build the target manypy_archives, or pass --archives "
-        "DIR)", o->archives);
+        "DIR)",
+        o->archives);
   }
   snprintf(dir, sizeof dir, "%s/peers", o->archives);
   snprintf(json, sizeof json, "%s/big_light_%d.json", dir, o->big_mb);
@@ -96,7 +97,8 @@ static void make_models(const options* o) {
                            MANYPY_BENCH_PEERS_DIR "/../../samples/models/big_weights.py",
                            MANYPY_BENCH_PEERS_DIR "/../../samples/models/identity.py"};
   int stale = made == 0;
-  for (size_t k = 0; k < sizeof sources / sizeof *sources; ++k) stale |= mtime_of(sources[k]) > made;
+  for (size_t k = 0; k < sizeof sources / sizeof *sources; ++k)
+    stale |= mtime_of(sources[k]) > made;
   if (!stale) return;
   unlink(json); /* make_models.py skips what exists */
   unlink(script);
@@ -113,7 +115,8 @@ static void select_models(const options* o, const model_case* models, int wanted
   if (o->models == NULL) return;
   char list[256];
   snprintf(list, sizeof list, "%s", o->models);
-  for (char *save = NULL, *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+  for (char *save = NULL, *name = strtok_r(list, ",", &save); name;
+       name = strtok_r(NULL, ",", &save)) {
     int found = 0;
     for (int mi = 0; mi < MODEL_COUNT; ++mi) {
       if (strcmp(name, models[mi].label) == 0) wanted[mi] = found = 1;
@@ -124,8 +127,11 @@ static void select_models(const options* o, const model_case* models, int wanted
 
 static void measure(model_case* models, const int wanted[MODEL_COUNT], const options* o,
                     char** argv, results* res) {
-  run_config c = {.archives = o->archives, .python = PYTHON, .peers_dir = MANYPY_BENCH_PEERS_DIR,
-                  .warmup = o->warmup, .seconds = o->seconds};
+  run_config c = {.archives = o->archives,
+                  .python = PYTHON,
+                  .peers_dir = MANYPY_BENCH_PEERS_DIR,
+                  .warmup = o->warmup,
+                  .seconds = o->seconds};
   for (int mi = 0; mi < MODEL_COUNT; ++mi) {
     if (!wanted[mi]) continue;
     c.m = &models[mi];
@@ -176,8 +182,14 @@ int main(int argc, char** argv) {
       die("bad --child arguments");
     }
     model_load(&models[o.child_model], o.archives);
-    const run_config c = {(design)o.child_design, o.child_n, &models[o.child_model], o.archives,
-                          PYTHON, MANYPY_BENCH_PEERS_DIR, o.warmup, o.seconds};
+    const run_config c = {(design)o.child_design,
+                          o.child_n,
+                          &models[o.child_model],
+                          o.archives,
+                          PYTHON,
+                          MANYPY_BENCH_PEERS_DIR,
+                          o.warmup,
+                          o.seconds};
     runner_child(&c, o.child_fd);
     return 0;
   }
@@ -188,8 +200,10 @@ int main(int argc, char** argv) {
   for (int k = 0; k < o.nn; ++k) printf("%s%d", k ? ", " : "", o.ns[k]);
   printf("; %d round(s) of %.2f s measured after %.2f s of warm-up per design; archives %s\n",
          o.rounds, o.seconds, o.warmup, o.archives);
-  printf("the benchmark's own process, before any design: Pss %.1f MB (counted in every design "
-         "but N processes)\n", (double)pss_kb(0) / 1024.0);
+  printf(
+      "the benchmark's own process, before any design: Pss %.1f MB (counted in every design "
+      "but N processes)\n",
+      (double)pss_kb(0) / 1024.0);
 
   /* --- models ----------------------------------------------------------- */
   make_models(&o);
@@ -203,11 +217,12 @@ int main(int argc, char** argv) {
   measure(models, wanted, &o, argv, res);
 
   /* --- tables and targets ----------------------------------------------- */
-  printf("\n(calls/s: summed over the N callers; vs N proc: over the N-processes ceiling of the "
-         "same N; p50/p99: one request, as its caller sees it; Pss: every process of the design; "
-         "first s: start until the first request was served; all s: until every interpreter, "
-         "worker or process had served one; cpu: cores kept busy by the design / by other "
-         "processes while measuring)\n");
+  printf(
+      "\n(calls/s: summed over the N callers; vs N proc: over the N-processes ceiling of the "
+      "same N; p50/p99: one request, as its caller sees it; Pss: every process of the design; "
+      "first s: start until the first request was served; all s: until every interpreter, "
+      "worker or process had served one; cpu: cores kept busy by the design / by other "
+      "processes while measuring)\n");
   for (int mi = 0; mi < MODEL_COUNT; ++mi) {
     if (wanted[mi]) report_model(&models[mi], mi, &o, res);
   }

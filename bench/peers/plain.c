@@ -47,8 +47,8 @@ static void expect_line(plain_proc* pp, int k, const char* want, char* line, siz
   if (!fgets(line, (int)len, pp->from) || strncmp(line, want, strlen(want)) != 0) {
     int status = 0;
     waitpid(pp->pid, &status, 0);
-    die("plain process %d exited before saying '%s' (status %d; see its messages above)", k,
-        want, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    die("plain process %d exited before saying '%s' (status %d; see its messages above)", k, want,
+        WIFEXITED(status) ? WEXITSTATUS(status) : -1);
   }
 }
 
@@ -64,8 +64,8 @@ static void read_latencies(const char* file, samples* s) {
   unlink(file);
 }
 
-void plain_run(int n, const char* python, const char* plain_py, const char* archive,
-               double warmup, double seconds, run_result* r) {
+void plain_run(int n, const char* python, const char* plain_py, const char* archive, double warmup,
+               double seconds, run_result* r) {
   memset(r, 0, sizeof *r);
   plain_proc* pp = xmalloc((size_t)n * sizeof *pp);
   pid_t* pids = xmalloc((size_t)n * sizeof *pids);

@@ -10,7 +10,7 @@
  * their results: first_s/all_s until the first/last said ready, rate summed
  * over the processes, elapsed the longest one's, Pss summed. Dies if one
  * fails or its output is wrong. */
-void plain_run(int n, const char* python, const char* plain_py, const char* archive,
-               double warmup, double seconds, run_result* r);
+void plain_run(int n, const char* python, const char* plain_py, const char* archive, double warmup,
+               double seconds, run_result* r);
 
 #endif

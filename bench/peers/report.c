@@ -16,7 +16,8 @@ static double p_us(run_result* r, double q) { return samples_quantile(&r->lat, q
 
 void report_model(const model_case* m, int mi, const options* o, results* res) {
   printf("\n== %s: %s.pt, TorchScript %s%s%s ==\n", m->label, m->name, m->script,
-         design_applies(D_AOTI, m) ? ", AOTInductor " : "", design_applies(D_AOTI, m) ? m->aoti : "");
+         design_applies(D_AOTI, m) ? ", AOTInductor " : "",
+         design_applies(D_AOTI, m) ? m->aoti : "");
   printf("%-3s %-12s %10s %9s %9s %9s %9s %10s %9s %9s %9s %9s\n", "N", "design", "calls/s",
          "vs N proc", "p50 us", "p99 us", "calls", "Pss MB", "first s", "all s", "cpu ours",
          "cpu other");
@@ -25,10 +26,10 @@ void report_model(const model_case* m, int mi, const options* o, results* res) {
     for (int d = 0; d < DESIGN_COUNT; ++d) {
       if (!res->has[mi][k][d]) continue;
       run_result* r = &res->r[mi][k][d];
-      printf("%-3d %-12s %10.1f %8.2fx %9.1f %9.1f %9ld %10.1f %9.2f %9.2f %9.2f %9.2f\n",
-             o->ns[k], design_names[d], r->rate, r->rate / ceiling, p_us(r, 0.5), p_us(r, 0.99),
-             r->calls, (double)r->pss_kb / 1024.0, r->first_s, r->all_s,
-             cpu_cores_ours(&r->cpu), cpu_cores_other(&r->cpu));
+      printf("%-3d %-12s %10.1f %8.2fx %9.1f %9.1f %9ld %10.1f %9.2f %9.2f %9.2f %9.2f\n", o->ns[k],
+             design_names[d], r->rate, r->rate / ceiling, p_us(r, 0.5), p_us(r, 0.99), r->calls,
+             (double)r->pss_kb / 1024.0, r->first_s, r->all_s, cpu_cores_ours(&r->cpu),
+             cpu_cores_other(&r->cpu));
     }
   }
   fflush(stdout);
@@ -40,11 +41,16 @@ typedef enum figure { F_RATE, F_P50, F_PSS, F_FIRST, F_ALL } figure;
 static double fig(results* res, int mi, int k, int d, figure f) {
   run_result* r = &res->r[mi][k][d];
   switch (f) {
-    case F_RATE: return r->rate;
-    case F_P50: return samples_quantile(&r->lat, 0.5);
-    case F_PSS: return (double)r->pss_kb;
-    case F_FIRST: return r->first_s;
-    case F_ALL: return r->all_s;
+    case F_RATE:
+      return r->rate;
+    case F_P50:
+      return samples_quantile(&r->lat, 0.5);
+    case F_PSS:
+      return (double)r->pss_kb;
+    case F_FIRST:
+      return r->first_s;
+    case F_ALL:
+      return r->all_s;
   }
   return NAN;
 }
@@ -75,19 +81,27 @@ void report_targets(const model_case* models, const options* o, results* res) {
   /* At N = 1 the N-processes design is one plain process: what an
    * interpreter inside manypy costs against python3 on its own (the
    * embedding tax, docs/performance.md). */
-  target(o, res, HEAVY, 1, D_MANYPY, D_PLAIN, F_RATE, "python_heavy: throughput manypy / one plain process", 1, 0.97, 0);
-  target(o, res, HEAVY, 2, D_MANYPY, D_POOL, F_RATE, "python_heavy: throughput manypy / worker pool", 1, 1.15, 0);
-  target(o, res, HEAVY, 2, D_MANYPY, D_POOL, F_P50, "python_heavy: p50 manypy / worker pool", 0, 0.9, 0);
-  target(o, res, HEAVY, 2, D_MANYPY, D_PLAIN, F_RATE, "python_heavy: throughput manypy / N processes", 1, 0.95, 0);
-  target(o, res, SMALL, 2, D_MANYPY, D_POOL, F_P50, "identity: p50 manypy / worker pool", 0, 0.2, 0);
-  target(o, res, RESNET, 2, D_MANYPY, D_POOL, F_RATE, "resnet18: throughput manypy / worker pool", 1, 1.0, 0);
+  target(o, res, HEAVY, 1, D_MANYPY, D_PLAIN, F_RATE,
+         "python_heavy: throughput manypy / one plain process", 1, 0.97, 0);
+  target(o, res, HEAVY, 2, D_MANYPY, D_POOL, F_RATE,
+         "python_heavy: throughput manypy / worker pool", 1, 1.15, 0);
+  target(o, res, HEAVY, 2, D_MANYPY, D_POOL, F_P50, "python_heavy: p50 manypy / worker pool", 0,
+         0.9, 0);
+  target(o, res, HEAVY, 2, D_MANYPY, D_PLAIN, F_RATE,
+         "python_heavy: throughput manypy / N processes", 1, 0.95, 0);
+  target(o, res, SMALL, 2, D_MANYPY, D_POOL, F_P50, "identity: p50 manypy / worker pool", 0, 0.2,
+         0);
+  target(o, res, RESNET, 2, D_MANYPY, D_POOL, F_RATE, "resnet18: throughput manypy / worker pool",
+         1, 1.0, 0);
   char what[128];
-  snprintf(what, sizeof what, "%s (%d MB): total Pss manypy / worker pool", models[BIG].label, o->big_mb);
+  snprintf(what, sizeof what, "%s (%d MB): total Pss manypy / worker pool", models[BIG].label,
+           o->big_mb);
   target(o, res, BIG, 4, D_MANYPY, D_POOL, F_PSS, what, 0, 0.5, 0);
   /* manypy serves from its first interpreter (serve early), as the pool
    * from its first worker (docs/serving.md). */
   for (int mi = 0; mi < MODEL_COUNT; ++mi) {
-    snprintf(what, sizeof what, "%s: start-up to first request, manypy / worker pool", models[mi].label);
+    snprintf(what, sizeof what, "%s: start-up to first request, manypy / worker pool",
+             models[mi].label);
     target(o, res, mi, 4, D_MANYPY, D_POOL, F_FIRST, what, 0, 0.8, 0);
   }
   /* Issue 25: the compiled host path against TorchScript and the rest, on
@@ -114,7 +128,8 @@ void report_targets(const model_case* models, const options* o, results* res) {
     target(o, res, mi, 2, D_AOTI, D_SCRIPT, F_PSS, what, 0, 0, 1);
   }
   for (int mi = 0; mi < MODEL_COUNT; ++mi) {
-    snprintf(what, sizeof what, "%s: start-up until all N serve, manypy / worker pool", models[mi].label);
+    snprintf(what, sizeof what, "%s: start-up until all N serve, manypy / worker pool",
+             models[mi].label);
     target(o, res, mi, 4, D_MANYPY, D_POOL, F_ALL, what, 0, 0, 1);
   }
   for (int mi = 0; mi < MODEL_COUNT; ++mi) {
@@ -127,8 +142,9 @@ void report_targets(const model_case* models, const options* o, results* res) {
     snprintf(what, sizeof what, "%s: total Pss manypy / worker pool", models[mi].label);
     target(o, res, mi, 4, D_MANYPY, D_POOL, F_PSS, what, 0, 0, 1);
   }
-  printf("(targets are ratios from this one run, side by side; a run on a busy machine moves "
-         "them: see the cpu other column)\n");
+  printf(
+      "(targets are ratios from this one run, side by side; a run on a busy machine moves "
+      "them: see the cpu other column)\n");
   fflush(stdout);
 }
 

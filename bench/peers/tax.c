@@ -118,8 +118,8 @@ typedef struct caller {
 
 static void call_once(caller* c) {
   manypy_value* out = NULL;
-  manypy_status* st = manypy_object_call(c->side->object, NULL, c->side->args, c->side->kwargs,
-                                         c->pin, &out);
+  manypy_status* st =
+      manypy_object_call(c->side->object, NULL, c->side->args, c->side->kwargs, c->pin, &out);
   if (st) die_status("manypy_object_call", st);
   manypy_value_free(out);
 }
@@ -192,8 +192,10 @@ int main(int argc, char** argv) {
   }
   manypy_burst(&side, 200); /* warm-up, as the plain processes did */
 
-  printf("manypy_bench_tax (%s): python_heavy, N = %d, %d interleaved rounds of %d "
-         "calls per caller\n", MANYPY_BENCH_LEG, n, rounds, calls);
+  printf(
+      "manypy_bench_tax (%s): python_heavy, N = %d, %d interleaved rounds of %d "
+      "calls per caller\n",
+      MANYPY_BENCH_LEG, n, rounds, calls);
   double t_manypy = 0, t_plain = 0;
   double* ratio = xmalloc(sizeof(double) * (size_t)rounds);
   for (int r = 0; r < rounds; ++r) {
@@ -212,9 +214,10 @@ int main(int argc, char** argv) {
   const double total = (double)rounds * calls * n;
   printf("  manypy  %9.1f calls/s\n  plain   %9.1f calls/s\n", total / t_manypy, total / t_plain);
   const double med = median(ratio, rounds);
-  printf("  throughput manypy / plain: %.3fx over all bursts; per round: median %.3fx, "
-         "quartiles %.3fx to %.3fx\n",
-         t_plain / t_manypy, med, ratio[rounds / 4], ratio[(3 * rounds) / 4]);
+  printf(
+      "  throughput manypy / plain: %.3fx over all bursts; per round: median %.3fx, "
+      "quartiles %.3fx to %.3fx\n",
+      t_plain / t_manypy, med, ratio[rounds / 4], ratio[(3 * rounds) / 4]);
 
   manypy_burst(&side, 0); /* stops the callers */
   for (int i = 0; i < n; ++i) {

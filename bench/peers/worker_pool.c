@@ -140,8 +140,8 @@ int worker_pool_next_ready(worker_pool* p) {
   die("poll returned without a ready worker");
 }
 
-static int parse_reply(const worker_pool* p, const worker* w, const unsigned char* msg,
-                       ssize_t len, pool_reply* reply, char* err, size_t errlen) {
+static int parse_reply(const worker_pool* p, const worker* w, const unsigned char* msg, ssize_t len,
+                       pool_reply* reply, char* err, size_t errlen) {
   int64_t count;
   memcpy(&count, msg, sizeof count);
   if (count < 0) {
@@ -176,9 +176,8 @@ static int parse_reply(const worker_pool* p, const worker* w, const unsigned cha
   return 0;
 }
 
-int worker_pool_call_on(worker_pool* p, int index, const void* input, size_t nbytes,
-                        int32_t ndim, const int64_t* shape, pool_reply* reply, char* err,
-                        size_t errlen) {
+int worker_pool_call_on(worker_pool* p, int index, const void* input, size_t nbytes, int32_t ndim,
+                        const int64_t* shape, pool_reply* reply, char* err, size_t errlen) {
   worker* w = &p->w[index];
   if (nbytes > p->in_cap || ndim > 4) {
     snprintf(err, errlen, "input of %zu bytes, %d dimensions does not fit", nbytes, ndim);

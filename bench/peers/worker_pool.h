@@ -49,9 +49,8 @@ int worker_pool_next_ready(worker_pool* p);
  * shared memory, the header sent, the reply parsed into *reply. Returns 0,
  * or -1 with a message in err (a worker's Python traceback, or why the
  * socket failed). */
-int worker_pool_call_on(worker_pool* p, int index, const void* input, size_t nbytes,
-                        int32_t ndim, const int64_t* shape, pool_reply* reply, char* err,
-                        size_t errlen);
+int worker_pool_call_on(worker_pool* p, int index, const void* input, size_t nbytes, int32_t ndim,
+                        const int64_t* shape, pool_reply* reply, char* err, size_t errlen);
 
 /* The same on a free worker, waiting for one if all are busy. The reply's
  * data may be overwritten as soon as this returns. */

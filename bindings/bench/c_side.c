@@ -89,9 +89,9 @@ void c_side_request_free(c_side_request* request) { free(request); }
 static manypy_status* make_args(const c_side_request* r, manypy_value** args,
                                 manypy_value** kwargs) {
   manypy_value* x = NULL;
-  manypy_status* s = manypy_value_new_tensor_from_buffer(
-      r->input, r->input_bytes, (DLDataType){kDLFloat, 32, 1}, r->ndim, r->shape, NULL, 0, NULL,
-      NULL, &x);
+  manypy_status* s =
+      manypy_value_new_tensor_from_buffer(r->input, r->input_bytes, (DLDataType){kDLFloat, 32, 1},
+                                          r->ndim, r->shape, NULL, 0, NULL, NULL, &x);
   if (s) return s;
   *args = manypy_value_new_tuple();
   s = manypy_value_append(*args, x); /* takes x, also when *args is NULL */
@@ -128,8 +128,8 @@ static manypy_status* one_call(const c_side_request* r) {
   manypy_value *args = NULL, *kwargs = NULL, *out = NULL;
   manypy_status* s = r->args ? NULL : make_args(r, &args, &kwargs);
   if (!s) {
-    s = manypy_object_call(r->object, NULL, r->args ? r->args : args,
-                           r->args ? r->kwargs : kwargs, NULL, &out);
+    s = manypy_object_call(r->object, NULL, r->args ? r->args : args, r->args ? r->kwargs : kwargs,
+                           NULL, &out);
   }
   if (!s) s = take_result(r, out);
   manypy_value_free(out);
@@ -138,8 +138,8 @@ static manypy_status* one_call(const c_side_request* r) {
   return s;
 }
 
-int c_side_latencies(const c_side_request* request, int64_t* latencies_ns, size_t n,
-                     char* error, size_t error_size) {
+int c_side_latencies(const c_side_request* request, int64_t* latencies_ns, size_t n, char* error,
+                     size_t error_size) {
   if (!request || (n > 0 && !latencies_ns)) {
     return fail_message("c_side_latencies: NULL request or latencies", error, error_size);
   }

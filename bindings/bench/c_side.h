@@ -56,8 +56,8 @@ void c_side_request_free(c_side_request* request);
 /* `n` calls from this thread, one at a time; latencies_ns[i] is call i's
  * wall time, from before its arguments are made to after its result is
  * freed. */
-int c_side_latencies(const c_side_request* request, int64_t* latencies_ns, size_t n,
-                     char* error, size_t error_size);
+int c_side_latencies(const c_side_request* request, int64_t* latencies_ns, size_t n, char* error,
+                     size_t error_size);
 
 /* How a throughput run's measured window is bounded: each comparison's own
  * side bounds its window the same way. */

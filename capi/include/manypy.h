@@ -208,8 +208,7 @@ MANYPY_API void manypy_status_free(manypy_status* status);
  *    status ("out of memory"; possibly a static one that
  *    manypy_status_free knows): never NULL for a failure code.
  * Thread safety: any thread. Since 0.3. */
-MANYPY_API MANYPY_NODISCARD manypy_status* manypy_status_new(manypy_code code,
-                                                            const char* message);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_status_new(manypy_code code, const char* message);
 
 /* ------------------------------------------------------------------------ */
 /* Values: arguments and results                                            */
@@ -319,8 +318,7 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_value_dict_get(
 /* The same with a key of `key_length` bytes, which may contain NUL; `key`
  * may be NULL only when `key_length` is 0. Since 0.3. */
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_value_dict_get_n(
-    const manypy_value* value, const char* key, size_t key_length,
-    const manypy_value** out_item);
+    const manypy_value* value, const char* key, size_t key_length, const manypy_value** out_item);
 
 /* A new value equal to `value` (borrowed), owned by the caller: lists,
  * tuples, dicts and their keys, strings and bytes are copied; tensors are
@@ -331,8 +329,8 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_value_dict_get_n(
  * value and its clones are independent values: each may be built on or
  * freed by its own thread. Reading `value` while cloning it is safe from
  * any number of threads, as any reading. Since 0.3. */
-MANYPY_API MANYPY_NODISCARD manypy_status* manypy_value_clone(const manypy_value* value,
-                                                             manypy_value** out_value);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_value_clone(
+    const manypy_value* value, manypy_value** out_value);
 
 /* Frees a value and its children. Accepts NULL. Tensor memory it shares with
  * DLManagedTensors handed out by manypy_value_get_tensor, with manypy_tensor
@@ -410,8 +408,8 @@ typedef struct manypy_tensor manypy_tensor;
 /* A tensor with one reference, owned by the caller, from a caller's DLPack
  * tensor: ownership and checks as for manypy_value_new_tensor (the deleter
  * runs exactly once, at once if this call fails). Since 0.3. */
-MANYPY_API MANYPY_NODISCARD manypy_status* manypy_tensor_new(DLManagedTensor* tensor,
-                                                            manypy_tensor** out_tensor);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_tensor_new(
+    DLManagedTensor* tensor, manypy_tensor** out_tensor);
 
 /* A tensor with one reference, owned by the caller, over a caller's
  * buffer: arguments, checks, copy and release exactly as for
@@ -513,8 +511,8 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_options_add_trusted_sha25
  * to refuse it. `sha256` (32 bytes) and `origin` (the path, or "<bytes>")
  * are borrowed for the call. Runs on the loading thread; must not call
  * manypy and must not unwind. */
-typedef int (*manypy_archive_verifier_fn)(const uint8_t* sha256, const char* origin,
-                                          void* user_data);
+typedef int (*manypy_archive_verifier_fn)(
+    const uint8_t* sha256, const char* origin, void* user_data);
 
 /* Sets the verifier (NULL removes it), replacing an earlier one. The options
  * and every pool created from them share it; free_user_data, if not NULL,
@@ -620,8 +618,8 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_options_set_grow_after(
  * and the status saying why (borrowed for the call). Runs on a thread of
  * manypy's; may call manypy (not manypy_pool_destroy on this pool); must
  * not unwind. Since 0.3. */
-typedef void (*manypy_interpreter_failed_fn)(void* user_data, int32_t interpreter,
-                                             const manypy_status* why);
+typedef void (*manypy_interpreter_failed_fn)(
+    void* user_data, int32_t interpreter, const manypy_status* why);
 /* Sets the callback (NULL removes it), replacing an earlier one. The
  * options and every pool created from them share it; free_user_data, if
  * not NULL, runs exactly once: when the last of them lets go of it (a pool
@@ -715,8 +713,8 @@ typedef struct manypy_pool_stats {
 
 /* Fills *out (see manypy_pool_stats). Lock-free reads, so the counts may be
  * taken a moment apart. Thread safe. Since 0.3. */
-MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_get_stats(const manypy_pool* pool,
-                                                                 manypy_pool_stats* out);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_get_stats(
+    const manypy_pool* pool, manypy_pool_stats* out);
 
 /* Resizes the pool to `interpreters`, 1 to manypy_max_interpreters().
  * Growing leases interpreters from the process-wide set (starting new ones)
@@ -729,8 +727,8 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_get_stats(const manypy_po
  * MANYPY_ERR_RESOURCE_EXHAUSTED when the process has too few interpreters
  * left (the message gives the limit), MANYPY_ERR_DRAINING while draining.
  * Resizes of one pool are serialized. Thread safe. Since 0.3. */
-MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_resize(manypy_pool* pool,
-                                                              size_t interpreters);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_resize(
+    manypy_pool* pool, size_t interpreters);
 
 /* Graceful drain, for a service that is stopping (SIGTERM) or moving
  * traffic away: from now on the pool refuses new calls with
@@ -748,10 +746,8 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_resize(manypy_pool* pool,
  * in the same way and counts the calls in flight when it began. It may race
  * with calls on the pool's objects and with the freeing of handles, not
  * with manypy_pool_destroy of this same handle. Since 0.3. */
-MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_drain(manypy_pool* pool,
-                                                             int64_t deadline_ns,
-                                                             size_t* out_finished,
-                                                             size_t* out_cancelled);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_drain(
+    manypy_pool* pool, int64_t deadline_ns, size_t* out_finished, size_t* out_cancelled);
 
 /* Request metrics of one model in a pool, since the pool was created. A
  * call's model is the model id of its context
@@ -798,8 +794,8 @@ static inline const manypy_request_metrics* manypy_request_metrics_at(
  * manypy_queued_requests and manypy_interpreters{state}, and
  * manypy_draining. Every series carries pool="<name>" when the pool has a
  * name (manypy_pool_options_set_name). Thread safe. Since 0.3. */
-MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_prometheus(const manypy_pool* pool,
-                                                                  manypy_value** out_text);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_prometheus(
+    const manypy_pool* pool, manypy_value** out_text);
 
 /* NULL if interpreter `interpreter` (an index in [0, manypy_pool_size)) can
  * serve calls. Otherwise a status owned by the caller:
@@ -916,8 +912,8 @@ MANYPY_API void manypy_object_free(manypy_object* object);
  * handle under a lock; each request shares it under the lock and calls
  * outside it; the swap replaces it under the lock and frees the old one,
  * which unloads once the requests holding it end. Thread safe. Since 0.3. */
-MANYPY_API MANYPY_NODISCARD manypy_status* manypy_object_share(const manypy_object* object,
-                                                               manypy_object** out_object);
+MANYPY_API MANYPY_NODISCARD manypy_status* manypy_object_share(
+    const manypy_object* object, manypy_object** out_object);
 
 /* A cancel token: created by the caller, cancelled from any thread, and
  * shared by any number of calls (through their call options). Cancelling
@@ -1039,8 +1035,7 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_object_hasattr(
  * condition variable, a future) can deadlock, since that completion may be
  * due on this very thread. It must not unwind (no C++ exception, Rust
  * panic or longjmp leaves it). */
-typedef void (*manypy_call_done_fn)(void* user_data, manypy_value* result,
-                                    manypy_status* status);
+typedef void (*manypy_call_done_fn)(void* user_data, manypy_value* result, manypy_status* status);
 
 /* Submits a call of the object, as manypy_object_call, and returns at once.
  *
@@ -1403,32 +1398,30 @@ typedef struct manypy_op_event {
   uint32_t struct_size;
   const char* name; /* e.g. "aten::add" */
   int64_t sequence_number;
-  uint64_t thread_id;  /* the OS thread id (gettid) running the operator */
-  int32_t interpreter; /* index in the process's interpreters; -1: the host */
-  int64_t start_ns;    /* CLOCK_MONOTONIC */
-  int64_t end_ns;      /* 0 in the enter callback */
-  const char* model_id;   /* the call's context, "" if none */
+  uint64_t thread_id;   /* the OS thread id (gettid) running the operator */
+  int32_t interpreter;  /* index in the process's interpreters; -1: the host */
+  int64_t start_ns;     /* CLOCK_MONOTONIC */
+  int64_t end_ns;       /* 0 in the enter callback */
+  const char* model_id; /* the call's context, "" if none */
   const char* request_id;
   size_t num_inputs; /* 0 unless inputs were asked for */
   const manypy_op_input* inputs;
 } manypy_op_event;
 
 /* Input `index` (< event->num_inputs) of an event. */
-static inline const manypy_op_input* manypy_op_event_input(const manypy_op_event* event,
-                                                           size_t index) {
-  return (const manypy_op_input*)((const char*)event->inputs +
-                                  index * event->inputs->struct_size);
+static inline const manypy_op_input* manypy_op_event_input(
+    const manypy_op_event* event, size_t index) {
+  return (const manypy_op_input*)((const char*)event->inputs + index * event->inputs->struct_size);
 }
 
 typedef void (*manypy_op_callback_fn)(const manypy_op_event* event, void* user_data);
 
 /* Registers callbacks around torch operators, sampled with probability
- * `sampling_probability` in (0, 1] (MANYPY_ERR_OUT_OF_RANGE outside it), in every interpreter of the process
- * (those started later too) and in the host's libtorch (TorchScript on the
- * host). `enter` and `exit` may be NULL. With `needs_inputs` (0 or 1), events carry
- * each input's kind, dtype and shape. Callbacks run on the thread running
- * the operator, concurrently from many threads; they must not call manypy
- * and must not unwind. At most 16 registrations live at once
+ * `sampling_probability` in (0, 1] (MANYPY_ERR_OUT_OF_RANGE outside it), in every interpreter of
+ * the process (those started later too) and in the host's libtorch (TorchScript on the host).
+ * `enter` and `exit` may be NULL. With `needs_inputs` (0 or 1), events carry each input's kind,
+ * dtype and shape. Callbacks run on the thread running the operator, concurrently from many
+ * threads; they must not call manypy and must not unwind. At most 16 registrations live at once
  * (MANYPY_ERR_RESOURCE_EXHAUSTED). free_user_data runs exactly once: when
  * the registration is removed, or at once if this call fails. On success
  * *out_id identifies the registration. Thread safety: any thread. */
@@ -1465,7 +1458,7 @@ typedef struct manypy_profile_entry {
   uint32_t struct_size; /* this library's sizeof(manypy_profile_entry) */
   const char* model_id; /* "" for operators run without a context */
   const char* op_name;
-  uint64_t count;       /* sampled calls */
+  uint64_t count; /* sampled calls */
   int64_t total_ns;
   int64_t p50_ns, p99_ns; /* over the latest 4096 samples of the pair */
 } manypy_profile_entry;

@@ -56,8 +56,8 @@ manypy_status* manypy_aoti_call(manypy_aoti_module* module, const manypy_value* 
 
 manypy_status* manypy_aoti_call_async(manypy_aoti_module* module, const manypy_value* args,
                                       const manypy_value* kwargs,
-                                      const manypy_call_options* options,
-                                      manypy_call_done_fn done, void* user_data) {
+                                      const manypy_call_options* options, manypy_call_done_fn done,
+                                      void* user_data) {
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(module);
     MANYPY_NOT_NULL(done);

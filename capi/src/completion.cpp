@@ -12,8 +12,7 @@ dispatch::Done completion_of(manypy_call_done_fn done, void* user_data) {
       try {
         result = new_value(std::move(*value));
       } catch (...) {
-        status = make_status(MANYPY_ERR_RESOURCE_EXHAUSTED,
-                             "out of memory for the call's result");
+        status = make_status(MANYPY_ERR_RESOURCE_EXHAUSTED, "out of memory for the call's result");
       }
     } else {
       status = make_status(static_cast<manypy_code>(error->code()), error->message(),

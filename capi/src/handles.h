@@ -25,7 +25,6 @@ struct manypy_status {
   std::string traceback;
 };
 
-
 struct manypy_pool_options {
   manypy::PoolOptions options;
 };
@@ -181,9 +180,9 @@ manypy_status* fence(const char* function, Body&& body) noexcept {
 
 // A name (module, record, method, attribute, key, id) that is not NULL must
 // be valid UTF-8: Python would refuse it later, less clearly.
-#define MANYPY_UTF8(ptr)                                                                 \
-  do {                                                                                   \
-    if ((ptr) != nullptr && !manypy::capi::valid_utf8((ptr), std::strlen(ptr))) {       \
-      return manypy::capi::invalid_argument(api_function, #ptr " is not valid UTF-8");   \
-    }                                                                                    \
+#define MANYPY_UTF8(ptr)                                                               \
+  do {                                                                                 \
+    if ((ptr) != nullptr && !manypy::capi::valid_utf8((ptr), std::strlen(ptr))) {      \
+      return manypy::capi::invalid_argument(api_function, #ptr " is not valid UTF-8"); \
+    }                                                                                  \
   } while (0)

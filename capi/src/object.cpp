@@ -86,10 +86,8 @@ manypy_status* manypy_call_options_set_timeout(manypy_call_options* options, int
   return set_bound(__func__, options, "timeout_ns", timeout_ns, &manypy::CallLimits::timeout_ns);
 }
 
-manypy_status* manypy_call_options_set_deadline(manypy_call_options* options,
-                                                int64_t deadline_ns) {
-  return set_bound(__func__, options, "deadline_ns", deadline_ns,
-                   &manypy::CallLimits::deadline_ns);
+manypy_status* manypy_call_options_set_deadline(manypy_call_options* options, int64_t deadline_ns) {
+  return set_bound(__func__, options, "deadline_ns", deadline_ns, &manypy::CallLimits::deadline_ns);
 }
 
 manypy_status* manypy_call_options_set_cancel_token(manypy_call_options* options,
@@ -131,10 +129,10 @@ manypy_status* manypy_object_call(manypy_object* object, const char* method,
     MANYPY_NOT_NULL(out_result);
     MANYPY_UTF8(method);
     std::string method_name = method ? method : "";
-    manypy::Value result = object->object->call(
-        options_of(options), method ? &method_name : nullptr,
-        args ? &manypy::capi::value_of(args) : nullptr,
-        kwargs ? &manypy::capi::value_of(kwargs) : nullptr);
+    manypy::Value result =
+        object->object->call(options_of(options), method ? &method_name : nullptr,
+                             args ? &manypy::capi::value_of(args) : nullptr,
+                             kwargs ? &manypy::capi::value_of(kwargs) : nullptr);
     *out_result = manypy::capi::new_value(std::move(result));
     return nullptr;
   });
@@ -158,8 +156,7 @@ manypy_status* manypy_object_call_async(manypy_object* object, const char* metho
 }
 
 manypy_status* manypy_object_getattr(manypy_object* object, const char* name,
-                                     const manypy_call_options* options,
-                                     manypy_value** out_value) {
+                                     const manypy_call_options* options, manypy_value** out_value) {
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(object);
     MANYPY_NOT_NULL(name);

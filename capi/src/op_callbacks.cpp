@@ -71,8 +71,7 @@ manypy_status* manypy_add_op_callbacks(manypy_op_callback_fn enter, manypy_op_ca
     options.sampling_probability = sampling_probability;
     options.needs_inputs = needs_inputs != 0;
     *out_id = manypy::Runtime::get().operator_callbacks().add(
-        [callbacks](int phase, const mph_op_event& e) { deliver(*callbacks, phase, e); },
-        options);
+        [callbacks](int phase, const mph_op_event& e) { deliver(*callbacks, phase, e); }, options);
     return nullptr;
   });
 }
@@ -84,8 +83,8 @@ manypy_status* manypy_remove_op_callbacks(uint64_t id) {
   });
 }
 
-manypy_status* manypy_call_options_set_context(manypy_call_options* options,
-                                               const char* model_id, const char* request_id) {
+manypy_status* manypy_call_options_set_context(manypy_call_options* options, const char* model_id,
+                                               const char* request_id) {
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(options);
     MANYPY_UTF8(model_id);

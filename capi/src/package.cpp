@@ -55,8 +55,8 @@ manypy_status* manypy_package_read_file(const manypy_package* package, const cha
     MANYPY_NOT_NULL(name);
     MANYPY_UTF8(name);
     MANYPY_NOT_NULL(out_bytes);
-    *out_bytes = manypy::capi::new_value(
-        manypy::Value::of_bytes(package->package->archive().read(name)));
+    *out_bytes =
+        manypy::capi::new_value(manypy::Value::of_bytes(package->package->archive().read(name)));
     return nullptr;
   });
 }

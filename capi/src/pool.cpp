@@ -12,8 +12,7 @@ manypy_pool_options* manypy_pool_options_new(void) {
 
 void manypy_pool_options_free(manypy_pool_options* options) { delete options; }
 
-manypy_status* manypy_pool_options_set_interpreters(manypy_pool_options* options,
-                                                    size_t count) {
+manypy_status* manypy_pool_options_set_interpreters(manypy_pool_options* options, size_t count) {
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(options);
     options->options.interpreters = count;
@@ -21,8 +20,7 @@ manypy_status* manypy_pool_options_set_interpreters(manypy_pool_options* options
   });
 }
 
-manypy_status* manypy_pool_options_add_sys_path(manypy_pool_options* options,
-                                                const char* path) {
+manypy_status* manypy_pool_options_add_sys_path(manypy_pool_options* options, const char* path) {
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(options);
     MANYPY_NOT_NULL(path);
@@ -34,8 +32,7 @@ manypy_status* manypy_pool_options_add_sys_path(manypy_pool_options* options,
   });
 }
 
-manypy_status* manypy_pool_options_set_intra_op_threads(manypy_pool_options* options,
-                                                        int threads) {
+manypy_status* manypy_pool_options_set_intra_op_threads(manypy_pool_options* options, int threads) {
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(options);
     if (threads < 1) {
@@ -73,8 +70,7 @@ manypy_status* manypy_pool_options_set_thread_mode(manypy_pool_options* options,
   });
 }
 
-manypy_status* manypy_pool_options_set_allow_process_exit(manypy_pool_options* options,
-                                                          int allow) {
+manypy_status* manypy_pool_options_set_allow_process_exit(manypy_pool_options* options, int allow) {
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(options);
     if (allow != 0 && allow != 1) {
@@ -85,14 +81,13 @@ manypy_status* manypy_pool_options_set_allow_process_exit(manypy_pool_options* o
   });
 }
 
-manypy_status* manypy_pool_options_set_stop_grace(manypy_pool_options* options,
-                                                  int64_t grace_ns) {
+manypy_status* manypy_pool_options_set_stop_grace(manypy_pool_options* options, int64_t grace_ns) {
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(options);
     if (grace_ns < 0) {
-      return manypy::capi::make_status(MANYPY_ERR_OUT_OF_RANGE,
-                                       std::string(api_function) + ": grace_ns must be >= 0, not " +
-                                           std::to_string(grace_ns));
+      return manypy::capi::make_status(
+          MANYPY_ERR_OUT_OF_RANGE,
+          std::string(api_function) + ": grace_ns must be >= 0, not " + std::to_string(grace_ns));
     }
     options->options.stop_grace_ns = grace_ns;
     return nullptr;
@@ -131,9 +126,7 @@ size_t manypy_pool_size(const manypy_pool* pool) { return pool ? pool->pool->siz
 
 size_t manypy_pool_queued(const manypy_pool* pool) { return pool ? pool->pool->queued() : 0; }
 
-size_t manypy_pool_in_flight(const manypy_pool* pool) {
-  return pool ? pool->pool->in_flight() : 0;
-}
+size_t manypy_pool_in_flight(const manypy_pool* pool) { return pool ? pool->pool->in_flight() : 0; }
 
 manypy_status* manypy_pool_check_interpreter(const manypy_pool* pool, int32_t interpreter) {
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {

@@ -23,8 +23,7 @@ T* copy_array(const Array& values) {
 
 extern "C" {
 
-manypy_status* manypy_pool_options_set_serve_early(manypy_pool_options* options,
-                                                   int serve_early) {
+manypy_status* manypy_pool_options_set_serve_early(manypy_pool_options* options, int serve_early) {
   return fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(options);
     if (serve_early != 0 && serve_early != 1) {
@@ -35,8 +34,7 @@ manypy_status* manypy_pool_options_set_serve_early(manypy_pool_options* options,
   });
 }
 
-manypy_status* manypy_pool_options_set_max_interpreters(manypy_pool_options* options,
-                                                        size_t max) {
+manypy_status* manypy_pool_options_set_max_interpreters(manypy_pool_options* options, size_t max) {
   return fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(options);
     options->options.max_interpreters = max;
@@ -48,18 +46,19 @@ manypy_status* manypy_pool_options_set_grow_after(manypy_pool_options* options, 
   return fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(options);
     if (wait_ns < 1) {
-      return manypy::capi::make_status(MANYPY_ERR_OUT_OF_RANGE,
-                                       std::string(api_function) + ": wait_ns must be >= 1, not " +
-                                           std::to_string(wait_ns));
+      return manypy::capi::make_status(
+          MANYPY_ERR_OUT_OF_RANGE,
+          std::string(api_function) + ": wait_ns must be >= 1, not " + std::to_string(wait_ns));
     }
     options->options.grow_after_ns = wait_ns;
     return nullptr;
   });
 }
 
-manypy_status* manypy_pool_options_set_on_interpreter_failed(
-    manypy_pool_options* options, manypy_interpreter_failed_fn callback, void* user_data,
-    void (*free_user_data)(void*)) {
+manypy_status* manypy_pool_options_set_on_interpreter_failed(manypy_pool_options* options,
+                                                             manypy_interpreter_failed_fn callback,
+                                                             void* user_data,
+                                                             void (*free_user_data)(void*)) {
   return fence(__func__, [&](const char* api_function) -> manypy_status* {
     // Owned from here on (as set_verifier's): freed when the last pool or
     // options holding the callback let go, or here if anything fails.
@@ -71,9 +70,8 @@ manypy_status* manypy_pool_options_set_on_interpreter_failed(
     }
     options->options.on_interpreter_failed = [callback, owned](int index,
                                                                const manypy::Error& why) {
-      manypy_status* status =
-          manypy::capi::make_status(static_cast<manypy_code>(why.code()), why.message(),
-                                    why.python_type(), why.traceback());
+      manypy_status* status = manypy::capi::make_status(
+          static_cast<manypy_code>(why.code()), why.message(), why.python_type(), why.traceback());
       callback(owned->data, index, status);
       manypy_status_free(status);
     };
@@ -133,10 +131,10 @@ manypy_status* manypy_pool_drain(manypy_pool* pool, int64_t deadline_ns, size_t*
   return fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(pool);
     if (deadline_ns < 0) {
-      return manypy::capi::make_status(
-          MANYPY_ERR_OUT_OF_RANGE,
-          std::string(api_function) + ": deadline_ns must be >= 0 (0: none), not " +
-              std::to_string(deadline_ns));
+      return manypy::capi::make_status(MANYPY_ERR_OUT_OF_RANGE,
+                                       std::string(api_function) +
+                                           ": deadline_ns must be >= 0 (0: none), not " +
+                                           std::to_string(deadline_ns));
     }
     // The pool outlives the drain even if its other handles go meanwhile.
     const std::shared_ptr<manypy::Pool> held = pool->pool;

@@ -1,9 +1,10 @@
 // manypy_profiler: the built-in sampled profiler.
+#include "profiler.h"
+
 #include <cstdlib>
 #include <cstring>
 
 #include "handles.h"
-#include "profiler.h"
 #include "runtime.h"
 
 struct manypy_profiler {
@@ -14,8 +15,7 @@ using manypy::capi::copy_string;
 
 extern "C" {
 
-manypy_status* manypy_profiler_start(double sampling_probability,
-                                     manypy_profiler** out_profiler) {
+manypy_status* manypy_profiler_start(double sampling_probability, manypy_profiler** out_profiler) {
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(out_profiler);
     auto handle = std::make_unique<manypy_profiler>();

@@ -8,8 +8,8 @@ const manypy::ArchiveTrust* trust_of(const manypy_archive_trust* trust) {
   return trust ? &trust->trust : nullptr;
 }
 
-manypy_status* load_file(const char* function, const char* path,
-                         const manypy_archive_trust* trust, manypy_script_module** out_module) {
+manypy_status* load_file(const char* function, const char* path, const manypy_archive_trust* trust,
+                         manypy_script_module** out_module) {
   return manypy::capi::fence(function, [&](const char* api_function) -> manypy_status* {
     MANYPY_PATH(path);
     MANYPY_NOT_NULL(out_module);
@@ -60,18 +60,15 @@ void manypy_script_free(manypy_script_module* module) { delete module; }
 
 manypy_status* manypy_script_call(manypy_script_module* module, const char* method,
                                   const manypy_value* args, const manypy_value* kwargs,
-                                  const manypy_call_options* options,
-                                  manypy_value** out_result) {
+                                  const manypy_call_options* options, manypy_value** out_result) {
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(module);
     MANYPY_NOT_NULL(out_result);
     MANYPY_UTF8(method);
     std::string method_name = method ? method : "";
-    manypy::Value result =
-        module->module->call(method ? &method_name : nullptr,
-                             args ? &manypy::capi::value_of(args) : nullptr,
-                             kwargs ? &manypy::capi::value_of(kwargs) : nullptr,
-                             manypy::capi::options_of(options));
+    manypy::Value result = module->module->call(
+        method ? &method_name : nullptr, args ? &manypy::capi::value_of(args) : nullptr,
+        kwargs ? &manypy::capi::value_of(kwargs) : nullptr, manypy::capi::options_of(options));
     *out_result = manypy::capi::new_value(std::move(result));
     return nullptr;
   });
@@ -98,9 +95,9 @@ manypy_status* manypy_script_call_async(manypy_script_module* module, const char
 manypy_status* manypy_script_set_intra_op_threads(int threads) {
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     if (threads < 1) {
-      return manypy::capi::make_status(MANYPY_ERR_OUT_OF_RANGE,
-                                       std::string(api_function) + ": threads must be >= 1, not " +
-                                           std::to_string(threads));
+      return manypy::capi::make_status(
+          MANYPY_ERR_OUT_OF_RANGE,
+          std::string(api_function) + ": threads must be >= 1, not " + std::to_string(threads));
     }
     manypy::set_host_intra_op_threads(threads);
     return nullptr;

@@ -34,7 +34,8 @@ bool is_static(const manypy_status* status) { return status == &g_out_of_memory;
 
 std::shared_ptr<UserData> own_user_data(void* data, void (*free_user_data)(void*)) {
   try {
-    return std::shared_ptr<UserData>(new UserData{data, free_user_data});  // in place: a copy would free
+    return std::shared_ptr<UserData>(
+        new UserData{data, free_user_data});  // in place: a copy would free
   } catch (...) {
     if (free_user_data) free_user_data(data);
     throw;
@@ -58,7 +59,6 @@ int code_value(const manypy_code& code) noexcept {
   std::memcpy(&value, &code, sizeof value);
   return value;
 }
-
 
 }  // namespace
 
@@ -91,15 +91,15 @@ manypy_status* manypy_status_new(manypy_code code, const char* message) {
     if (value == MANYPY_OK) return nullptr;            // success is no status
     if (std::strcmp(manypy::code_name(value), "MANYPY_UNKNOWN") == 0) {
       return manypy::capi::invalid_argument(
-          api_function, ("code " + std::to_string(value) + " is not one this library knows").c_str());
+          api_function,
+          ("code " + std::to_string(value) + " is not one this library knows").c_str());
     }
     if (message == nullptr) message = "";
     const size_t length = std::strlen(message);
     if (!manypy::capi::valid_utf8(message, length)) {
       return manypy::capi::invalid_argument(api_function, "message is not valid UTF-8");
     }
-    return manypy::capi::make_status(static_cast<manypy_code>(value),
-                                     std::string(message, length));
+    return manypy::capi::make_status(static_cast<manypy_code>(value), std::string(message, length));
   });
 }
 

@@ -12,10 +12,9 @@ manypy_status* tensor_of(const char* function, const manypy_value* value,
                          const std::shared_ptr<Tensor>** out) {
   const manypy::Value& v = manypy::capi::value_of(value);
   if (v.kind != manypy::ValueKind::kTensor) {
-    return manypy::capi::make_status(MANYPY_ERR_WRONG_KIND, std::string(function) +
-                                                                ": the value is " +
-                                                                manypy::kind_name(v.kind) +
-                                                                ", not tensor");
+    return manypy::capi::make_status(
+        MANYPY_ERR_WRONG_KIND,
+        std::string(function) + ": the value is " + manypy::kind_name(v.kind) + ", not tensor");
   }
   *out = &v.tensor;
   return nullptr;
@@ -40,8 +39,8 @@ manypy_status* take_tensor_of(const char* function, const manypy_value* value, O
 // DLManagedTensor, whose ownership passes on the call (its deleter runs at
 // once if anything fails), and hands `make(tensor)` to *out.
 template <typename Out, typename Make>
-manypy_status* adopt(const char* function, DLManagedTensor* tensor, Out** out,
-                     const char* out_name, Make&& make) {
+manypy_status* adopt(const char* function, DLManagedTensor* tensor, Out** out, const char* out_name,
+                     Make&& make) {
   return manypy::capi::fence(function, [&](const char* api_function) -> manypy_status* {
     if (out == nullptr) {
       if (tensor && tensor->deleter) tensor->deleter(tensor);  // owned even on failure
@@ -93,11 +92,11 @@ manypy_status* manypy_value_new_tensor(DLManagedTensor* tensor, manypy_value** o
   return adopt(__func__, tensor, out_value, "out_value", new_tensor_value);
 }
 
-manypy_status* manypy_value_new_tensor_from_buffer(void* data, size_t data_size,
-                                                   DLDataType dtype, int32_t ndim,
-                                                   const int64_t* shape, const int64_t* strides,
-                                                   int copy, void (*release)(void*),
-                                                   void* release_ctx, manypy_value** out_value) {
+manypy_status* manypy_value_new_tensor_from_buffer(void* data, size_t data_size, DLDataType dtype,
+                                                   int32_t ndim, const int64_t* shape,
+                                                   const int64_t* strides, int copy,
+                                                   void (*release)(void*), void* release_ctx,
+                                                   manypy_value** out_value) {
   return from_buffer(__func__, data, data_size, dtype, ndim, shape, strides, copy, release,
                      release_ctx, out_value, "out_value", new_tensor_value);
 }
@@ -143,8 +142,7 @@ const DLTensor* manypy_tensor_dl_tensor(const manypy_tensor* tensor) {
   return tensor != nullptr ? &tensor->tensor->dl() : nullptr;
 }
 
-manypy_status* manypy_value_new_tensor_ref(const manypy_tensor* tensor,
-                                           manypy_value** out_value) {
+manypy_status* manypy_value_new_tensor_ref(const manypy_tensor* tensor, manypy_value** out_value) {
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(tensor);
     MANYPY_NOT_NULL(out_value);

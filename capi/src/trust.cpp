@@ -10,7 +10,8 @@ manypy_status* add_sha256(const char* function, const char* handle, manypy::Arch
                           const char* hex_digest) {
   return manypy::capi::fence(function, [&](const char* api_function) -> manypy_status* {
     if (trust == nullptr) {
-      return manypy::capi::invalid_argument(api_function, (std::string(handle) + " must not be NULL").c_str());
+      return manypy::capi::invalid_argument(api_function,
+                                            (std::string(handle) + " must not be NULL").c_str());
     }
     MANYPY_NOT_NULL(hex_digest);
     manypy::Sha256 digest;
@@ -33,7 +34,8 @@ manypy_status* set_verifier(const char* function, const char* handle, manypy::Ar
     // or here if anything fails.
     const auto owned = manypy::capi::own_user_data(user_data, free_user_data);
     if (trust == nullptr) {
-      return manypy::capi::invalid_argument(api_function, (std::string(handle) + " must not be NULL").c_str());
+      return manypy::capi::invalid_argument(api_function,
+                                            (std::string(handle) + " must not be NULL").c_str());
     }
     if (verifier == nullptr) {
       trust->verifier = nullptr;
@@ -60,7 +62,7 @@ manypy::ArchiveTrust* trust_of(manypy_archive_trust* trust) {
 extern "C" {
 
 manypy_status* manypy_pool_options_add_trusted_sha256(manypy_pool_options* options,
-                                                     const char* hex_digest) {
+                                                      const char* hex_digest) {
   return add_sha256(__func__, "options", trust_of(options), hex_digest);
 }
 

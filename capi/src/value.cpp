@@ -22,8 +22,8 @@ manypy_status* expect_kind(const char* function, const manypy_value* value, Valu
 
 // A getter of one scalar kind: the checks, then `read` of the core value.
 template <typename Out, typename Read>
-manypy_status* get_scalar(const char* function, const manypy_value* value, Out* out,
-                          ValueKind kind, Read read) {
+manypy_status* get_scalar(const char* function, const manypy_value* value, Out* out, ValueKind kind,
+                          Read read) {
   return manypy::capi::fence(function, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(value);
     MANYPY_NOT_NULL(out);
@@ -155,7 +155,6 @@ bool valid_utf8(const char* s, size_t n) {
   return true;
 }
 
-
 }  // namespace manypy::capi
 
 extern "C" {
@@ -177,8 +176,7 @@ manypy_value* manypy_value_new_bytes(const void* data, size_t length) {
   }
 }
 
-manypy_status* manypy_value_new_string(const char* utf8, size_t length,
-                                       manypy_value** out_value) {
+manypy_status* manypy_value_new_string(const char* utf8, size_t length, manypy_value** out_value) {
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(out_value);
     if (utf8 == nullptr && length > 0) {
@@ -294,15 +292,14 @@ manypy_status* manypy_value_get_item(const manypy_value* value, size_t index,
     MANYPY_NOT_NULL(out_item);
     const Value& v = value_of(value);
     if (!v.is_sequence() && v.kind != ValueKind::kDict) {
-      return manypy::capi::make_status(MANYPY_ERR_WRONG_KIND,
-                                       std::string(api_function) + ": the value is " +
-                                           manypy::kind_name(v.kind) +
-                                           ", not a list, tuple or dict");
+      return manypy::capi::make_status(
+          MANYPY_ERR_WRONG_KIND, std::string(api_function) + ": the value is " +
+                                     manypy::kind_name(v.kind) + ", not a list, tuple or dict");
     }
     if (index >= v.items.size()) {
       return manypy::capi::make_status(
-          MANYPY_ERR_OUT_OF_RANGE, std::string(api_function) + ": index " +
-                                       std::to_string(index) + " is out of range (length " +
+          MANYPY_ERR_OUT_OF_RANGE, std::string(api_function) + ": index " + std::to_string(index) +
+                                       " is out of range (length " +
                                        std::to_string(v.items.size()) + ")");
     }
     *out_item = handle_of(&v.items[index]);
@@ -310,16 +307,16 @@ manypy_status* manypy_value_get_item(const manypy_value* value, size_t index,
   });
 }
 
-manypy_status* manypy_value_dict_key(const manypy_value* value, size_t index,
-                                     const char** out_key, size_t* out_length) {
+manypy_status* manypy_value_dict_key(const manypy_value* value, size_t index, const char** out_key,
+                                     size_t* out_length) {
   return manypy::capi::fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(value);
     MANYPY_NOT_NULL(out_key);
     if (manypy_status* s = expect_kind(api_function, value, ValueKind::kDict)) return s;
     if (index >= value_of(value).keys.size()) {
       return manypy::capi::make_status(
-          MANYPY_ERR_OUT_OF_RANGE, std::string(api_function) + ": index " +
-                                       std::to_string(index) + " is out of range (length " +
+          MANYPY_ERR_OUT_OF_RANGE, std::string(api_function) + ": index " + std::to_string(index) +
+                                       " is out of range (length " +
                                        std::to_string(value_of(value).keys.size()) + ")");
     }
     *out_key = value_of(value).keys[index].c_str();

@@ -8,10 +8,10 @@
 // pointer would dangle. So once the call has dropped its own references,
 // a tensor whose storage nothing else in the interpreter can reach crosses
 // as it is (zero-copy), and any other is copied.
+#include "exported_tensors.h"
+
 #include <ATen/DLConvertor.h>
 #include <ATen/core/Tensor.h>
-
-#include "exported_tensors.h"
 
 namespace manypy::hooks {
 

@@ -37,7 +37,7 @@ typedef struct mph_op_event {
   const char* name;
   int64_t sequence_number;
   uint64_t thread_id;
-  int32_t interpreter; /* -1: the host */
+  int32_t interpreter;      /* -1: the host */
   int64_t start_ns, end_ns; /* CLOCK_MONOTONIC; end_ns 0 when entering */
   const char* model_id;     /* "" when the call set none */
   const char* request_id;
@@ -58,8 +58,8 @@ typedef struct manypy_hooks_api {
    * carry the files `collect` produces: collect calls add(ctx, name, data,
    * size) for each, with pointers valid during that add call. */
   void (*set_export_files)(void (*collect)(void (*add)(void* ctx, const char* name,
-                                                        const void* data, size_t size),
-                                            void* ctx));
+                                                       const void* data, size_t size),
+                                           void* ctx));
   int (*add_op_callbacks)(uint64_t id, double sampling_probability, int needs_inputs,
                           int32_t interpreter, mph_emit_fn emit); /* 0, or -1: no slot */
   void (*remove_op_callbacks)(uint64_t id);

@@ -2,13 +2,13 @@
 
 #include <ATen/record_function.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <array>
 #include <atomic>
 #include <ctime>
-#include <pthread.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -60,12 +60,12 @@ std::mutex g_mu;  // guards slot assignment
 std::array<Slot, MPH_MAX_OP_CALLBACKS> g_slots;
 
 uint8_t dl_code(c10::ScalarType t) {
-  if (c10::isComplexType(t)) return 5;             // kDLComplex
-  if (t == c10::ScalarType::BFloat16) return 4;    // kDLBfloat
-  if (c10::isFloatingType(t)) return 2;            // kDLFloat
-  if (t == c10::ScalarType::Bool) return 6;        // kDLBool (DLPack >= 0.8)
-  if (t == c10::ScalarType::Byte) return 1;        // kDLUInt
-  return 0;                                        // kDLInt
+  if (c10::isComplexType(t)) return 5;           // kDLComplex
+  if (t == c10::ScalarType::BFloat16) return 4;  // kDLBfloat
+  if (c10::isFloatingType(t)) return 2;          // kDLFloat
+  if (t == c10::ScalarType::Bool) return 6;      // kDLBool (DLPack >= 0.8)
+  if (t == c10::ScalarType::Byte) return 1;      // kDLUInt
+  return 0;                                      // kDLInt
 }
 
 // What the enter callback saw, kept until the exit callback. The inputs are

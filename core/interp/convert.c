@@ -1,9 +1,9 @@
 /* Arguments, from the host's mpi_value trees to Python objects (results go
  * the other way in results.c), and the torch objects both use. Tensors
  * cross as DLPack, never copied. */
-#include <string.h>
-
 #include "convert.h"
+
+#include <string.h>
 
 mpi_torch_refs mpi_torch;
 
@@ -62,9 +62,9 @@ int mpi_init_tensors(void) {
   mpi_torch.bool_dtype = PyObject_GetAttrString(torch, "bool");
   mpi_torch.uint8_dtype = PyObject_GetAttrString(torch, "uint8");
   int rc = tensor_type && PyType_Check(tensor_type) && parameter_type &&
-                   PyType_Check(parameter_type) && mpi_torch.to_dlpack &&
-                   mpi_torch.from_dlpack && mpi_torch.view && mpi_torch.detach &&
-                   mpi_torch.dtype_of && mpi_torch.bool_dtype && mpi_torch.uint8_dtype
+                   PyType_Check(parameter_type) && mpi_torch.to_dlpack && mpi_torch.from_dlpack &&
+                   mpi_torch.view && mpi_torch.detach && mpi_torch.dtype_of &&
+                   mpi_torch.bool_dtype && mpi_torch.uint8_dtype
                ? 0
                : -1;
   if (rc == 0) {
@@ -114,13 +114,15 @@ static PyObject* tensor_to_python(DLManagedTensor* tensor) {
     tensor->deleter(tensor);
     return NULL;
   }
-  PyObject* result = mpi_torch.from_dlpack
-      ? PyObject_CallOneArg(mpi_torch.from_dlpack, capsule)
-      : (PyErr_SetString(PyExc_RuntimeError, "tensors need torch, which is not imported"), NULL);
+  PyObject* result =
+      mpi_torch.from_dlpack
+          ? PyObject_CallOneArg(mpi_torch.from_dlpack, capsule)
+          : (PyErr_SetString(PyExc_RuntimeError, "tensors need torch, which is not imported"),
+             NULL);
   Py_DECREF(capsule); /* runs the deleter if torch did not take the tensor */
   if (bool_as_uint8 && result != NULL) {
-    Py_SETREF(result, PyObject_CallFunctionObjArgs(mpi_torch.view, result, mpi_torch.bool_dtype,
-                                                   NULL));
+    Py_SETREF(result,
+              PyObject_CallFunctionObjArgs(mpi_torch.view, result, mpi_torch.bool_dtype, NULL));
   }
   return result;
 }
@@ -158,13 +160,20 @@ static int fill(PyObject* container, const mpi_value* value) {
 
 PyObject* mpi_to_python(const mpi_value* value) {
   switch (value->kind) {
-    case MPI_VALUE_NONE: Py_RETURN_NONE;
-    case MPI_VALUE_BOOL: return PyBool_FromLong(value->i != 0);
-    case MPI_VALUE_INT64: return PyLong_FromLongLong(value->i);
-    case MPI_VALUE_DOUBLE: return PyFloat_FromDouble(value->d);
-    case MPI_VALUE_STRING: return PyUnicode_DecodeUTF8(value->s, (Py_ssize_t)value->len, "strict");
-    case MPI_VALUE_BYTES: return PyBytes_FromStringAndSize(value->s, (Py_ssize_t)value->len);
-    case MPI_VALUE_TENSOR: return tensor_to_python(value->tensor);
+    case MPI_VALUE_NONE:
+      Py_RETURN_NONE;
+    case MPI_VALUE_BOOL:
+      return PyBool_FromLong(value->i != 0);
+    case MPI_VALUE_INT64:
+      return PyLong_FromLongLong(value->i);
+    case MPI_VALUE_DOUBLE:
+      return PyFloat_FromDouble(value->d);
+    case MPI_VALUE_STRING:
+      return PyUnicode_DecodeUTF8(value->s, (Py_ssize_t)value->len, "strict");
+    case MPI_VALUE_BYTES:
+      return PyBytes_FromStringAndSize(value->s, (Py_ssize_t)value->len);
+    case MPI_VALUE_TENSOR:
+      return tensor_to_python(value->tensor);
     case MPI_VALUE_LIST:
     case MPI_VALUE_TUPLE: {
       PyObject* list = PyList_New((Py_ssize_t)value->count);

@@ -9,11 +9,11 @@
 /* torch's objects that conversions use, looked up once torch is imported
  * (mpi_init_tensors), before any model code ran (convert.c). */
 typedef struct mpi_torch_refs {
-  PyTypeObject* tensor_type;    /* torch.Tensor */
-  PyTypeObject* parameter_type; /* torch.nn.Parameter */
+  PyTypeObject* tensor_type;         /* torch.Tensor */
+  PyTypeObject* parameter_type;      /* torch.nn.Parameter */
   PyObject *to_dlpack, *from_dlpack; /* torch._C._to_dlpack, _from_dlpack */
-  PyObject *view, *detach;      /* torch's C methods TensorBase.view, .detach */
-  PyObject* dtype_of;           /* TensorBase.dtype, a descriptor */
+  PyObject *view, *detach;           /* torch's C methods TensorBase.view, .detach */
+  PyObject* dtype_of;                /* TensorBase.dtype, a descriptor */
   PyObject *bool_dtype, *uint8_dtype;
   /* Whether this torch's DLPack speaks bool; torch 1.13's does not, and
    * bool tensors cross it as uint8 views instead. */

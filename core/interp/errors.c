@@ -1,7 +1,7 @@
 /* Python exceptions and other failures, as sink errors. */
-#include <string.h>
-
 #include "errors.h"
+
+#include <string.h>
 
 void mpi_report(const mpi_sink* sink, int code, const char* type, const char* message,
                 const char* traceback) {
@@ -54,9 +54,8 @@ void mpi_error_capture(mpi_error* e) {
   if (tb != NULL) PyException_SetTraceback(value, tb);
   /* describe_exception runs str() of the exception: the model's code, for
    * its own exception types; callers capture while their stop applies. */
-  PyObject* described = mpi_runtime
-      ? PyObject_CallMethod(mpi_runtime, "describe_exception", "O", value)
-      : NULL;
+  PyObject* described =
+      mpi_runtime ? PyObject_CallMethod(mpi_runtime, "describe_exception", "O", value) : NULL;
   const char *name = NULL, *message = NULL, *trace = NULL;
   if (described != NULL && PyArg_ParseTuple(described, "sss", &name, &message, &trace)) {
     e->code = code_for(type, message);

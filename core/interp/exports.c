@@ -2,8 +2,9 @@
  * the host's files to every torch.package written in this interpreter
  * (runtime.py: add_export_files_to_packages). torch.jit.save gets them from
  * libmanypy_hooks.so instead. */
-#include "errors.h"
 #include "exports.h"
+
+#include "errors.h"
 
 static void add_to_list(void* ctx, const char* name, const void* data, size_t size) {
   PyObject* item = Py_BuildValue("(sy#)", name, (const char*)data, (Py_ssize_t)size);
@@ -28,8 +29,8 @@ static PyMethodDef kExportFiles = {"_manypy_export_files", export_files, METH_NO
 
 int mpi_install_export_files(const mpi_sink* sink) {
   PyObject* fn = PyCFunction_New(&kExportFiles, NULL);
-  PyObject* r = fn ? PyObject_CallMethod(mpi_runtime, "add_export_files_to_packages", "O", fn)
-                   : NULL;
+  PyObject* r =
+      fn ? PyObject_CallMethod(mpi_runtime, "add_export_files_to_packages", "O", fn) : NULL;
   int rc = r ? MPI_OK : mpi_report_python_error(sink);
   Py_XDECREF(r);
   Py_XDECREF(fn);

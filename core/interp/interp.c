@@ -189,10 +189,10 @@ static int lease_begin(const mpi_lease_options* options, const mpi_sink* sink) {
     if (p == NULL || PyList_Append(paths, p) != 0) Py_CLEAR(paths);
     Py_XDECREF(p);
   }
-  PyObject* globals = paths ? PyObject_CallMethod(mpi_runtime, "lease_begin", "Oii", paths,
-                                                  options->intra_op_threads,
-                                                  options->allow_process_exit)
-                            : NULL;
+  PyObject* globals =
+      paths ? PyObject_CallMethod(mpi_runtime, "lease_begin", "Oii", paths,
+                                  options->intra_op_threads, options->allow_process_exit)
+            : NULL;
   Py_XDECREF(paths);
   if (globals == NULL) {
     rc = mpi_report_python_error(sink);
@@ -207,8 +207,7 @@ static int lease_begin(const mpi_lease_options* options, const mpi_sink* sink) {
 static int lease_end(const mpi_sink* sink) {
   mpi_enter();
   int rc = MPI_OK;
-  PyObject* r = PyObject_CallMethod(mpi_runtime, "lease_end", "O",
-                                    g_globals ? g_globals : Py_None);
+  PyObject* r = PyObject_CallMethod(mpi_runtime, "lease_end", "O", g_globals ? g_globals : Py_None);
   if (r == NULL) rc = mpi_report_python_error(sink);
   Py_XDECREF(r);
   Py_CLEAR(g_globals);
@@ -230,8 +229,8 @@ static int require_lease(const mpi_sink* sink) {
  * value delivered to the sink), in the caller's context, bounded by
  * `control` (NULL: unbounded) as an object call is: compiling, running,
  * and preparing the value or describing the error all run under its stop. */
-static int run_source(const char* source, int start, const char* model_id,
-                      const char* request_id, mpi_call_control* control, const mpi_sink* sink) {
+static int run_source(const char* source, int start, const char* model_id, const char* request_id,
+                      mpi_call_control* control, const mpi_sink* sink) {
   mpi_enter();
   int rc = require_lease(sink);
   if (rc == MPI_OK) rc = mpi_call_begin(control, sink);
@@ -298,19 +297,18 @@ static void thread_exit(void) {
 /* ---- the table ---------------------------------------------------------- */
 
 /* objects.c */
-int mpi_package_open(uint64_t package_id, const void* data, size_t size,
-                     mpi_call_control* control, const mpi_sink* sink);
+int mpi_package_open(uint64_t package_id, const void* data, size_t size, mpi_call_control* control,
+                     const mpi_sink* sink);
 void mpi_package_close(uint64_t package_id);
-int mpi_object_load(uint64_t object_id, uint64_t package_id, const char* module,
-                    const char* name, mpi_call_control* control, const mpi_sink* sink);
+int mpi_object_load(uint64_t object_id, uint64_t package_id, const char* module, const char* name,
+                    mpi_call_control* control, const mpi_sink* sink);
 void mpi_object_drop(uint64_t object_id);
 int mpi_object_call(uint64_t object_id, const char* method, const mpi_value* args,
                     const mpi_value* kwargs, const char* model_id, const char* request_id,
                     mpi_call_control* control, const mpi_sink* sink);
 int mpi_object_getattr(uint64_t object_id, const char* name, mpi_call_control* control,
                        const mpi_sink* sink);
-int mpi_object_hasattr(uint64_t object_id, const char* name, int* out_has,
-                       const mpi_sink* sink);
+int mpi_object_hasattr(uint64_t object_id, const char* name, int* out_has, const mpi_sink* sink);
 
 static const manypy_interp_api kApi = {
     .version = MANYPY_INTERP_API_VERSION,

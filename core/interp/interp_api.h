@@ -80,7 +80,7 @@ typedef struct mpi_value {
   DLManagedTensor* tensor;       /* TENSOR */
   const struct mpi_value* items; /* LIST, TUPLE; DICT: the values */
   size_t count;
-  const char* const* keys;  /* DICT: UTF-8 keys (NUL-terminated too) */
+  const char* const* keys;   /* DICT: UTF-8 keys (NUL-terminated too) */
   const size_t* key_lengths; /* DICT: each key's length (a key may hold NUL) */
 } mpi_value;
 
@@ -157,8 +157,8 @@ typedef struct mpi_host_api {
 } mpi_host_api;
 
 typedef struct mpi_start_options {
-  const char* python_home;     /* sys.prefix of the Python to embed */
-  int import_torch;            /* import torch while starting */
+  const char* python_home; /* sys.prefix of the Python to embed */
+  int import_torch;        /* import torch while starting */
   /* Takes (1) or drops (0) a lock shared by every interpreter of the
    * process, around work that reads and restores process-wide state. */
   void (*process_lock)(int acquire);
@@ -204,14 +204,14 @@ typedef struct manypy_interp_api {
   /* Opens package `package_id` (its archive is `size` bytes of host memory
    * at `data`, valid until package_close) in this interpreter. `control`
    * (NULL for none) bounds it as for object_call. */
-  int (*package_open)(uint64_t package_id, const void* data, size_t size,
-                      mpi_call_control* control, const mpi_sink* sink);
+  int (*package_open)(uint64_t package_id, const void* data, size_t size, mpi_call_control* control,
+                      const mpi_sink* sink);
   void (*package_close)(uint64_t package_id);
 
   /* Unpickles module/name of an open package as object `object_id`;
    * `control` as for package_open. */
-  int (*object_load)(uint64_t object_id, uint64_t package_id, const char* module,
-                     const char* name, mpi_call_control* control, const mpi_sink* sink);
+  int (*object_load)(uint64_t object_id, uint64_t package_id, const char* module, const char* name,
+                     mpi_call_control* control, const mpi_sink* sink);
   void (*object_drop)(uint64_t object_id);
   /* Calls the object (method NULL) or its method; args is a LIST or TUPLE or
    * NULL, kwargs a DICT or NULL. The result goes to the sink. `control` is
@@ -225,8 +225,7 @@ typedef struct manypy_interp_api {
   /* `control` (NULL for none) as for object_call. */
   int (*object_getattr)(uint64_t object_id, const char* name, mpi_call_control* control,
                         const mpi_sink* sink);
-  int (*object_hasattr)(uint64_t object_id, const char* name, int* out_has,
-                        const mpi_sink* sink);
+  int (*object_hasattr)(uint64_t object_id, const char* name, int* out_has, const mpi_sink* sink);
 
   /* Operator callbacks in this interpreter's libtorch (hooks_api.h); add
    * returns MPI_OK or MPI_ERR_RESOURCE_EXHAUSTED (no slot left). */

@@ -21,7 +21,7 @@ struct key {
 };
 
 struct slot {
-  uintptr_t seq;  /* the key's seq when the value was set */
+  uintptr_t seq; /* the key's seq when the value was set */
   void* value;
 };
 
@@ -49,8 +49,8 @@ int mpk_key_create(unsigned* key, void (*destructor)(void*)) {
   for (unsigned k = 0; k < MPK_KEYS_MAX; ++k) {
     uintptr_t seq = atomic_load_explicit(&keys[k].seq, memory_order_relaxed);
     if (in_use(seq)) continue;
-    if (atomic_compare_exchange_strong_explicit(&keys[k].seq, &seq, seq + 1,
-                                                memory_order_acq_rel, memory_order_relaxed)) {
+    if (atomic_compare_exchange_strong_explicit(&keys[k].seq, &seq, seq + 1, memory_order_acq_rel,
+                                                memory_order_relaxed)) {
       atomic_store_explicit(&keys[k].destructor, destructor, memory_order_release);
       *key = k;
       return 0;
@@ -74,9 +74,8 @@ void* mpk_getspecific(unsigned key) {
   struct slot* block = t_blocks[key / BLOCK];
   if (block == NULL) return NULL;
   struct slot* s = &block[key % BLOCK];
-  if (s->value != NULL &&
-      s->seq != atomic_load_explicit(&keys[key].seq, memory_order_acquire)) {
-    s->value = NULL;  /* set under a key since deleted */
+  if (s->value != NULL && s->seq != atomic_load_explicit(&keys[key].seq, memory_order_acquire)) {
+    s->value = NULL; /* set under a key since deleted */
   }
   return s->value;
 }
@@ -88,7 +87,7 @@ int mpk_setspecific(unsigned key, const void* value) {
   uintptr_t seq = atomic_load_explicit(&keys[key].seq, memory_order_acquire);
   if (!in_use(seq)) return EINVAL;
   if (t_blocks == NULL) {
-    if (value == NULL) return 0;  /* nothing to store, nothing to free */
+    if (value == NULL) return 0; /* nothing to store, nothing to free */
     struct slot** table = calloc(BLOCKS, sizeof(struct slot*));
     if (table == NULL) return ENOMEM;
     if (__cxa_thread_atexit_impl(run_destructors, NULL, &__dso_handle) != 0) {
@@ -121,7 +120,7 @@ static void run_destructors(void* unused) {
       for (unsigned i = 0; i < BLOCK; ++i) {
         void* value = block[i].value;
         if (value == NULL) continue;
-        block[i].value = NULL;  /* cleared first, as POSIX asks */
+        block[i].value = NULL; /* cleared first, as POSIX asks */
         const unsigned k = b * BLOCK + i;
         if (block[i].seq != atomic_load_explicit(&keys[k].seq, memory_order_acquire)) continue;
         destructor_fn d = atomic_load_explicit(&keys[k].destructor, memory_order_acquire);

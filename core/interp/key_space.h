@@ -26,8 +26,8 @@
 #ifndef MANYPY_INTERP_KEY_SPACE_H
 #define MANYPY_INTERP_KEY_SPACE_H
 
-#define MPK_KEYS_MAX 1024u              /* PTHREAD_KEYS_MAX on glibc */
-#define MPK_DESTRUCTOR_ITERATIONS 4     /* PTHREAD_DESTRUCTOR_ITERATIONS */
+#define MPK_KEYS_MAX 1024u          /* PTHREAD_KEYS_MAX on glibc */
+#define MPK_DESTRUCTOR_ITERATIONS 4 /* PTHREAD_DESTRUCTOR_ITERATIONS */
 
 #ifdef __cplusplus
 extern "C" {

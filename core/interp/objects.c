@@ -8,10 +8,10 @@
 
 void mpi_capsule_destructor(PyObject* capsule); /* convert.c */
 
-static PyObject* g_objects;           /* runtime._objects */
-static PyObject* g_archive_error;     /* runtime.ArchiveError */
-static PyObject* g_set_grad_enabled;  /* torch._C._set_grad_enabled */
-static PyObject* g_is_grad_enabled;   /* torch.is_grad_enabled */
+static PyObject* g_objects;          /* runtime._objects */
+static PyObject* g_archive_error;    /* runtime.ArchiveError */
+static PyObject* g_set_grad_enabled; /* torch._C._set_grad_enabled */
+static PyObject* g_is_grad_enabled;  /* torch.is_grad_enabled */
 
 /* _manypy_host_record(package_id, name, nbytes) -> "dltensor" capsule over
  * the host's copy of a package record. */
@@ -43,7 +43,8 @@ static PyMethodDef kHostRecord = {"_manypy_host_record", host_record, METH_VARAR
 static int lookups_ready(void) {
   if (g_objects != NULL) return 0;
   g_objects = PyObject_GetAttrString(mpi_runtime, "_objects");
-  if (g_archive_error == NULL) g_archive_error = PyObject_GetAttrString(mpi_runtime, "ArchiveError");
+  if (g_archive_error == NULL)
+    g_archive_error = PyObject_GetAttrString(mpi_runtime, "ArchiveError");
   PyObject* torch = PyImport_ImportModule("torch");
   PyObject* c = torch ? PyObject_GetAttrString(torch, "_C") : NULL;
   g_set_grad_enabled = c ? PyObject_GetAttrString(c, "_set_grad_enabled") : NULL;
@@ -73,8 +74,8 @@ static int call_runtime(mpi_call_control* control, const mpi_sink* sink, const c
   return mpi_outcome_finish(&o, control, sink);
 }
 
-int mpi_package_open(uint64_t package_id, const void* data, size_t size,
-                     mpi_call_control* control, const mpi_sink* sink) {
+int mpi_package_open(uint64_t package_id, const void* data, size_t size, mpi_call_control* control,
+                     const mpi_sink* sink) {
   mpi_enter();
   int rc = MPI_OK;
   if (lookups_ready() != 0) {
@@ -84,9 +85,9 @@ int mpi_package_open(uint64_t package_id, const void* data, size_t size,
     PyObject* host_fn = PyCFunction_New(&kHostRecord, NULL);
     PyObject* functools = PyImport_ImportModule("functools");
     PyObject* fetch = view && host_fn && functools
-        ? PyObject_CallMethod(functools, "partial", "OK", host_fn,
-                              (unsigned long long)package_id)
-        : NULL;
+                          ? PyObject_CallMethod(functools, "partial", "OK", host_fn,
+                                                (unsigned long long)package_id)
+                          : NULL;
     rc = fetch ? call_runtime(control, sink, "package_open", "(KOO)",
                               (unsigned long long)package_id, view, fetch)
                : mpi_report_python_error(sink);
@@ -105,8 +106,8 @@ void mpi_package_close(uint64_t package_id) {
   mpi_leave();
 }
 
-int mpi_object_load(uint64_t object_id, uint64_t package_id, const char* module,
-                    const char* name, mpi_call_control* control, const mpi_sink* sink) {
+int mpi_object_load(uint64_t object_id, uint64_t package_id, const char* module, const char* name,
+                    mpi_call_control* control, const mpi_sink* sink) {
   mpi_enter();
   int rc = call_runtime(control, sink, "object_load", "(KKss)", (unsigned long long)object_id,
                         (unsigned long long)package_id, module, name);
@@ -243,8 +244,7 @@ int mpi_object_getattr(uint64_t object_id, const char* name, mpi_call_control* c
   return rc;
 }
 
-int mpi_object_hasattr(uint64_t object_id, const char* name, int* out_has,
-                       const mpi_sink* sink) {
+int mpi_object_hasattr(uint64_t object_id, const char* name, int* out_has, const mpi_sink* sink) {
   mpi_enter();
   int rc = MPI_OK;
   PyObject* obj = find_object(object_id);

@@ -22,13 +22,14 @@
  *     more, a copy otherwise (hooks: own_exported_tensor);
  *  3. once the call is over, mpi_result_send replays the events to the host,
  *     or mpi_result_discard drops them. */
+#include "results.h"
+
 #include <stddef.h>
 #include <string.h>
 
 #include "convert.h"
 #include "errors.h"
 #include "hooks_api.h"
-#include "results.h"
 
 enum { EVENT_VALUE, EVENT_BEGIN, EVENT_KEY, EVENT_END };
 
@@ -60,8 +61,9 @@ struct mpi_result {
 static event* add_event(mpi_result* r, int op) {
   if (r->count == r->capacity) {
     size_t capacity = 2 * r->capacity;
-    event* grown = r->events == r->inline_events ? PyMem_Malloc(capacity * sizeof(event))
-                                                 : PyMem_Realloc(r->events, capacity * sizeof(event));
+    event* grown = r->events == r->inline_events
+                       ? PyMem_Malloc(capacity * sizeof(event))
+                       : PyMem_Realloc(r->events, capacity * sizeof(event));
     if (grown == NULL) return NULL;
     if (r->events == r->inline_events) memcpy(grown, r->inline_events, sizeof r->inline_events);
     r->events = grown;
@@ -120,8 +122,8 @@ static int keep(mpi_result* r, PyObject* obj) {
  * -1 with an exception set. */
 static int crosses_as_uint8(PyObject* tensor) {
   if (mpi_torch.bool_native) return 0;
-  PyObject* dtype = Py_TYPE(mpi_torch.dtype_of)->tp_descr_get(mpi_torch.dtype_of, tensor,
-                                                              (PyObject*)Py_TYPE(tensor));
+  PyObject* dtype = Py_TYPE(mpi_torch.dtype_of)
+                        ->tp_descr_get(mpi_torch.dtype_of, tensor, (PyObject*)Py_TYPE(tensor));
   if (dtype == NULL) return -1;
   int is_bool = dtype == mpi_torch.bool_dtype;
   Py_DECREF(dtype);
@@ -146,9 +148,9 @@ static int prepare_tensor(mpi_result* r, PyObject* tensor, const char* what) {
    * before any model ran, so a patched torch.Tensor.view does not run. */
   int as_uint8 = crosses_as_uint8(tensor);
   if (as_uint8 < 0) return fail_with_exception(r, MPI_ERR_BAD_TENSOR);
-  PyObject* exported = as_uint8 ? PyObject_CallFunctionObjArgs(mpi_torch.view, tensor,
-                                                               mpi_torch.uint8_dtype, NULL)
-                                : Py_NewRef(tensor);
+  PyObject* exported =
+      as_uint8 ? PyObject_CallFunctionObjArgs(mpi_torch.view, tensor, mpi_torch.uint8_dtype, NULL)
+               : Py_NewRef(tensor);
   PyObject* capsule = exported ? PyObject_CallOneArg(mpi_torch.to_dlpack, exported) : NULL;
   if (capsule == NULL && exported != NULL && !as_uint8) {
     PyErr_Clear();
@@ -394,9 +396,15 @@ int mpi_result_send(mpi_result* r, const mpi_sink* sink) {
           sink->value(sink->ctx, &e->value);
           e->value.tensor = NULL; /* the host's now */
           break;
-        case EVENT_BEGIN: sink->begin(sink->ctx, e->value.kind, e->value.count); break;
-        case EVENT_KEY: sink->key(sink->ctx, e->value.s, e->value.len); break;
-        case EVENT_END: sink->end(sink->ctx); break;
+        case EVENT_BEGIN:
+          sink->begin(sink->ctx, e->value.kind, e->value.count);
+          break;
+        case EVENT_KEY:
+          sink->key(sink->ctx, e->value.s, e->value.len);
+          break;
+        case EVENT_END:
+          sink->end(sink->ctx);
+          break;
       }
     }
   }

@@ -4,10 +4,10 @@
  * and whether this process is a child that model code forked. interp.c
  * sets them up as the interpreter starts; every other file only reads them.
  */
+#include "state.h"
+
 #include <signal.h>
 #include <unistd.h>
-
-#include "state.h"
 
 PyObject* mpi_runtime; /* module _manypy_runtime */
 const mpi_host_api* mpi_host;

@@ -22,10 +22,10 @@
  * whose clean-up was cut short, or that left what cannot be repaired, tells
  * the host to retire the interpreter (control->retire): its state can no
  * longer be trusted. */
+#include "stop.h"
+
 #include <string.h>
 #include <time.h>
-
-#include "stop.h"
 
 static PyObject* g_deadline_exceeded; /* runtime.DeadlineExceeded */
 static PyObject* g_cancelled;         /* runtime.Cancelled */
@@ -35,9 +35,8 @@ int mpi_init_stops(void) {
   g_deadline_exceeded = PyObject_GetAttrString(mpi_runtime, "DeadlineExceeded");
   g_cancelled = PyObject_GetAttrString(mpi_runtime, "Cancelled");
   g_installation = PyObject_CallMethod(mpi_runtime, "installation_roots", NULL);
-  return g_deadline_exceeded && g_cancelled && g_installation && PyTuple_Check(g_installation)
-             ? 0
-             : -1;
+  return g_deadline_exceeded && g_cancelled && g_installation && PyTuple_Check(g_installation) ? 0
+                                                                                               : -1;
 }
 
 static int64_t now_ns(void) {
@@ -107,8 +106,7 @@ void mpi_capture_call_error(mpi_error* error) {
 /* The trace function of a stopped call; `capsule` holds its control. */
 static int stop_trace(PyObject* capsule, PyFrameObject* frame, int what, PyObject* arg) {
   (void)arg;
-  if ((what != PyTrace_LINE && what != PyTrace_CALL && what != PyTrace_OPCODE) ||
-      t_holding_back) {
+  if ((what != PyTrace_LINE && what != PyTrace_CALL && what != PyTrace_OPCODE) || t_holding_back) {
     return 0;
   }
   mpi_call_control* control = PyCapsule_GetPointer(capsule, NULL);
@@ -194,7 +192,8 @@ int mpi_report_stop(int stop, mpi_error* error, const mpi_sink* sink) {
     mpi_report(sink, stop, "", message, "");
     return stop;
   }
-  const char* stop_type = stop == MPI_ERR_CANCELLED ? "manypy.Cancelled" : "manypy.DeadlineExceeded";
+  const char* stop_type =
+      stop == MPI_ERR_CANCELLED ? "manypy.Cancelled" : "manypy.DeadlineExceeded";
   if (error->type != NULL && strcmp(error->type, stop_type) == 0) {
     snprintf(message, sizeof message,
              "%s: the call's Python code was stopped (the traceback shows where)", what_for(stop));

@@ -29,8 +29,8 @@
 typedef int (*create_fn)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
 
 struct libcs {
-  create_fn host_create;       /* the host libc's */
-  create_fn namespace_create;  /* this namespace's, if the host's cannot be found */
+  create_fn host_create;      /* the host libc's */
+  create_fn namespace_create; /* this namespace's, if the host's cannot be found */
   void (*ctype_init)(void);
   void (*call_tls_dtors)(void);
   void (*thread_freeres)(void);

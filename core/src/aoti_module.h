@@ -42,8 +42,8 @@ class AotiModule {
   // The same, on a host worker (dispatch/host_workers.h): `done` gets the
   // outcome exactly once. Throws Error if refused at once (arguments that
   // do not match, a stop already set); `done` then never runs.
-  static void call_async(std::shared_ptr<AotiModule> module, const Value* args,
-                         const Value* kwargs, const CallOptions& options, dispatch::Done done);
+  static void call_async(std::shared_ptr<AotiModule> module, const Value* args, const Value* kwargs,
+                         const CallOptions& options, dispatch::Done done);
 
   // What AOTInductor recorded when it compiled the model (AOTI_DEVICE_KEY,
   // AOTI_CPU_ISA, ...), as a dict of strings.

@@ -4,8 +4,8 @@
 #include <sys/utsname.h>
 
 #include <cstring>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "archive.h"
 #include "error.h"
@@ -43,14 +43,22 @@ std::string host_machine() {
 // ELF e_machine for the architectures AOTInductor names in AOTI_MACHINE.
 const char* elf_machine_name(unsigned machine) {
   switch (machine) {
-    case EM_X86_64: return "x86_64";
-    case EM_AARCH64: return "aarch64";
-    case EM_386: return "i386";
-    case EM_ARM: return "arm";
-    case EM_PPC64: return "ppc64le";
-    case EM_S390: return "s390x";
-    case EM_RISCV: return "riscv64";
-    default: return nullptr;
+    case EM_X86_64:
+      return "x86_64";
+    case EM_AARCH64:
+      return "aarch64";
+    case EM_386:
+      return "i386";
+    case EM_ARM:
+      return "arm";
+    case EM_PPC64:
+      return "ppc64le";
+    case EM_S390:
+      return "s390x";
+    case EM_RISCV:
+      return "riscv64";
+    default:
+      return nullptr;
   }
 }
 
@@ -84,12 +92,18 @@ bool cpu_supports(const std::string& isa, std::string* missing) {
     for (const char* feature : need.features) {
       // __builtin_cpu_supports takes a literal; map the few we need.
       bool has = false;
-      if (!std::strcmp(feature, "avx2")) has = __builtin_cpu_supports("avx2");
-      else if (!std::strcmp(feature, "fma")) has = __builtin_cpu_supports("fma");
-      else if (!std::strcmp(feature, "avx512f")) has = __builtin_cpu_supports("avx512f");
-      else if (!std::strcmp(feature, "avx512bw")) has = __builtin_cpu_supports("avx512bw");
-      else if (!std::strcmp(feature, "avx512vl")) has = __builtin_cpu_supports("avx512vl");
-      else if (!std::strcmp(feature, "avx512dq")) has = __builtin_cpu_supports("avx512dq");
+      if (!std::strcmp(feature, "avx2"))
+        has = __builtin_cpu_supports("avx2");
+      else if (!std::strcmp(feature, "fma"))
+        has = __builtin_cpu_supports("fma");
+      else if (!std::strcmp(feature, "avx512f"))
+        has = __builtin_cpu_supports("avx512f");
+      else if (!std::strcmp(feature, "avx512bw"))
+        has = __builtin_cpu_supports("avx512bw");
+      else if (!std::strcmp(feature, "avx512vl"))
+        has = __builtin_cpu_supports("avx512vl");
+      else if (!std::strcmp(feature, "avx512dq"))
+        has = __builtin_cpu_supports("avx512dq");
       if (!has) {
         *missing = feature;
         return false;
@@ -109,7 +123,8 @@ std::vector<Elf64_Phdr> program_headers(std::string_view library) {
   Elf64_Ehdr header;
   std::memcpy(&header, library.data(), sizeof header);
   std::vector<Elf64_Phdr> segments(header.e_phnum);
-  std::memcpy(segments.data(), library.data() + header.e_phoff, header.e_phnum * sizeof(Elf64_Phdr));
+  std::memcpy(segments.data(), library.data() + header.e_phoff,
+              header.e_phnum * sizeof(Elf64_Phdr));
   return segments;
 }
 
@@ -136,8 +151,8 @@ std::map<std::string, std::string> parse_aoti_metadata(const std::string& origin
   std::map<std::string, std::string> metadata;
   for (auto it = doc.begin(); it != doc.end(); ++it) {
     if (!it.value().is_string()) {
-      throw Error(Code::kBadArchive, origin + ": the compiled model's metadata '" + it.key() +
-                                         "' is not a string");
+      throw Error(Code::kBadArchive,
+                  origin + ": the compiled model's metadata '" + it.key() + "' is not a string");
     }
     metadata[it.key()] = it.value().get<std::string>();
   }
@@ -171,10 +186,12 @@ void check_aoti_metadata(const std::string& origin,
   const std::string isa = value("AOTI_CPU_ISA");
   std::string missing;
   if (!cpu_supports(isa, &missing)) {
-    throw Error(Code::kUnsupportedVersion,
-                origin + " was compiled for the " + isa + " instruction set, which this CPU "
-                         "lacks (no " + missing + "): compile it on the kind of machine that "
-                         "serves it");
+    throw Error(Code::kUnsupportedVersion, origin + " was compiled for the " + isa +
+                                               " instruction set, which this CPU "
+                                               "lacks (no " +
+                                               missing +
+                                               "): compile it on the kind of machine that "
+                                               "serves it");
   }
 }
 
@@ -200,15 +217,15 @@ void check_aoti_library(const std::string& origin, const std::string& record,
                     "; this host is " + host_machine());
   }
   if (header.e_type != ET_DYN) {
-    throw Error(Code::kBadArchive,
-                where + " is not a shared library (ELF type " + std::to_string(header.e_type) + ")");
+    throw Error(Code::kBadArchive, where + " is not a shared library (ELF type " +
+                                       std::to_string(header.e_type) + ")");
   }
   // glibc's loader maps each loadable segment from the file as its program
   // header says, and faults (SIGBUS) touching a page past the end of a file
   // cut short: every segment it maps must be in the file.
   const uint64_t size = library.size();
-  if (header.e_phentsize != sizeof(Elf64_Phdr) || header.e_phnum == 0 ||
-      header.e_phoff > size || uint64_t{header.e_phnum} * sizeof(Elf64_Phdr) > size - header.e_phoff) {
+  if (header.e_phentsize != sizeof(Elf64_Phdr) || header.e_phnum == 0 || header.e_phoff > size ||
+      uint64_t{header.e_phnum} * sizeof(Elf64_Phdr) > size - header.e_phoff) {
     throw Error(Code::kBadArchive, where + " has no valid program header table (" +
                                        std::to_string(header.e_phnum) + " entries at offset " +
                                        std::to_string(header.e_phoff) + " of " +
@@ -219,10 +236,10 @@ void check_aoti_library(const std::string& origin, const std::string& record,
     const Elf64_Phdr& segment = segments[k];
     if (segment.p_type != PT_LOAD && segment.p_type != PT_DYNAMIC) continue;
     if (segment.p_offset > size || segment.p_filesz > size - segment.p_offset) {
-      throw Error(Code::kBadArchive,
-                  where + " is cut short: its segment " + std::to_string(k) + " needs bytes up to " +
-                      std::to_string(segment.p_offset + segment.p_filesz) + ", and it has " +
-                      std::to_string(size));
+      throw Error(Code::kBadArchive, where + " is cut short: its segment " + std::to_string(k) +
+                                         " needs bytes up to " +
+                                         std::to_string(segment.p_offset + segment.p_filesz) +
+                                         ", and it has " + std::to_string(size));
     }
   }
   // The runner reads the names it needs (aoti_runner_torch2.cpp): a table
@@ -267,8 +284,8 @@ DynamicSection dynamic_section(std::string_view library) {
   bool has_strtab = false;
   for (const Elf64_Phdr& segment : segments) {
     if (segment.p_type != PT_DYNAMIC) continue;
-    for (uint64_t at = segment.p_offset; at + sizeof(Elf64_Dyn) <= segment.p_offset + segment.p_filesz;
-         at += sizeof(Elf64_Dyn)) {
+    for (uint64_t at = segment.p_offset;
+         at + sizeof(Elf64_Dyn) <= segment.p_offset + segment.p_filesz; at += sizeof(Elf64_Dyn)) {
       Elf64_Dyn dyn;
       std::memcpy(&dyn, library.data() + at, sizeof dyn);
       if (dyn.d_tag == DT_NULL) break;
@@ -343,8 +360,10 @@ AotiPackageInfo inspect_aoti_package(const Archive& archive) {
     throw Error(Code::kNotAPackage,
                 origin + (exported_program
                               ? " holds an exported program but no AOTInductor-compiled model "
-                                "(no " + std::string(kModelsDir) + "<model>/*.so): compile it "
-                                "with torch._inductor.aoti_compile_and_package"
+                                "(no " +
+                                    std::string(kModelsDir) +
+                                    "<model>/*.so): compile it "
+                                    "with torch._inductor.aoti_compile_and_package"
                               : " is not an AOTInductor package (no " + std::string(kModelsDir) +
                                     "<model>/*.so); TorchScript archives load with "
                                     "manypy_script_load_file, torch.package archives with "
@@ -359,15 +378,15 @@ AotiPackageInfo inspect_aoti_package(const Archive& archive) {
   const std::string rest = info.library.substr(std::strlen(kModelsDir));
   const size_t slash = rest.find('/');
   if (slash == std::string::npos || slash == 0 || rest.find('/', slash + 1) != std::string::npos) {
-    throw Error(Code::kBadArchive, origin + ": compiled library '" + info.library +
-                                       "' is not in a model's directory");
+    throw Error(Code::kBadArchive,
+                origin + ": compiled library '" + info.library + "' is not in a model's directory");
   }
   info.model_name = rest.substr(0, slash);
   const std::string stem = info.library.substr(0, info.library.size() - 3);
   const std::string metadata_record = stem + "_metadata.json";
   if (!archive.has_record(metadata_record)) {
-    throw Error(Code::kBadArchive, origin + " has no metadata for its compiled library (" +
-                                       metadata_record + ")");
+    throw Error(Code::kBadArchive,
+                origin + " has no metadata for its compiled library (" + metadata_record + ")");
   }
   info.metadata = parse_aoti_metadata(origin, read_listed_record(archive, metadata_record));
   check_aoti_metadata(origin, info.metadata);

@@ -16,8 +16,8 @@ namespace manypy {
 class Archive;
 
 struct AotiPackageInfo {
-  std::string model_name;  // "model": the directory under data/aotinductor/
-  std::string library;     // the record of the compiled library (.so)
+  std::string model_name;                       // "model": the directory under data/aotinductor/
+  std::string library;                          // the record of the compiled library (.so)
   std::map<std::string, std::string> metadata;  // AOTI_DEVICE_KEY, AOTI_CPU_ISA, ...
   std::vector<std::string> records;
 };
@@ -43,7 +43,8 @@ std::string read_listed_record(const Archive& archive, const std::string& name);
 // and that every segment the dynamic loader maps is in the file).
 std::map<std::string, std::string> parse_aoti_metadata(const std::string& origin,
                                                        const std::string& metadata_json);
-void check_aoti_metadata(const std::string& origin, const std::map<std::string, std::string>& metadata);
+void check_aoti_metadata(const std::string& origin,
+                         const std::map<std::string, std::string>& metadata);
 void check_aoti_library(const std::string& origin, const std::string& record,
                         std::string_view library);
 

@@ -61,7 +61,8 @@ void load_this_libtorch() {
   static std::once_flag once;
   std::call_once(once, [] {
     Dl_info info{};
-    if (dladdr(reinterpret_cast<void*>(&at::get_num_threads), &info) == 0 || !info.dli_fname) return;
+    if (dladdr(reinterpret_cast<void*>(&at::get_num_threads), &info) == 0 || !info.dli_fname)
+      return;
     std::string dir = info.dli_fname;
     dir = dir.substr(0, dir.rfind('/') + 1);
     // Kept for the life of the process, as the libtorch_cpu.so it goes with.
@@ -80,9 +81,9 @@ class ExtractedPackage {
     const char* tmp = std::getenv("TMPDIR");
     std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/manypy-pt2-XXXXXX";
     if (mkdtemp(pattern.data()) == nullptr) {
-      throw Error(Code::kResourceExhausted,
-                  archive.origin() + ": cannot make a directory to unpack it in (" + pattern +
-                      "): " + std::strerror(errno));
+      throw Error(Code::kResourceExhausted, archive.origin() +
+                                                ": cannot make a directory to unpack it in (" +
+                                                pattern + "): " + std::strerror(errno));
     }
     dir_ = pattern;
     for (const std::string& name : info.records) {
@@ -119,8 +120,9 @@ Error load_error(const std::string& origin, const std::string& text) {
   for (const char* sign : {"dlopen", "undefined symbol", "cannot open shared object",
                            "wrong ELF class", "invalid ELF header"}) {
     if (text.find(sign) != std::string::npos) {
-      return Error(Code::kLoader, origin + ": its compiled library does not load (built by "
-                                           "another torch, or a library it needs is missing): " +
+      return Error(Code::kLoader, origin +
+                                      ": its compiled library does not load (built by "
+                                      "another torch, or a library it needs is missing): " +
                                       why);
     }
   }
@@ -129,8 +131,10 @@ Error load_error(const std::string& origin, const std::string& text) {
 
 Error run_error(const std::string& text) {
   const std::string why = first_line(text);
-  if (why.find("input_handles[") != std::string::npos && why.find("unmatched") != std::string::npos) {
-    return Error(Code::kBadTensor, "the compiled model's " + why.substr(why.find("input_handles[")));
+  if (why.find("input_handles[") != std::string::npos &&
+      why.find("unmatched") != std::string::npos) {
+    return Error(Code::kBadTensor,
+                 "the compiled model's " + why.substr(why.find("input_handles[")));
   }
   return Error(Code::kPython, "AOTInductor model: " + why, "RuntimeError", text);
 }

@@ -8,7 +8,8 @@ namespace manypy {
 
 std::string aoti_unavailable_reason() {
   return "AOTInductor packages (.pt2) need manypy built against torch 2.6 or newer "
-         "(torch::inductor::AOTIModelPackageLoader); this manypy was built against torch " TORCH_VERSION;
+         "(torch::inductor::AOTIModelPackageLoader); this manypy was built against "
+         "torch " TORCH_VERSION;
 }
 
 std::unique_ptr<AotiRunner> open_aoti_runner(const Archive&, const AotiPackageInfo&) {

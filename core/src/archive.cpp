@@ -1,8 +1,8 @@
 #include "archive.h"
 
+#include <c10/util/Exception.h>
 #include <caffe2/serialize/in_memory_adapter.h>
 #include <caffe2/serialize/inline_container.h>
-#include <c10/util/Exception.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -83,15 +83,16 @@ namespace {
 void read_exactly(int fd, char* out, size_t size, const std::string& path) {
   size_t done = 0;
   while (done < size) {
-    ssize_t n = pread(fd, out + done, std::min<size_t>(size - done, 1 << 30),
-                      static_cast<off_t>(done));
+    ssize_t n =
+        pread(fd, out + done, std::min<size_t>(size - done, 1 << 30), static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       throw Error(Code::kBadArchive, "cannot read " + path + ": " + std::strerror(errno));
     }
     if (n == 0) {
       throw Error(Code::kBadArchive, path + " shrank from " + std::to_string(size) + " to " +
-                                         std::to_string(done) + " bytes while it was read: "
+                                         std::to_string(done) +
+                                         " bytes while it was read: "
                                          "it is being replaced; load it again once it is whole");
     }
     done += static_cast<size_t>(n);
@@ -230,8 +231,8 @@ std::string Archive::read(const std::string& name) const {
     auto [ptr, size] = reader_->getRecord(name);
     return std::string(static_cast<const char*>(ptr.get()), size);
   } catch (const c10::Error& e) {
-    throw Error(Code::kBadArchive, origin_ + ": cannot read record '" + name + "': " +
-                                       torch_message(e));
+    throw Error(Code::kBadArchive,
+                origin_ + ": cannot read record '" + name + "': " + torch_message(e));
   } catch (const std::bad_alloc&) {
     throw;
   } catch (const std::exception& e) {
@@ -243,8 +244,7 @@ void Archive::check_torch_pickles(const std::string& prefix) const {
   for (const std::string& name : records()) {
     if (name.rfind(prefix, 0) != 0 || !is_torch_pickle_record(name)) continue;
     if (!has_record(name)) {
-      throw Error(Code::kBadArchive,
-                  origin_ + " lists record '" + name + "' but does not hold it");
+      throw Error(Code::kBadArchive, origin_ + " lists record '" + name + "' but does not hold it");
     }
     const std::string bytes = read(name);
     check_pickle(bytes, origin_ + ": " + name);
@@ -288,8 +288,10 @@ DLManagedTensor* Archive::record_view(const std::string& name, size_t nbytes) {
   }
   if (entry->size != nbytes) {
     throw Error(Code::kBadArchive, origin_ + ": storage record '" + name + "' holds " +
-                                       std::to_string(entry->size) + " bytes but its tensor "
-                                       "views " + std::to_string(nbytes));
+                                       std::to_string(entry->size) +
+                                       " bytes but its tensor "
+                                       "views " +
+                                       std::to_string(nbytes));
   }
   size_t offset = 0;
   try {

@@ -12,11 +12,10 @@
 #include <utility>
 #include <vector>
 
-
 namespace caffe2::serialize {
 class PyTorchStreamReader;
 class ReadAdapterInterface;
-}
+}  // namespace caffe2::serialize
 
 namespace manypy {
 

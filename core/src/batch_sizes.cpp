@@ -12,7 +12,7 @@ namespace {
 
 // Upper bounds of the buckets, in rows: powers of two up to the largest
 // batch allowed (manypy_batcher_options_set_max_batch).
-constexpr std::array<int64_t, 17> kBounds = {1,   2,   4,    8,    16,   32,   64,    128,  256,
+constexpr std::array<int64_t, 17> kBounds = {1,   2,    4,    8,    16,   32,    64,    128,  256,
                                              512, 1024, 2048, 4096, 8192, 16384, 32768, 65536};
 
 struct Histogram {
@@ -58,8 +58,8 @@ std::string BatchSizes::prometheus_text() const {
       out += "manypy_batch_size_bucket{" + batcher + ",le=\"" + std::to_string(kBounds[k]) +
              "\"} " + std::to_string(cumulative) + "\n";
     }
-    out += "manypy_batch_size_bucket{" + batcher + ",le=\"+Inf\"} " + std::to_string(h.count) +
-           "\n";
+    out +=
+        "manypy_batch_size_bucket{" + batcher + ",le=\"+Inf\"} " + std::to_string(h.count) + "\n";
     out += "manypy_batch_size_sum{" + batcher + "} " + std::to_string(h.sum) + "\n";
     out += "manypy_batch_size_count{" + batcher + "} " + std::to_string(h.count) + "\n";
   }

@@ -15,9 +15,14 @@ void append_signature(const Value& v, int dim, std::string& sig, int64_t& rows, 
   sig += std::to_string(static_cast<int>(v.kind));
   sig += ':';
   switch (v.kind) {
-    case ValueKind::kNone: break;
-    case ValueKind::kBool: sig += v.b ? '1' : '0'; break;
-    case ValueKind::kInt64: sig += std::to_string(v.i); break;
+    case ValueKind::kNone:
+      break;
+    case ValueKind::kBool:
+      sig += v.b ? '1' : '0';
+      break;
+    case ValueKind::kInt64:
+      sig += std::to_string(v.i);
+      break;
     case ValueKind::kDouble: {
       // Bit for bit: 0.1 and 0.1000000001 are different arguments.
       char bits[sizeof v.d];
@@ -32,15 +37,16 @@ void append_signature(const Value& v, int dim, std::string& sig, int64_t& rows, 
     case ValueKind::kTensor: {
       const DLTensor& t = v.tensor->dl();
       if (t.ndim <= dim) {
-        throw Error(Code::kInvalidArgument,
-                    "a batched call's tensors need the batch dimension " + std::to_string(dim) +
-                        ", and " + v.tensor->describe() + " has " + std::to_string(t.ndim) +
-                        " dimension(s)");
+        throw Error(Code::kInvalidArgument, "a batched call's tensors need the batch dimension " +
+                                                std::to_string(dim) + ", and " +
+                                                v.tensor->describe() + " has " +
+                                                std::to_string(t.ndim) + " dimension(s)");
       }
       if (any_tensor && t.shape[dim] != rows) {
         throw Error(Code::kInvalidArgument,
                     "a batched call's tensors must all have the same size along the batch "
-                    "dimension " + std::to_string(dim) + ": " + std::to_string(rows) + " and " +
+                    "dimension " +
+                        std::to_string(dim) + ": " + std::to_string(rows) + " and " +
                         std::to_string(t.shape[dim]) + " (" + v.tensor->describe() + ")");
       }
       any_tensor = true;
@@ -70,7 +76,9 @@ void append_signature(const Value& v, int dim, std::string& sig, int64_t& rows, 
 
 at::Tensor to_aten(const Value& v) { return torch_compat::from_dlpack(Tensor::share(v.tensor)); }
 
-Value from_aten(const at::Tensor& t) { return Value::of_tensor(Tensor::adopt(torch_compat::to_dlpack(t))); }
+Value from_aten(const at::Tensor& t) {
+  return Value::of_tensor(Tensor::adopt(torch_compat::to_dlpack(t)));
+}
 
 // The value at the same place in each request, concatenated or copied.
 Value concat_at(const std::vector<const Value*>& at, int dim) {

@@ -48,9 +48,9 @@ struct Batcher::State final : std::enable_shared_from_this<Batcher::State>, Stop
   BatcherOptions options;
 
   std::mutex mu;
-  std::condition_variable cv;             // the thread waits on it
-  std::map<std::string, Group> filling;   // by signature (batch_values.h)
-  std::deque<Group> due;                  // full or waited long enough
+  std::condition_variable cv;            // the thread waits on it
+  std::map<std::string, Group> filling;  // by signature (batch_values.h)
+  std::deque<Group> due;                 // full or waited long enough
   bool closing = false;
   // Batches submitted and not complete. While there are as many as the pool
   // has interpreters (now), a batch that has waited its time keeps filling until
@@ -289,10 +289,10 @@ void Batcher::call_async(const CallOptions& options, const Value* args, const Va
   const BatchShape shape = batch_shape(positional, kwargs, state_->options.batch_dim);
   const dispatch::Chooser& chooser = state_->object->pool().dispatcher().chooser();
   if (chooser.at_queue_limit()) {
-    throw Error(Code::kOverloaded, "the pool is overloaded: " +
-                                       std::to_string(chooser.queue_limit()) +
-                                       " calls already wait for an interpreter (its queue "
-                                       "limit); the request was refused without running");
+    throw Error(Code::kOverloaded,
+                "the pool is overloaded: " + std::to_string(chooser.queue_limit()) +
+                    " calls already wait for an interpreter (its queue "
+                    "limit); the request was refused without running");
   }
   auto request = std::make_unique<Request>();
   if (options.limits.bounded()) {

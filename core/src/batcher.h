@@ -18,10 +18,10 @@
 namespace manypy {
 
 struct BatcherOptions {
-  size_t max_batch = 8;              // rows
-  int64_t max_wait_ns = 2'000'000;   // for a batch to fill, from its first request
+  size_t max_batch = 8;             // rows
+  int64_t max_wait_ns = 2'000'000;  // for a batch to fill, from its first request
   int batch_dim = 0;
-  std::string name;                  // in metrics; "": the method's
+  std::string name;  // in metrics; "": the method's
 };
 
 class Batcher {

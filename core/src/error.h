@@ -37,8 +37,7 @@ enum class Code : int {
 
 class Error : public std::exception {
  public:
-  Error(Code code, std::string message, std::string python_type = {},
-        std::string traceback = {})
+  Error(Code code, std::string message, std::string python_type = {}, std::string traceback = {})
       : code_(code),
         message_(std::move(message)),
         python_type_(std::move(python_type)),

@@ -60,16 +60,25 @@ void ArgTree::build(const Value& value, mpi_value& out) {
   out = mpi_value{};
   out.kind = static_cast<int>(value.kind);
   switch (value.kind) {
-    case ValueKind::kNone: break;
-    case ValueKind::kBool: out.i = value.b; break;
-    case ValueKind::kInt64: out.i = value.i; break;
-    case ValueKind::kDouble: out.d = value.d; break;
+    case ValueKind::kNone:
+      break;
+    case ValueKind::kBool:
+      out.i = value.b;
+      break;
+    case ValueKind::kInt64:
+      out.i = value.i;
+      break;
+    case ValueKind::kDouble:
+      out.d = value.d;
+      break;
     case ValueKind::kString:
     case ValueKind::kBytes:
       out.s = value.s.data();
       out.len = value.s.size();
       break;
-    case ValueKind::kTensor: out.tensor = Tensor::share(value.tensor); break;
+    case ValueKind::kTensor:
+      out.tensor = Tensor::share(value.tensor);
+      break;
     case ValueKind::kList:
     case ValueKind::kTuple:
     case ValueKind::kDict: {
@@ -136,16 +145,25 @@ void Outcome::store(const mpi_value* v) {
   Value& out = slot();
   out.kind = static_cast<ValueKind>(v->kind);
   switch (out.kind) {
-    case ValueKind::kBool: out.b = v->i != 0; break;
-    case ValueKind::kInt64: out.i = v->i; break;
-    case ValueKind::kDouble: out.d = v->d; break;
+    case ValueKind::kBool:
+      out.b = v->i != 0;
+      break;
+    case ValueKind::kInt64:
+      out.i = v->i;
+      break;
+    case ValueKind::kDouble:
+      out.d = v->d;
+      break;
     case ValueKind::kString:
-    case ValueKind::kBytes: out.s.assign(v->s, v->len); break;
+    case ValueKind::kBytes:
+      out.s.assign(v->s, v->len);
+      break;
     case ValueKind::kTensor:
       // Adopt even if something fails later, so the deleter always runs.
       out.tensor = Tensor::adopt(prepared_deleter(v->tensor, ns_));
       break;
-    default: break;
+    default:
+      break;
   }
 }
 

@@ -48,8 +48,12 @@ class Outcome {
   std::optional<Error> error;
 
   mpi_sink sink() {
-    return mpi_sink{this, &Outcome::on_error, &Outcome::on_value, &Outcome::on_begin,
-                    &Outcome::on_key, &Outcome::on_end};
+    return mpi_sink{this,
+                    &Outcome::on_error,
+                    &Outcome::on_value,
+                    &Outcome::on_begin,
+                    &Outcome::on_key,
+                    &Outcome::on_end};
   }
   // The result: the single top-level value delivered.
   Value take_value() { return std::move(root_); }

@@ -13,8 +13,8 @@ void Interpreter::start() noexcept {
     ns_->prepare_thread();
     std::string home = python_home();
     std::string hooks = hooks_library_path();
-    mpi_start_options options{home.c_str(), /*import_torch=*/1, host_.lock_process_state,
-                              host_.api, hooks.c_str()};
+    mpi_start_options options{home.c_str(), /*import_torch=*/1, host_.lock_process_state, host_.api,
+                              hooks.c_str()};
     Outcome outcome;
     mpi_sink sink = outcome.sink();
     if (ns_->api().start(&options, &sink) != MPI_OK && !outcome.error) {
@@ -92,8 +92,9 @@ Value Interpreter::run(const Call& call, CallStop* stop) {
     if (!retire_reason.empty()) {
       retire(retire_reason);
       Error e = outcome.error ? *outcome.error : stop->error("(the call finished)");
-      throw Error(e.code(), e.message() + "; the interpreter was retired: " + retire_reason +
-                                " (docs/threads.md, \"Deadlines and cancellation\")",
+      throw Error(e.code(),
+                  e.message() + "; the interpreter was retired: " + retire_reason +
+                      " (docs/threads.md, \"Deadlines and cancellation\")",
                   e.python_type(), e.traceback());
     }
     // What the interpreter side returned after the deadline is not the
@@ -139,29 +140,33 @@ void Interpreter::lease_end() {
 void Interpreter::exec(const std::string& source, const std::string& model_id,
                        const std::string& request_id, CallStop* stop) {
   const bool context = !model_id.empty() || !request_id.empty();
-  run([&](const manypy_interp_api& api, const mpi_sink& sink) {
-    return api.exec(source.c_str(), context ? model_id.c_str() : nullptr,
-                    context ? request_id.c_str() : nullptr, stop ? stop->control() : nullptr,
-                    &sink);
-  }, stop);
+  run(
+      [&](const manypy_interp_api& api, const mpi_sink& sink) {
+        return api.exec(source.c_str(), context ? model_id.c_str() : nullptr,
+                        context ? request_id.c_str() : nullptr, stop ? stop->control() : nullptr,
+                        &sink);
+      },
+      stop);
 }
 
-Value Interpreter::eval(const std::string& expression,
-                        const std::string& model_id, const std::string& request_id,
-                        CallStop* stop) {
+Value Interpreter::eval(const std::string& expression, const std::string& model_id,
+                        const std::string& request_id, CallStop* stop) {
   const bool context = !model_id.empty() || !request_id.empty();
-  return run([&](const manypy_interp_api& api, const mpi_sink& sink) {
-    return api.eval(expression.c_str(), context ? model_id.c_str() : nullptr,
-                    context ? request_id.c_str() : nullptr, stop ? stop->control() : nullptr,
-                    &sink);
-  }, stop);
+  return run(
+      [&](const manypy_interp_api& api, const mpi_sink& sink) {
+        return api.eval(expression.c_str(), context ? model_id.c_str() : nullptr,
+                        context ? request_id.c_str() : nullptr, stop ? stop->control() : nullptr,
+                        &sink);
+      },
+      stop);
 }
 
-void Interpreter::package_open(uint64_t package_id, const void* data,
-                               size_t size, CallStop* stop) {
-  run([&](const manypy_interp_api& api, const mpi_sink& sink) {
-    return api.package_open(package_id, data, size, stop ? stop->control() : nullptr, &sink);
-  }, stop);
+void Interpreter::package_open(uint64_t package_id, const void* data, size_t size, CallStop* stop) {
+  run(
+      [&](const manypy_interp_api& api, const mpi_sink& sink) {
+        return api.package_open(package_id, data, size, stop ? stop->control() : nullptr, &sink);
+      },
+      stop);
 }
 
 void Interpreter::run_clean_up(const std::function<void(const manypy_interp_api&)>& step) noexcept {
@@ -177,50 +182,49 @@ void Interpreter::run_clean_up(const std::function<void(const manypy_interp_api&
 }
 
 void Interpreter::package_close(uint64_t package_id) noexcept {
-  run_clean_up(
-               [&](const manypy_interp_api& api) { api.package_close(package_id); });
+  run_clean_up([&](const manypy_interp_api& api) { api.package_close(package_id); });
 }
 
-void Interpreter::object_load(uint64_t object_id, uint64_t package_id,
-                              const std::string& module, const std::string& name,
-                              CallStop* stop) {
-  run([&](const manypy_interp_api& api, const mpi_sink& sink) {
-    return api.object_load(object_id, package_id, module.c_str(), name.c_str(),
-                           stop ? stop->control() : nullptr, &sink);
-  }, stop);
+void Interpreter::object_load(uint64_t object_id, uint64_t package_id, const std::string& module,
+                              const std::string& name, CallStop* stop) {
+  run(
+      [&](const manypy_interp_api& api, const mpi_sink& sink) {
+        return api.object_load(object_id, package_id, module.c_str(), name.c_str(),
+                               stop ? stop->control() : nullptr, &sink);
+      },
+      stop);
 }
 
 void Interpreter::object_drop(uint64_t object_id) noexcept {
-  run_clean_up(
-               [&](const manypy_interp_api& api) { api.object_drop(object_id); });
+  run_clean_up([&](const manypy_interp_api& api) { api.object_drop(object_id); });
 }
 
-Value Interpreter::object_call(uint64_t object_id, const std::string* method,
-                               const Value* args, const Value* kwargs,
-                               const std::string& model_id, const std::string& request_id,
-                               CallStop* stop) {
+Value Interpreter::object_call(uint64_t object_id, const std::string* method, const Value* args,
+                               const Value* kwargs, const std::string& model_id,
+                               const std::string& request_id, CallStop* stop) {
   const bool context = !model_id.empty() || !request_id.empty();
-  return run([&](const manypy_interp_api& api, const mpi_sink& sink) {
-    // Fresh DLPack handles for each attempt: the interpreter takes them.
-    std::optional<ArgTree> arg_tree, kwarg_tree;
-    if (args) arg_tree.emplace(*args);
-    if (kwargs) kwarg_tree.emplace(*kwargs);
-    if (arg_tree) arg_tree->handed_over();
-    if (kwarg_tree) kwarg_tree->handed_over();
-    return api.object_call(object_id, method ? method->c_str() : nullptr,
-                           arg_tree ? arg_tree->get() : nullptr,
-                           kwarg_tree ? kwarg_tree->get() : nullptr,
-                           context ? model_id.c_str() : nullptr,
-                           context ? request_id.c_str() : nullptr,
-                           stop ? stop->control() : nullptr, &sink);
-  }, stop);
+  return run(
+      [&](const manypy_interp_api& api, const mpi_sink& sink) {
+        // Fresh DLPack handles for each attempt: the interpreter takes them.
+        std::optional<ArgTree> arg_tree, kwarg_tree;
+        if (args) arg_tree.emplace(*args);
+        if (kwargs) kwarg_tree.emplace(*kwargs);
+        if (arg_tree) arg_tree->handed_over();
+        if (kwarg_tree) kwarg_tree->handed_over();
+        return api.object_call(
+            object_id, method ? method->c_str() : nullptr, arg_tree ? arg_tree->get() : nullptr,
+            kwarg_tree ? kwarg_tree->get() : nullptr, context ? model_id.c_str() : nullptr,
+            context ? request_id.c_str() : nullptr, stop ? stop->control() : nullptr, &sink);
+      },
+      stop);
 }
 
-Value Interpreter::object_getattr(uint64_t object_id, const std::string& name,
-                                  CallStop* stop) {
-  return run([&](const manypy_interp_api& api, const mpi_sink& sink) {
-    return api.object_getattr(object_id, name.c_str(), stop ? stop->control() : nullptr, &sink);
-  }, stop);
+Value Interpreter::object_getattr(uint64_t object_id, const std::string& name, CallStop* stop) {
+  return run(
+      [&](const manypy_interp_api& api, const mpi_sink& sink) {
+        return api.object_getattr(object_id, name.c_str(), stop ? stop->control() : nullptr, &sink);
+      },
+      stop);
 }
 
 void Interpreter::add_op_callbacks(uint64_t id, double sampling_probability, bool needs_inputs,
@@ -233,15 +237,15 @@ void Interpreter::add_op_callbacks(uint64_t id, double sampling_probability, boo
     } else if (rc != MPI_OK) {
       sink.error(sink.ctx, rc, "",
                  "operator callbacks are unavailable: the hooks library is not loaded in this "
-                 "interpreter", "");
+                 "interpreter",
+                 "");
     }
     return rc;
   });
 }
 
 void Interpreter::remove_op_callbacks(uint64_t id) noexcept {
-  run_clean_up(
-               [&](const manypy_interp_api& api) { api.remove_op_callbacks(id); });
+  run_clean_up([&](const manypy_interp_api& api) { api.remove_op_callbacks(id); });
 }
 
 void Interpreter::load_library(const std::string& path) {

@@ -91,8 +91,8 @@ class Interpreter {
   // caller has the interpreter's watchdog watch it (dispatch/lane.h).
   // exec and eval: `model_id` and `request_id` (both empty: none) are what
   // operator callbacks report.
-  void exec(const std::string& source, const std::string& model_id,
-            const std::string& request_id, CallStop* stop);
+  void exec(const std::string& source, const std::string& model_id, const std::string& request_id,
+            CallStop* stop);
   Value eval(const std::string& expression, const std::string& model_id,
              const std::string& request_id, CallStop* stop);
 
@@ -104,8 +104,8 @@ class Interpreter {
   void object_drop(uint64_t object_id) noexcept;
   // `method` empty: call the object itself. args: a list/tuple or none.
   Value object_call(uint64_t object_id, const std::string* method, const Value* args,
-                    const Value* kwargs, const std::string& model_id,
-                    const std::string& request_id, CallStop* stop);
+                    const Value* kwargs, const std::string& model_id, const std::string& request_id,
+                    CallStop* stop);
   Value object_getattr(uint64_t object_id, const std::string& name, CallStop* stop);
   bool object_hasattr(uint64_t object_id, const std::string& name);
 
@@ -145,7 +145,7 @@ class Interpreter {
   std::atomic<uint64_t> leases_{0};
   std::optional<Error> start_error_;
   std::string retired_because_;  // under mu_; "" while not retired
-  TrustHistory history_;          // under mu_
+  TrustHistory history_;         // under mu_
 };
 
 }  // namespace manypy

@@ -3,7 +3,6 @@
 #include <fstream>
 #include <iterator>
 
-
 namespace manypy {
 
 namespace {
@@ -37,8 +36,7 @@ void InterpreterSet::join(Interpreter& interp) {
   }
 }
 
-std::vector<InterpreterSet::Leased> InterpreterSet::lease(size_t count,
-                                                          const ArchiveTrust& trust) {
+std::vector<InterpreterSet::Leased> InterpreterSet::lease(size_t count, const ArchiveTrust& trust) {
   const size_t limit = capacity();
   if (count == 0 || count > limit) {
     throw Error(Code::kOutOfRange, "a pool needs 1 to " + std::to_string(limit) +
@@ -71,15 +69,16 @@ std::vector<InterpreterSet::Leased> InterpreterSet::lease(size_t count,
     for (size_t i = 0; i < all_.size(); ++i) idle += idle_[i] ? 1 : 0;
     const size_t leased = all_.size() - broken - idle;
     throw Error(Code::kResourceExhausted,
-                "cannot start " + std::to_string(missing) + " more interpreter(s): of this "
-                "process's " + std::to_string(limit) + ", " + std::to_string(leased) +
-                " are leased to pools" +
-                (distrusted ? ", " + std::to_string(distrusted) +
-                                  " ran code from archives this pool does not trust "
-                                  "(docs/security.md, \"Pools with different trust\")"
-                            : std::string()) +
-                (broken ? ", " + std::to_string(broken) + " failed to start or were retired"
-                        : std::string()));
+                "cannot start " + std::to_string(missing) +
+                    " more interpreter(s): of this "
+                    "process's " +
+                    std::to_string(limit) + ", " + std::to_string(leased) + " are leased to pools" +
+                    (distrusted ? ", " + std::to_string(distrusted) +
+                                      " ran code from archives this pool does not trust "
+                                      "(docs/security.md, \"Pools with different trust\")"
+                                : std::string()) +
+                    (broken ? ", " + std::to_string(broken) + " failed to start or were retired"
+                            : std::string()));
   }
   for (const Leased& leased : chosen) idle_[leased.lane->interpreter().slot()] = false;
   for (size_t k = 0; k < missing; ++k) {

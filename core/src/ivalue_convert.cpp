@@ -69,21 +69,29 @@ c10::IValue dict_to_ivalue(const Value& value) {
 
 c10::IValue to_ivalue(const Value& value) {
   switch (value.kind) {
-    case ValueKind::kNone: return c10::IValue();
-    case ValueKind::kBool: return c10::IValue(value.b);
-    case ValueKind::kInt64: return c10::IValue(value.i);
-    case ValueKind::kDouble: return c10::IValue(value.d);
-    case ValueKind::kString: return c10::IValue(value.s);
-    case ValueKind::kTensor: return c10::IValue(torch_compat::from_dlpack(Tensor::share(value.tensor)));
+    case ValueKind::kNone:
+      return c10::IValue();
+    case ValueKind::kBool:
+      return c10::IValue(value.b);
+    case ValueKind::kInt64:
+      return c10::IValue(value.i);
+    case ValueKind::kDouble:
+      return c10::IValue(value.d);
+    case ValueKind::kString:
+      return c10::IValue(value.s);
+    case ValueKind::kTensor:
+      return c10::IValue(torch_compat::from_dlpack(Tensor::share(value.tensor)));
     case ValueKind::kBytes:
       throw Error(Code::kUnsupportedType, "TorchScript has no bytes type");
-    case ValueKind::kList: return list_to_ivalue(value.items);
+    case ValueKind::kList:
+      return list_to_ivalue(value.items);
     case ValueKind::kTuple: {
       std::vector<c10::IValue> items;
       for (const Value& v : value.items) items.push_back(to_ivalue(v));
       return c10::ivalue::Tuple::create(std::move(items));
     }
-    case ValueKind::kDict: return dict_to_ivalue(value);
+    case ValueKind::kDict:
+      return dict_to_ivalue(value);
   }
   throw Error(Code::kInternal, "unknown value kind");
 }
@@ -105,15 +113,14 @@ Value from_ivalue_at(const c10::IValue& iv, uint32_t depth) {
                 "a TorchScript result of type " + iv.tagKind() + " is not supported");
   }
   if (depth >= Value::kMaxDepth) {
-    throw Error(Code::kUnsupportedType, "result is nested more than " +
-                                            std::to_string(Value::kMaxDepth) + " deep");
+    throw Error(Code::kUnsupportedType,
+                "result is nested more than " + std::to_string(Value::kMaxDepth) + " deep");
   }
   if (iv.isGenericDict()) {
     Value out = Value::container(ValueKind::kDict);
     for (const auto& entry : iv.toGenericDict()) {
       if (!entry.key().isString()) {
-        throw Error(Code::kUnsupportedType, "a dict key of type " +
-                                                entry.key().tagKind() +
+        throw Error(Code::kUnsupportedType, "a dict key of type " + entry.key().tagKind() +
                                                 " is not supported (keys must be str)");
       }
       out.put(entry.key().toStringRef(), from_ivalue_at(entry.value(), depth + 1));

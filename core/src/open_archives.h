@@ -33,8 +33,8 @@ class OpenArchives {
   // in package `package_id`'s archive. Called by interpreters, from C, with
   // their GIL held: returns an MPI_* code, with the message in `error`, and
   // never throws.
-  int read_record(uint64_t package_id, const char* record, uint64_t nbytes,
-                  DLManagedTensor** out, char* error, size_t error_size) noexcept;
+  int read_record(uint64_t package_id, const char* record, uint64_t nbytes, DLManagedTensor** out,
+                  char* error, size_t error_size) noexcept;
 
  private:
   std::mutex mu_;

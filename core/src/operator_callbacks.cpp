@@ -74,8 +74,8 @@ uint64_t OperatorCallbacks::add(Handler handler, const Options& options) {
   }
   std::vector<Interpreter*> done;
   try {
-    if (!hooks::add_op_callbacks(reg->id, options.sampling_probability, options.needs_inputs,
-                                 -1, &emit)) {
+    if (!hooks::add_op_callbacks(reg->id, options.sampling_probability, options.needs_inputs, -1,
+                                 &emit)) {
       throw Error(Code::kResourceExhausted,
                   "at most " + std::to_string(MPH_MAX_OP_CALLBACKS) +
                       " operator callback registrations can be live at once");

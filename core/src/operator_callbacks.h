@@ -55,8 +55,8 @@ class OperatorCallbacks {
   static void emit_untyped(uint64_t id, int phase, const void* event);
   static void install(Interpreter& interp, const Registration& reg);
 
-  std::mutex mu_;                   // add/remove/join, one at a time
-  std::shared_mutex lookup_mu_;     // events read live_; remove takes entries out
+  std::mutex mu_;                // add/remove/join, one at a time
+  std::shared_mutex lookup_mu_;  // events read live_; remove takes entries out
   std::map<uint64_t, std::shared_ptr<Registration>> live_;
   std::vector<Interpreter*> members_;
   uint64_t next_id_ = 1;

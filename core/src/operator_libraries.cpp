@@ -18,8 +18,8 @@ void OperatorLibraries::load(const std::string& path) {
   // Never closed, as torch.ops.load_library never closes one.
   if (dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL) == nullptr) {
     const char* why = dlerror();
-    throw Error(Code::kLoader, "cannot load operator library " + path + ": " +
-                                   (why ? why : "unknown error"));
+    throw Error(Code::kLoader,
+                "cannot load operator library " + path + ": " + (why ? why : "unknown error"));
   }
   paths_.push_back(path);
   for (Interpreter* interp : members_) {

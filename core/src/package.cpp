@@ -6,7 +6,9 @@
 namespace manypy {
 
 Package::Package(std::shared_ptr<Pool> pool, std::shared_ptr<Archive> archive)
-    : id_(Runtime::get().open_archives().new_id()), pool_(std::move(pool)), archive_(std::move(archive)) {
+    : id_(Runtime::get().open_archives().new_id()),
+      pool_(std::move(pool)),
+      archive_(std::move(archive)) {
   // Before anything of the archive reaches an interpreter. (Only the
   // host-side fuzz target builds a package without a pool: it has no
   // interpreter for the archive to reach.)

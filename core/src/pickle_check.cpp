@@ -14,36 +14,36 @@ namespace {
 // How an opcode's argument is laid out after it (pickletools' ArgumentDescriptor).
 enum class Arg : uint8_t {
   kNone,
-  kFixed1,     // 1 byte
-  kFixed2,     // 2 bytes
-  kFixed4,     // 4 bytes
-  kFixed8,     // 8 bytes
-  kLen1,       // a 1-byte length, then that many bytes
-  kLen4,       // a 4-byte little-endian length, then that many bytes
-  kLen8,       // an 8-byte little-endian length, then that many bytes
-  kLine,       // text up to a newline
-  kTwoLines,   // two such lines (GLOBAL, INST)
+  kFixed1,    // 1 byte
+  kFixed2,    // 2 bytes
+  kFixed4,    // 4 bytes
+  kFixed8,    // 8 bytes
+  kLen1,      // a 1-byte length, then that many bytes
+  kLen4,      // a 4-byte little-endian length, then that many bytes
+  kLen8,      // an 8-byte little-endian length, then that many bytes
+  kLine,      // text up to a newline
+  kTwoLines,  // two such lines (GLOBAL, INST)
 };
 
 // What an opcode does to the stack.
 enum Effect : uint8_t {
-  kPlain = 0,        // pops `pops`, then pushes `pushes`
-  kMark = 1,         // pushes a mark
-  kToMark = 2,       // pops everything above the innermost mark and the mark
-  kBelowMark = 4,    // ... and needs an item below the mark (the container)
-  kEven = 8,         // ... and needs an even number of items above it
-  kStop = 16,        // ends the pickle
-  kMemoPut = 32,     // stores the top item in the memo slot its argument names
-  kMemoGet = 64,     // pushes the memo slot its argument names
-  kMemoize = 128,    // stores the top item in the next memo slot
+  kPlain = 0,      // pops `pops`, then pushes `pushes`
+  kMark = 1,       // pushes a mark
+  kToMark = 2,     // pops everything above the innermost mark and the mark
+  kBelowMark = 4,  // ... and needs an item below the mark (the container)
+  kEven = 8,       // ... and needs an even number of items above it
+  kStop = 16,      // ends the pickle
+  kMemoPut = 32,   // stores the top item in the memo slot its argument names
+  kMemoGet = 64,   // pushes the memo slot its argument names
+  kMemoize = 128,  // stores the top item in the next memo slot
 };
 
 struct Op {
   const char* name;
   Arg arg;
-  uint8_t pops;     // items it needs and removes (after a pop to mark)
+  uint8_t pops;  // items it needs and removes (after a pop to mark)
   uint8_t pushes;
-  uint8_t keeps;    // items it needs on the stack and leaves there
+  uint8_t keeps;  // items it needs on the stack and leaves there
   uint8_t effect;
 };
 
@@ -185,15 +185,29 @@ class Walker {
   // The argument's numeric value where a memo opcode needs it, else 0.
   uint64_t read_argument(Arg arg) {
     switch (arg) {
-      case Arg::kNone: return 0;
-      case Arg::kFixed1: return fixed(1);
-      case Arg::kFixed2: return fixed(2);
-      case Arg::kFixed4: return fixed(4);
-      case Arg::kFixed8: return fixed(8);
-      case Arg::kLen1: take(fixed(1)); return 0;
-      case Arg::kLen4: take(fixed(4) & 0xffffffffu); return 0;
-      case Arg::kLen8: take(fixed(8)); return 0;
-      case Arg::kTwoLines: line(); line(); return 0;
+      case Arg::kNone:
+        return 0;
+      case Arg::kFixed1:
+        return fixed(1);
+      case Arg::kFixed2:
+        return fixed(2);
+      case Arg::kFixed4:
+        return fixed(4);
+      case Arg::kFixed8:
+        return fixed(8);
+      case Arg::kLen1:
+        take(fixed(1));
+        return 0;
+      case Arg::kLen4:
+        take(fixed(4) & 0xffffffffu);
+        return 0;
+      case Arg::kLen8:
+        take(fixed(8));
+        return 0;
+      case Arg::kTwoLines:
+        line();
+        line();
+        return 0;
       case Arg::kLine: {
         const std::string_view text = line();
         if (!(op_->effect & (kMemoGet | kMemoPut))) return 0;
@@ -222,7 +236,8 @@ class Walker {
       depth_ = marks_.back();
       marks_.pop_back();
       if ((op.effect & kEven) && items % 2 != 0) fail("it needs key-value pairs");
-      if ((op.effect & kBelowMark) && depth_ <= floor()) fail("there is no container below the mark");
+      if ((op.effect & kBelowMark) && depth_ <= floor())
+        fail("there is no container below the mark");
     }
     const size_t needed = size_t{op.pops} + op.keeps;
     if (depth_ - floor() < needed) {
@@ -259,9 +274,7 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 
 }  // namespace
 
-void check_pickle(std::string_view bytes, const std::string& where) {
-  Walker(bytes, where).run();
-}
+void check_pickle(std::string_view bytes, const std::string& where) { Walker(bytes, where).run(); }
 
 bool is_torch_pickle_record(std::string_view name) {
   return ends_with(name, ".pkl") || is_torch_debug_record(name);

@@ -114,7 +114,8 @@ DrainResult Pool::drain(int64_t deadline_ns) {
     // What is left at the deadline is cancelled, as by a cancel token: the
     // watchdogs stop the running calls and complete the queued ones.
     for (dispatch::Lane* lane : members_.lanes()) {
-      lane->cancel_calls("the pool was drained (manypy_pool_drain) and the drain's deadline passed");
+      lane->cancel_calls(
+          "the pool was drained (manypy_pool_drain) and the drain's deadline passed");
     }
     const int64_t grace = std::max<int64_t>(dispatcher_.stop_grace_ns(), 10 * 1000 * 1000);
     chooser.wait_idle(monotonic_ns() + 2 * grace);
@@ -141,13 +142,12 @@ void Pool::check_interpreter(int index) const {
   if (chooser.state(index) == dispatch::SlotState::kStarting) return;
   const Interpreter& interp = chooser.lane(index).interpreter();
   if (chooser.state(index) != dispatch::SlotState::kUp || !interp.serving()) {
-    throw Error(Code::kInterpreterBroken,
-                "interpreter " + std::to_string(index) + " cannot serve: " + interp.why_not_serving());
+    throw Error(Code::kInterpreterBroken, "interpreter " + std::to_string(index) +
+                                              " cannot serve: " + interp.why_not_serving());
   }
 }
 
-void Pool::clean_up(Interpreter& interp,
-                    const std::function<void(Interpreter&)>& step) noexcept {
+void Pool::clean_up(Interpreter& interp, const std::function<void(Interpreter&)>& step) noexcept {
   // Not a member any more: its lease ended, and that dropped what the
   // step would.
   dispatch::Lane* lane = members_.lane_of(interp);
@@ -194,8 +194,8 @@ void Pool::exec(const CallOptions& options, const std::string& source) {
 Value Pool::eval(const CallOptions& options, const std::string& expression) {
   return dispatcher_.call(options.interpreter, options.limits, &options.model_id,
                           [&](Interpreter* interp, CallStop* stop) {
-                            return interp->eval(expression, options.model_id,
-                                                options.request_id, stop);
+                            return interp->eval(expression, options.model_id, options.request_id,
+                                                stop);
                           });
 }
 

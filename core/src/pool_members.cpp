@@ -230,7 +230,8 @@ void PoolMembers::grow_on_demand() noexcept {
     try {
       // One at a time: each new member takes a share of the waits, and a
       // wait that is still long after it asks for the next.
-      if (chooser_.size() < settings_.max) grow(chooser_.size() + 1, Wait::kAll, /*background=*/true);
+      if (chooser_.size() < settings_.max)
+        grow(chooser_.size() + 1, Wait::kAll, /*background=*/true);
     } catch (...) {
       // A member that failed was reported (settled); a lease the process
       // could not give is tried again a second later.

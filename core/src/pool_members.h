@@ -85,11 +85,11 @@ class PoolMembers {
 
   mutable std::mutex mu_;  // guards what follows
   std::condition_variable settled_cv_;
-  std::vector<dispatch::Lane*> lanes_;  // by index; members are [0, chooser_.size())
-  std::vector<bool> up_or_failed_;      // by index: settled since it joined
+  std::vector<dispatch::Lane*> lanes_;          // by index; members are [0, chooser_.size())
+  std::vector<bool> up_or_failed_;              // by index: settled since it joined
   std::vector<std::optional<Error>> failures_;  // by index
-  std::vector<bool> in_background_;     // by index: report a failure to on_failed
-  std::vector<std::thread> threads_;    // background starts (one per grow with kFirst)
+  std::vector<bool> in_background_;             // by index: report a failure to on_failed
+  std::vector<std::thread> threads_;            // background starts (one per grow with kFirst)
   bool closing_ = false;
   // Growth on long waits: one thread for the pool's life, made at the first
   // long wait, so that a pool waiting at the process's limit does not make

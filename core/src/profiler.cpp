@@ -1,13 +1,13 @@
 #include "profiler.h"
 
-#include "batch_sizes.h"
-#include "prometheus_text.h"
-
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+
+#include "batch_sizes.h"
+#include "prometheus_text.h"
 
 namespace manypy {
 
@@ -89,14 +89,15 @@ std::string Profiler::prometheus_text() const {
       "model id and operator.\n"
       "# TYPE manypy_operator_duration_seconds summary\n";
   for (const Entry& e : snapshot()) {
-    std::string labels = "model=\"" + prometheus_label(e.model_id) + "\",operator=\"" + prometheus_label(e.op_name) + "\"";
+    std::string labels = "model=\"" + prometheus_label(e.model_id) + "\",operator=\"" +
+                         prometheus_label(e.op_name) + "\"";
     out += "manypy_operator_duration_seconds{" + labels + ",quantile=\"0.5\"} " +
            seconds(e.p50_ns) + "\n";
     out += "manypy_operator_duration_seconds{" + labels + ",quantile=\"0.99\"} " +
            seconds(e.p99_ns) + "\n";
     out += "manypy_operator_duration_seconds_sum{" + labels + "} " + seconds(e.total_ns) + "\n";
-    out += "manypy_operator_duration_seconds_count{" + labels + "} " + std::to_string(e.count) +
-           "\n";
+    out +=
+        "manypy_operator_duration_seconds_count{" + labels + "} " + std::to_string(e.count) + "\n";
   }
   // The batch sizes dynamic batchers formed, beside the operators.
   out += BatchSizes::get().prometheus_text();

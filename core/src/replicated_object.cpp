@@ -83,9 +83,9 @@ Value ReplicatedObject::on_replica(int interpreter, const CallLimits& limits,
   } done{this};
   return pool().dispatcher().call(interpreter, limits, model,
                                   [&](Interpreter* interp, CallStop* stop) {
-    ensure_loaded(*interp, stop);
-    return fn(*interp, stop);
-  });
+                                    ensure_loaded(*interp, stop);
+                                    return fn(*interp, stop);
+                                  });
 }
 
 Value ReplicatedObject::call(const CallOptions& options, const std::string* method,
@@ -93,9 +93,9 @@ Value ReplicatedObject::call(const CallOptions& options, const std::string* meth
   check_call_arguments(args, kwargs);
   return on_replica(options.interpreter, options.limits, &options.model_id,
                     [&](Interpreter& interp, CallStop* stop) {
-    return interp.object_call(id_, method, args, kwargs, options.model_id, options.request_id,
-                              stop);
-  });
+                      return interp.object_call(id_, method, args, kwargs, options.model_id,
+                                                options.request_id, stop);
+                    });
 }
 
 // An asynchronous call: owns copies of its arguments, and holds the object
@@ -103,8 +103,7 @@ Value ReplicatedObject::call(const CallOptions& options, const std::string* meth
 class ReplicatedObject::AsyncCall final : public dispatch::Job {
  public:
   AsyncCall(std::shared_ptr<ReplicatedObject> object, const CallOptions& options,
-            const std::string* method, const Value* args, const Value* kwargs,
-            dispatch::Done done)
+            const std::string* method, const Value* args, const Value* kwargs, dispatch::Done done)
       : Job(options.limits, object->pool().dispatcher().stop_grace_ns()),
         object_(std::move(object)),
         method_(method ? std::optional<std::string>(*method) : std::nullopt),
@@ -119,8 +118,8 @@ class ReplicatedObject::AsyncCall final : public dispatch::Job {
   Value run(Interpreter* interp) override {
     object_->ensure_loaded(*interp, stop());
     return interp->object_call(object_->id_, method_ ? &*method_ : nullptr,
-                               args_ ? &*args_ : nullptr, kwargs_ ? &*kwargs_ : nullptr,
-                               model_id_, request_id_, stop());
+                               args_ ? &*args_ : nullptr, kwargs_ ? &*kwargs_ : nullptr, model_id_,
+                               request_id_, stop());
   }
   void succeeded(Value value) noexcept override { done_(&value, nullptr); }
   void failed(Error error) noexcept override { done_(nullptr, &error); }
@@ -142,17 +141,16 @@ void ReplicatedObject::call_async(const CallOptions& options, const std::string*
 }
 
 Value ReplicatedObject::getattr(const CallOptions& options, const std::string& name) {
-  return on_replica(options.interpreter, options.limits, &options.model_id,
-                    [&](Interpreter& interp, CallStop* stop) {
-    return interp.object_getattr(id_, name, stop);
-  });
+  return on_replica(
+      options.interpreter, options.limits, &options.model_id,
+      [&](Interpreter& interp, CallStop* stop) { return interp.object_getattr(id_, name, stop); });
 }
 
 bool ReplicatedObject::hasattr(const std::string& name) {
-  Value has = on_replica(Pool::kAnyInterpreter, CallLimits{}, nullptr,
-                         [&](Interpreter& interp, CallStop*) {
-    return Value::of_bool(interp.object_hasattr(id_, name));
-  });
+  Value has =
+      on_replica(Pool::kAnyInterpreter, CallLimits{}, nullptr, [&](Interpreter& interp, CallStop*) {
+        return Value::of_bool(interp.object_hasattr(id_, name));
+      });
   return has.b;
 }
 

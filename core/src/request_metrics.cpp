@@ -75,7 +75,8 @@ std::vector<RequestMetrics::SeriesSnapshot> RequestMetrics::snapshot() const {
   for (const auto& s : series_) {
     SeriesSnapshot snap;
     snap.model = s->model;
-    for (int c = 0; c < kCodeSlots; ++c) snap.completed[c] = s->completed[c].load(std::memory_order_relaxed);
+    for (int c = 0; c < kCodeSlots; ++c)
+      snap.completed[c] = s->completed[c].load(std::memory_order_relaxed);
     snap.request = s->request.snapshot();
     snap.queue = s->queue.snapshot();
     out.push_back(std::move(snap));
@@ -87,7 +88,8 @@ std::array<uint64_t, kCodeSlots> RequestMetrics::completed() const {
   std::array<uint64_t, kCodeSlots> total{};
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& s : series_) {
-    for (int c = 0; c < kCodeSlots; ++c) total[c] += s->completed[c].load(std::memory_order_relaxed);
+    for (int c = 0; c < kCodeSlots; ++c)
+      total[c] += s->completed[c].load(std::memory_order_relaxed);
   }
   return total;
 }
@@ -112,15 +114,14 @@ void histogram(std::string& out, const char* name, const std::string& pool,
                const std::string& model, const RequestMetrics::Histogram::Snapshot& h) {
   const auto& b = RequestMetrics::bounds();
   for (int i = 0; i < RequestMetrics::kBuckets; ++i) {
-    out += std::string(name) + "_bucket" +
-           label_set(pool, model + ",le=\"" + number(b[i]) + "\"") + " " +
-           std::to_string(h.cumulative[i]) + "\n";
+    out += std::string(name) + "_bucket" + label_set(pool, model + ",le=\"" + number(b[i]) + "\"") +
+           " " + std::to_string(h.cumulative[i]) + "\n";
   }
   out += std::string(name) + "_bucket" + label_set(pool, model + ",le=\"+Inf\"") + " " +
          std::to_string(h.count) + "\n";
   out += std::string(name) + "_sum" + label_set(pool, model) + " " + number(h.sum_seconds) + "\n";
-  out += std::string(name) + "_count" + label_set(pool, model) + " " + std::to_string(h.count) +
-         "\n";
+  out +=
+      std::string(name) + "_count" + label_set(pool, model) + " " + std::to_string(h.count) + "\n";
 }
 
 }  // namespace
@@ -146,8 +147,9 @@ std::string pool_prometheus_text(const std::vector<RequestMetrics::SeriesSnapsho
     histogram(out, "manypy_request_duration_seconds", pool,
               "model=\"" + prometheus_label(s.model) + "\"", s.request);
   }
-  out += "# HELP manypy_queue_duration_seconds Time from admission until the call began "
-         "running in its interpreter.\n";
+  out +=
+      "# HELP manypy_queue_duration_seconds Time from admission until the call began "
+      "running in its interpreter.\n";
   out += "# TYPE manypy_queue_duration_seconds histogram\n";
   for (const auto& s : requests) {
     histogram(out, "manypy_queue_duration_seconds", pool,
@@ -159,8 +161,8 @@ std::string pool_prometheus_text(const std::vector<RequestMetrics::SeriesSnapsho
          "\n";
   out += "# HELP manypy_queued_requests Calls waiting for an interpreter.\n";
   out += "# TYPE manypy_queued_requests gauge\n";
-  out += "manypy_queued_requests" + label_set(pool, "") + " " + std::to_string(gauges.queued) +
-         "\n";
+  out +=
+      "manypy_queued_requests" + label_set(pool, "") + " " + std::to_string(gauges.queued) + "\n";
   out += "# HELP manypy_interpreters The pool's interpreters by state.\n";
   out += "# TYPE manypy_interpreters gauge\n";
   const std::pair<const char*, size_t> states[] = {{"starting", gauges.starting},

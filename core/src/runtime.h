@@ -12,10 +12,10 @@
 // look down (docs/architecture.md, "Where things go").
 #pragma once
 
-#include "api_usage.h"
-#include "export_hook.h"
 #include <mutex>
 
+#include "api_usage.h"
+#include "export_hook.h"
 #include "interp_api.h"
 #include "interpreter_set.h"
 #include "open_archives.h"

@@ -33,7 +33,8 @@ std::string find_library(const char* variable, const char* name) {
   if (const char* env = std::getenv(variable); env && *env) return env;
   std::string path = directory_of_this_object() + "/" + kPrivateDirectory + "/" + name;
 #ifdef MANYPY_BUILD_TREE_PRIVATE_DIR
-  if (access(path.c_str(), R_OK) != 0) return std::string(MANYPY_BUILD_TREE_PRIVATE_DIR) + "/" + name;
+  if (access(path.c_str(), R_OK) != 0)
+    return std::string(MANYPY_BUILD_TREE_PRIVATE_DIR) + "/" + name;
 #endif
   return path;
 }
@@ -44,9 +45,7 @@ std::string interp_library_path() {
   return find_library("MANYPY_INTERP_LIBRARY", kInterpLibraryName);
 }
 
-std::string hooks_library_path() {
-  return find_library("MANYPY_HOOKS_LIBRARY", kHooksLibraryName);
-}
+std::string hooks_library_path() { return find_library("MANYPY_HOOKS_LIBRARY", kHooksLibraryName); }
 
 std::string python_home() {
   if (const char* env = std::getenv("MANYPY_PYTHON_HOME"); env && *env) return env;

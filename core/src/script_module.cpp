@@ -46,14 +46,15 @@ Error script_error(const std::string& method, const std::string& text) {
   size_t end = text.find_last_not_of(" \n");
   if (end != std::string::npos) {
     size_t start = text.rfind('\n', end);
-    line = text.substr(start == std::string::npos ? 0 : start + 1, end + 1 - (start == std::string::npos ? 0 : start + 1));
+    line = text.substr(start == std::string::npos ? 0 : start + 1,
+                       end + 1 - (start == std::string::npos ? 0 : start + 1));
   }
   size_t first = line.find_first_not_of(' ');
   line = first == std::string::npos ? std::string() : line.substr(first);
   std::string type;
   size_t colon = line.find(':');
-  if (colon != std::string::npos && colon > 0 &&
-      line.find_first_of(" .") > colon && std::isupper(static_cast<unsigned char>(line[0]))) {
+  if (colon != std::string::npos && colon > 0 && line.find_first_of(" .") > colon &&
+      std::isupper(static_cast<unsigned char>(line[0]))) {
     type = line.substr(0, colon);
   }
   return Error(Code::kPython, "TorchScript " + method + ": " + line, type, text);
@@ -151,8 +152,8 @@ void ScriptModule::call_async(std::shared_ptr<ScriptModule> module, const std::s
                               const Value* args, const Value* kwargs, const CallOptions& options,
                               dispatch::Done done) {
   module->check_call(method, args, kwargs);
-  dispatch::run_on_host_worker(std::make_shared<AsyncCall>(std::move(module), method, args,
-                                                           kwargs, options, std::move(done)));
+  dispatch::run_on_host_worker(std::make_shared<AsyncCall>(std::move(module), method, args, kwargs,
+                                                           options, std::move(done)));
 }
 
 Value ScriptModule::run(const std::string* method, const Value* args, const Value* kwargs,

@@ -46,13 +46,20 @@ void delete_share(DLManagedTensor* managed) {
 
 const char* code_name(uint8_t code) {
   switch (code) {
-    case kDLInt: return "int";
-    case kDLUInt: return "uint";
-    case kDLFloat: return "float";
-    case kDLBfloat: return "bfloat";
-    case kDLComplex: return "complex";
-    case kDLBoolCode: return "bool";
-    default: return "code";
+    case kDLInt:
+      return "int";
+    case kDLUInt:
+      return "uint";
+    case kDLFloat:
+      return "float";
+    case kDLBfloat:
+      return "bfloat";
+    case kDLComplex:
+      return "complex";
+    case kDLBoolCode:
+      return "bool";
+    default:
+      return "code";
   }
 }
 
@@ -72,7 +79,10 @@ bool extent(int32_t ndim, const int64_t* shape, const int64_t* strides, int64_t 
   for (int32_t k = ndim - 1; k >= 0; --k) {
     const __int128 stride = strides ? strides[k] : contiguous;
     const __int128 span = (__int128)(shape[k] - 1) * stride;
-    if (span < 0) lo += span; else hi += span;
+    if (span < 0)
+      lo += span;
+    else
+      hi += span;
     if (hi > kMax || lo < -kMax) throw too_large();
     contiguous *= shape[k];
     if (contiguous > kMax) contiguous = kMax + 1;  // only a later span of 0 may follow
@@ -101,8 +111,8 @@ void check_layout(const DLTensor& t) {
     throw Error(Code::kBadTensor, why);
   }
   if (t.ndim < 0 || t.ndim > kMaxDims) {
-    throw Error(Code::kBadTensor, "tensor has " + std::to_string(t.ndim) +
-                                      " dimensions; 0 to 64 are supported");
+    throw Error(Code::kBadTensor,
+                "tensor has " + std::to_string(t.ndim) + " dimensions; 0 to 64 are supported");
   }
   if (t.ndim > 0 && t.shape == nullptr) throw Error(Code::kBadTensor, "tensor shape is NULL");
   for (int32_t k = 0; k < t.ndim; ++k) {
@@ -124,8 +134,8 @@ void check_layout(const DLTensor& t) {
 }
 
 // Copies a strided tensor into `out` in C order.
-void copy_to_contiguous(const char* src, int32_t ndim, const int64_t* shape,
-                        const int64_t* strides, size_t itemsize, char* out) {
+void copy_to_contiguous(const char* src, int32_t ndim, const int64_t* shape, const int64_t* strides,
+                        size_t itemsize, char* out) {
   std::vector<int64_t> index(ndim, 0);
   int64_t numel = 1;
   for (int32_t k = 0; k < ndim; ++k) numel *= shape[k];
@@ -146,13 +156,26 @@ std::string unsupported_dtype_reason(DLDataType dtype) {
   bool ok = false;
   if (dtype.lanes == 1) {
     switch (dtype.code) {
-      case kDLInt: ok = dtype.bits == 8 || dtype.bits == 16 || dtype.bits == 32 || dtype.bits == 64; break;
-      case kDLUInt: ok = dtype.bits == 8; break;
-      case kDLFloat: ok = dtype.bits == 16 || dtype.bits == 32 || dtype.bits == 64; break;
-      case kDLBfloat: ok = dtype.bits == 16; break;
-      case kDLComplex: ok = dtype.bits == 64 || dtype.bits == 128; break;
-      case kDLBoolCode: ok = dtype.bits == 8; break;
-      default: break;
+      case kDLInt:
+        ok = dtype.bits == 8 || dtype.bits == 16 || dtype.bits == 32 || dtype.bits == 64;
+        break;
+      case kDLUInt:
+        ok = dtype.bits == 8;
+        break;
+      case kDLFloat:
+        ok = dtype.bits == 16 || dtype.bits == 32 || dtype.bits == 64;
+        break;
+      case kDLBfloat:
+        ok = dtype.bits == 16;
+        break;
+      case kDLComplex:
+        ok = dtype.bits == 64 || dtype.bits == 128;
+        break;
+      case kDLBoolCode:
+        ok = dtype.bits == 8;
+        break;
+      default:
+        break;
     }
   }
   if (ok) return {};
@@ -199,10 +222,10 @@ void check_caller_memory(const DLTensor& t) {
                                       " addresses memory beyond the address space");
   }
   if (!mapped(static_cast<uintptr_t>(lo), static_cast<uintptr_t>(hi))) {
-    throw Error(Code::kBadTensor,
-                "tensor memory is not mapped: data + byte_offset " +
-                    std::to_string(t.byte_offset) + " + the layout's " +
-                    std::to_string(highest - lowest) + " bytes reach outside this process's memory");
+    throw Error(Code::kBadTensor, "tensor memory is not mapped: data + byte_offset " +
+                                      std::to_string(t.byte_offset) + " + the layout's " +
+                                      std::to_string(highest - lowest) +
+                                      " bytes reach outside this process's memory");
   }
 }
 
@@ -232,18 +255,17 @@ std::shared_ptr<Tensor> Tensor::from_buffer(void* data, size_t data_size, DLData
     }
     if (ndim > 0 && shape == nullptr) throw Error(Code::kInvalidArgument, "shape must not be NULL");
     ctx->shape.assign(shape, shape + ndim);
-    DLTensor probe{data, {kDLCPU, 0}, ndim, dtype, ctx->shape.data(),
-                   const_cast<int64_t*>(strides), 0};
+    DLTensor probe{data, {kDLCPU, 0}, ndim, dtype, ctx->shape.data(), const_cast<int64_t*>(strides),
+                   0};
     check_layout(probe);
     const int64_t itemsize = dtype.bits / 8;
     int64_t lowest = 0, highest = 0;
     bool any = extent(ndim, shape, strides, itemsize, &lowest, &highest);
     if (any && data == nullptr) throw Error(Code::kInvalidArgument, "data must not be NULL");
     if (any && (lowest < 0 || (uint64_t)highest > data_size)) {
-      throw Error(Code::kBadTensor,
-                  "shape and strides address bytes [" + std::to_string(lowest) + ", " +
-                      std::to_string(highest) + ") but the buffer holds " +
-                      std::to_string(data_size) + " bytes");
+      throw Error(Code::kBadTensor, "shape and strides address bytes [" + std::to_string(lowest) +
+                                        ", " + std::to_string(highest) + ") but the buffer holds " +
+                                        std::to_string(data_size) + " bytes");
     }
     if (strides) ctx->strides.assign(strides, strides + ndim);
     if (copy) {
@@ -263,8 +285,8 @@ std::shared_ptr<Tensor> Tensor::from_buffer(void* data, size_t data_size, DLData
         if (strides == nullptr) {
           std::memcpy(ctx->owned_data, data, bytes);
         } else {
-          copy_to_contiguous(static_cast<const char*>(data), ndim, shape, strides,
-                             (size_t)itemsize, static_cast<char*>(ctx->owned_data));
+          copy_to_contiguous(static_cast<const char*>(data), ndim, shape, strides, (size_t)itemsize,
+                             static_cast<char*>(ctx->owned_data));
         }
       }
       ctx->strides.clear();  // the copy is C-contiguous

@@ -61,12 +61,14 @@ class DebugRecordCheck {
     if (source.size() != 3 || !source[2].isInt()) fail("a source is not (text, file, line)");
     int64_t text_size = 0;
     if (!text_sizes_.empty()) {  // libtorch's test: a text table is in use
-      if (!source[0].isIntList() || !source[1].isInt()) fail("a source's text indices are not ints");
+      if (!source[0].isIntList() || !source[1].isInt())
+        fail("a source's text indices are not ints");
       check_index(source[1].toInt());
       for (int64_t index : source[0].toIntList()) text_size += text_sizes_[check_index(index)];
     } else {
       if (!source[0].isString()) fail("a source's text is not a string");
-      if (!source[1].isNone() && !source[1].isString()) fail("a source's file name is not a string");
+      if (!source[1].isNone() && !source[1].isString())
+        fail("a source's file name is not a string");
       text_size = static_cast<int64_t>(source[0].toStringRef().size());
     }
     const int64_t start = range[1].toInt(), end = range[2].toInt();
@@ -94,8 +96,8 @@ void check_torchscript_debug_record(const std::string& bytes, const std::string&
   try {
     top = torch::jit::unpickle(bytes.data(), bytes.size());
   } catch (const c10::Error& e) {
-    throw Error(Code::kBadArchive, where + ": malformed TorchScript debug record: " +
-                                       e.what_without_backtrace());
+    throw Error(Code::kBadArchive,
+                where + ": malformed TorchScript debug record: " + e.what_without_backtrace());
   }
   DebugRecordCheck(where).run(top);
 }

@@ -13,8 +13,8 @@ using json = nlohmann::json;
 // Specs come from archives: nesting is bounded as values' is.
 TreeSpec parse_node(const json& node, const std::string& what, uint32_t depth) {
   if (depth > Value::kMaxDepth) {
-    throw Error(Code::kUnsupportedType, what + " nests deeper than " +
-                                            std::to_string(Value::kMaxDepth) + " containers");
+    throw Error(Code::kUnsupportedType,
+                what + " nests deeper than " + std::to_string(Value::kMaxDepth) + " containers");
   }
   if (!node.is_object() || !node.contains("type") || !node.contains("children_spec") ||
       !node["children_spec"].is_array()) {
@@ -77,23 +77,23 @@ void flatten(const TreeSpec& spec, const Value& value, const std::string& path,
   switch (spec.kind) {
     case Kind::kLeaf:
       if (value.kind != ValueKind::kTensor) {
-        throw Error(Code::kWrongKind, path + " must be a tensor, not " +
-                                          std::string(kind_name(value.kind)));
+        throw Error(Code::kWrongKind,
+                    path + " must be a tensor, not " + std::string(kind_name(value.kind)));
       }
       out->push_back(&value);
       return;
     case Kind::kNone:
       if (value.kind != ValueKind::kNone) {
-        throw Error(Code::kInvalidArgument, path + " must be None, not " +
-                                                std::string(kind_name(value.kind)));
+        throw Error(Code::kInvalidArgument,
+                    path + " must be None, not " + std::string(kind_name(value.kind)));
       }
       return;
     case Kind::kTuple:
     case Kind::kList:
       if (!value.is_sequence() || value.items.size() != spec.children.size()) {
         throw Error(Code::kInvalidArgument,
-                    path + " must be a sequence of " + std::to_string(spec.children.size()) +
-                        " (" + spec.describe() + "), not " +
+                    path + " must be a sequence of " + std::to_string(spec.children.size()) + " (" +
+                        spec.describe() + "), not " +
                         (value.is_sequence() ? std::to_string(value.items.size()) + " items"
                                              : std::string(kind_name(value.kind))));
       }
@@ -119,8 +119,8 @@ void flatten(const TreeSpec& spec, const Value& value, const std::string& path,
           bool known = false;
           for (const std::string& key : spec.keys) known = known || key == value.keys[k];
           if (!known) {
-            throw Error(Code::kInvalidArgument,
-                        path + " has key " + quoted(value.keys[k]) + ", which the model does not take");
+            throw Error(Code::kInvalidArgument, path + " has key " + quoted(value.keys[k]) +
+                                                    ", which the model does not take");
           }
         }
       }
@@ -137,7 +137,8 @@ Value build(const TreeSpec& spec, std::vector<Value>& tensors, size_t* next) {
       return Value::none();
     case Kind::kTuple:
     case Kind::kList: {
-      Value out = Value::container(spec.kind == Kind::kTuple ? ValueKind::kTuple : ValueKind::kList);
+      Value out =
+          Value::container(spec.kind == Kind::kTuple ? ValueKind::kTuple : ValueKind::kList);
       for (const TreeSpec& child : spec.children) {
         Value item = build(child, tensors, next);
         out.depth = out.depth_with(item);
@@ -174,8 +175,10 @@ TreeSpec TreeSpec::parse(const std::string& text, const std::string& what) {
 
 std::string TreeSpec::describe() const {
   switch (kind) {
-    case Kind::kLeaf: return "Tensor";
-    case Kind::kNone: return "None";
+    case Kind::kLeaf:
+      return "Tensor";
+    case Kind::kNone:
+      return "None";
     case Kind::kTuple:
     case Kind::kList: {
       std::string s = kind == Kind::kTuple ? "(" : "[";
@@ -200,7 +203,8 @@ std::string TreeSpec::describe() const {
 
 std::vector<const Value*> flatten_arguments(const TreeSpec& input_spec, const Value* args,
                                             const Value* kwargs) {
-  const bool shaped = input_spec.kind == TreeSpec::Kind::kTuple && input_spec.children.size() == 2 &&
+  const bool shaped = input_spec.kind == TreeSpec::Kind::kTuple &&
+                      input_spec.children.size() == 2 &&
                       input_spec.children[1].kind == TreeSpec::Kind::kDict;
   if (!shaped) {
     throw Error(Code::kUnsupportedType,
@@ -214,10 +218,10 @@ std::vector<const Value*> flatten_arguments(const TreeSpec& input_spec, const Va
   const Value empty_dict = Value::container(ValueKind::kDict);
   const Value& a = args ? *args : empty_tuple;
   if (a.is_sequence() && a.items.size() != positional.children.size()) {
-    throw Error(Code::kInvalidArgument,
-                "the model takes " + std::to_string(positional.children.size()) +
-                    " positional arguments " + positional.describe() + ", not " +
-                    std::to_string(a.items.size()));
+    throw Error(Code::kInvalidArgument, "the model takes " +
+                                            std::to_string(positional.children.size()) +
+                                            " positional arguments " + positional.describe() +
+                                            ", not " + std::to_string(a.items.size()));
   }
   flatten(positional, a, "args", &out);
   flatten(named, kwargs ? *kwargs : empty_dict, "kwargs", &out);

@@ -6,16 +6,26 @@ namespace manypy {
 
 const char* kind_name(ValueKind kind) {
   switch (kind) {
-    case ValueKind::kNone: return "None";
-    case ValueKind::kBool: return "bool";
-    case ValueKind::kInt64: return "int64";
-    case ValueKind::kDouble: return "double";
-    case ValueKind::kString: return "string";
-    case ValueKind::kTensor: return "tensor";
-    case ValueKind::kBytes: return "bytes";
-    case ValueKind::kList: return "list";
-    case ValueKind::kTuple: return "tuple";
-    case ValueKind::kDict: return "dict";
+    case ValueKind::kNone:
+      return "None";
+    case ValueKind::kBool:
+      return "bool";
+    case ValueKind::kInt64:
+      return "int64";
+    case ValueKind::kDouble:
+      return "double";
+    case ValueKind::kString:
+      return "string";
+    case ValueKind::kTensor:
+      return "tensor";
+    case ValueKind::kBytes:
+      return "bytes";
+    case ValueKind::kList:
+      return "list";
+    case ValueKind::kTuple:
+      return "tuple";
+    case ValueKind::kDict:
+      return "dict";
   }
   return "unknown";
 }
@@ -95,8 +105,8 @@ Value& Value::put(std::string key, Value item) {
 
 void check_call_arguments(const Value* args, const Value* kwargs) {
   if (args != nullptr && !args->is_sequence()) {
-    throw Error(Code::kInvalidArgument, std::string("args must be a list or tuple, not ") +
-                                            kind_name(args->kind));
+    throw Error(Code::kInvalidArgument,
+                std::string("args must be a list or tuple, not ") + kind_name(args->kind));
   }
   if (kwargs != nullptr && kwargs->kind != ValueKind::kDict) {
     throw Error(Code::kInvalidArgument,

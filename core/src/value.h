@@ -46,8 +46,8 @@ struct Value {
   // The C API hands out pointers to items and keys, which must survive
   // later appends: elements that never move. Read them directly; change
   // them through append() and put(), which keep depth and the key index.
-  StableVector<Value> items;        // kList, kTuple; kDict: the values
-  StableVector<std::string> keys;   // kDict: the keys (any bytes), in insertion order
+  StableVector<Value> items;       // kList, kTuple; kDict: the values
+  StableVector<std::string> keys;  // kDict: the keys (any bytes), in insertion order
   // Containers nested in this value: 0 for a scalar, 1 + the deepest item's
   // for a container.
   uint32_t depth = 0;
@@ -62,9 +62,24 @@ struct Value {
   ~Value();
 
   static Value none() { return Value{}; }
-  static Value of_bool(bool v) { Value x; x.kind = ValueKind::kBool; x.b = v; return x; }
-  static Value of_int(int64_t v) { Value x; x.kind = ValueKind::kInt64; x.i = v; return x; }
-  static Value of_double(double v) { Value x; x.kind = ValueKind::kDouble; x.d = v; return x; }
+  static Value of_bool(bool v) {
+    Value x;
+    x.kind = ValueKind::kBool;
+    x.b = v;
+    return x;
+  }
+  static Value of_int(int64_t v) {
+    Value x;
+    x.kind = ValueKind::kInt64;
+    x.i = v;
+    return x;
+  }
+  static Value of_double(double v) {
+    Value x;
+    x.kind = ValueKind::kDouble;
+    x.d = v;
+    return x;
+  }
   static Value of_string(std::string v) {
     Value x;
     x.kind = ValueKind::kString;

@@ -39,9 +39,9 @@ class Watchdog final : public StopObserver {
 
   const std::function<void(CallStop&)> interrupt_;
   std::mutex mu_;
-  std::condition_variable cv_;        // the thread waits on it
-  std::condition_variable idle_cv_;   // an interrupt finished
-  CallStop* head_ = nullptr;          // watched calls
+  std::condition_variable cv_;               // the thread waits on it
+  std::condition_variable idle_cv_;          // an interrupt finished
+  CallStop* head_ = nullptr;                 // watched calls
   int64_t wake_at_ = CallStop::kNoDeadline;  // when the thread will look next
   bool poked_ = false;
   bool started_ = false;

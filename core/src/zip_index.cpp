@@ -38,8 +38,9 @@ ZipIndex::ZipIndex(const void* data, size_t size, const std::string& origin) {
   if (archive == nullptr) {
     zip_source_free(source);
     throw Error(Code::kBadArchive,
-                origin + (starts_like_zip(data, size) ? " is a truncated or corrupt zip archive"
-                                                      : " is not a zip archive") +
+                origin +
+                    (starts_like_zip(data, size) ? " is a truncated or corrupt zip archive"
+                                                 : " is not a zip archive") +
                     " (" + error.text() + ")");
   }
   const zip_int64_t count = zip_get_num_entries(archive.get(), 0);
@@ -50,8 +51,7 @@ ZipIndex::ZipIndex(const void* data, size_t size, const std::string& origin) {
         (st.valid & (ZIP_STAT_NAME | ZIP_STAT_SIZE | ZIP_STAT_COMP_SIZE | ZIP_STAT_COMP_METHOD)) !=
             (ZIP_STAT_NAME | ZIP_STAT_SIZE | ZIP_STAT_COMP_SIZE | ZIP_STAT_COMP_METHOD)) {
       throw Error(Code::kBadArchive, origin + ": zip entry " + std::to_string(k) +
-                                         " cannot be read (" +
-                                         zip_strerror(archive.get()) + ")");
+                                         " cannot be read (" + zip_strerror(archive.get()) + ")");
     }
     if (k == 0) {
       const char* slash = std::strchr(st.name, '/');

@@ -17,9 +17,9 @@ namespace manypy {
 constexpr uint16_t kZipStored = 0;  // the zip compression method "stored"
 
 struct ZipEntry {
-  uint64_t size = 0;             // uncompressed
+  uint64_t size = 0;  // uncompressed
   uint64_t compressed_size = 0;
-  uint16_t method = 0;           // 0: stored, 8: deflated, ...
+  uint16_t method = 0;  // 0: stored, 8: deflated, ...
 };
 
 class ZipIndex {

@@ -6,7 +6,11 @@ fn main() {
     println!("cargo:rerun-if-changed={c_side}/c_side.c");
     println!("cargo:rerun-if-changed={c_side}/c_side.h");
     let mut build = cc::Build::new();
-    build.file(format!("{c_side}/c_side.c")).include(c_side).opt_level(2).warnings(true);
+    build
+        .file(format!("{c_side}/c_side.c"))
+        .include(c_side)
+        .opt_level(2)
+        .warnings(true);
     if let Ok(dir) = std::env::var("DEP_MANYPY_INCLUDE_DIR") {
         build.include(dir);
     } else {

@@ -61,7 +61,9 @@ fn main() {
                 println!("cargo:include_dir={}", include.display());
             }
         }
-        Err(error) => fail(&format!("pkg-config did not find manypy {ABI_MIN}.x: {error}")),
+        Err(error) => fail(&format!(
+            "pkg-config did not find manypy {ABI_MIN}.x: {error}"
+        )),
     }
 }
 

@@ -137,8 +137,9 @@ int main(int argc, const char* argv[]) {
       print_slice_dim1(t, 5);
       printed = 1;
     } else {
-      fprintf(stderr, "error: the model returned a tensor this example does not print "
-                      "(it expects float32 with 3 to 8 dimensions)\n");
+      fprintf(stderr,
+              "error: the model returned a tensor this example does not print "
+              "(it expects float32 with 3 to 8 dimensions)\n");
     }
     tensor->deleter(tensor);
   }

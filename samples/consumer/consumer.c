@@ -31,8 +31,7 @@ static int failed(const char* what, manypy_status* st) {
 static int compatible(uint32_t library) {
   const uint32_t major = library / 10000, minor = library / 100 % 100;
   if (major != MANYPY_VERSION_MAJOR) return 0;
-  return MANYPY_VERSION_MAJOR == 0 ? minor == MANYPY_VERSION_MINOR
-                                   : minor >= MANYPY_VERSION_MINOR;
+  return MANYPY_VERSION_MAJOR == 0 ? minor == MANYPY_VERSION_MINOR : minor >= MANYPY_VERSION_MINOR;
 }
 
 enum { THREADS = 2, CALLS = 10, MAX_OUTPUT = 4096 };
@@ -56,8 +55,9 @@ static manypy_status* call_once(const struct serving* s) {
   DLManagedTensor* tensor = NULL;
   manypy_status* st = inputs ? NULL : manypy_status_new(MANYPY_ERR_RESOURCE_EXHAUSTED, "no memory");
   /* Borrowed (copy = 0): `ones` is static, so it outlives every use. */
-  if (!st) st = manypy_value_new_tensor_from_buffer((void*)ones, sizeof ones, float32, 4, shape,
-                                                    NULL, 0, NULL, NULL, &input);
+  if (!st)
+    st = manypy_value_new_tensor_from_buffer((void*)ones, sizeof ones, float32, 4, shape, NULL, 0,
+                                             NULL, NULL, &input);
   if (!st) st = manypy_value_append(inputs, input);
   if (!st) st = manypy_object_call(s->model, NULL, inputs, NULL, NULL, &output);
   if (!st) st = manypy_value_get_tensor(output, &tensor);
@@ -70,8 +70,9 @@ static manypy_status* call_once(const struct serving* s) {
       n *= (size_t)t->shape[d];
     }
     if (t->dtype.code != kDLFloat || t->dtype.bits != 32 || n != s->count || !dense) {
-      st = manypy_status_new(MANYPY_ERR_INTERNAL, "the output is not a dense float32 tensor "
-                                                  "of the expected size");
+      st = manypy_status_new(MANYPY_ERR_INTERNAL,
+                             "the output is not a dense float32 tensor "
+                             "of the expected size");
     } else {
       const float* got = (const float*)((const char*)t->data + t->byte_offset);
       for (size_t i = 0; i < n && !st; ++i) {
@@ -120,9 +121,13 @@ static int serve_model(const char* model_path, const char* expected_path) {
   for (int i = 0; i < started; ++i) {
     void* result = NULL;
     pthread_join(threads[i], &result);
-    if (!st) st = result; else manypy_status_free(result);
+    if (!st)
+      st = result;
+    else
+      manypy_status_free(result);
   }
-  if (!st && started < THREADS) st = manypy_status_new(MANYPY_ERR_RESOURCE_EXHAUSTED, "pthread_create failed");
+  if (!st && started < THREADS)
+    st = manypy_status_new(MANYPY_ERR_RESOURCE_EXHAUSTED, "pthread_create failed");
   manypy_object_free(s.model);
   manypy_pool_destroy(pool);
   if (st) return failed(model_path, st);

@@ -1,8 +1,8 @@
 // A small custom operator library, as a fleet would ship one: registers
 // manypy_sample::scaled_add(a, b, alpha) = a + alpha * b with TORCH_LIBRARY.
 // manypy_load_operator_library loads it into the host and every interpreter.
-#include <torch/library.h>
 #include <ATen/ATen.h>
+#include <torch/library.h>
 
 namespace {
 

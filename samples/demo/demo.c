@@ -20,14 +20,14 @@
  * Public C API only (manypy.h).
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, sysconf, access */
+#include "demo.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-#include "demo.h"
 
 #ifndef MANYPY_ARCHIVES_DIR
 #define MANYPY_ARCHIVES_DIR "archives"
@@ -135,13 +135,14 @@ static void check_every_interpreter(manypy_object* object, const demo_model* m, 
     demo_check(manypy_value_dict_key(m->scalars, i, &key, NULL), "scalars");
     demo_check(manypy_value_get_item(m->scalars, i, &v), "scalars");
     demo_check(manypy_value_get_int64(v, &x), "scalars");
-    len += (size_t)snprintf(scalars + len, sizeof scalars - len, " and %s = %lld", key,
-                            (long long)x);
+    len +=
+        (size_t)snprintf(scalars + len, sizeof scalars - len, " and %s = %lld", key, (long long)x);
   }
-  printf("%-13s outputs equal eager Python: yes (max abs diff %.2g over %zu output tensor%s%s, "
-         "on each of %zu interpreter%s; tolerance %.0e)\n",
-         m->name, max_abs_diff, m->n_outputs, m->n_outputs == 1 ? "" : "s", scalars, n,
-         n == 1 ? "" : "s", m->tolerance);
+  printf(
+      "%-13s outputs equal eager Python: yes (max abs diff %.2g over %zu output tensor%s%s, "
+      "on each of %zu interpreter%s; tolerance %.0e)\n",
+      m->name, max_abs_diff, m->n_outputs, m->n_outputs == 1 ? "" : "s", scalars, n,
+      n == 1 ? "" : "s", m->tolerance);
   fflush(stdout);
 }
 
@@ -170,12 +171,12 @@ static void demo_report_profile(const manypy_profiler* profiler, const char* arc
   qsort(entries, n, sizeof *entries, by_total_desc);
   printf("\nsampled profile (1%% of operators, %zu-interpreter pool): top operators by time\n",
          interpreters);
-  printf("%-13s %-28s %8s %10s %10s %10s\n", "model", "operator", "samples", "total ms",
-         "p50 us", "p99 us");
+  printf("%-13s %-28s %8s %10s %10s %10s\n", "model", "operator", "samples", "total ms", "p50 us",
+         "p99 us");
   for (size_t k = 0; k < n && k < 8; ++k) {
     printf("%-13s %-28s %8llu %10.2f %10.1f %10.1f\n", entries[k].model_id, entries[k].op_name,
-           (unsigned long long)entries[k].count, entries[k].total_ns / 1e6,
-           entries[k].p50_ns / 1e3, entries[k].p99_ns / 1e3);
+           (unsigned long long)entries[k].count, entries[k].total_ns / 1e6, entries[k].p50_ns / 1e3,
+           entries[k].p99_ns / 1e3);
   }
   manypy_profile_entries_free(entries, n);
 
@@ -322,16 +323,18 @@ int main(int argc, char** argv) {
     }
   }
   if (disturbed > 0) {
-    printf("* measured while other processes kept up to %.1f of the %ld cores busy: re-run on\n"
-           "  a quiet machine before quoting these rows.\n",
-           disturbed, sysconf(_SC_NPROCESSORS_ONLN));
+    printf(
+        "* measured while other processes kept up to %.1f of the %ld cores busy: re-run on\n"
+        "  a quiet machine before quoting these rows.\n",
+        disturbed, sysconf(_SC_NPROCESSORS_ONLN));
   }
-  printf("\n1 interpreter: every thread waits for the same GIL, as with any single embedded\n"
-         "CPython; %zu interpreters: one GIL each. speed-up: calls/s against 1 interpreter\n"
-         "with the same %d thread%s. resnet18's time goes to torch kernels, which release\n"
-         "the GIL, so threads overlap even in one interpreter; python_heavy's goes to Python\n"
-         "bytecode, which only more interpreters run in parallel.\n",
-         interpreters, threads, threads == 1 ? "" : "s");
+  printf(
+      "\n1 interpreter: every thread waits for the same GIL, as with any single embedded\n"
+      "CPython; %zu interpreters: one GIL each. speed-up: calls/s against 1 interpreter\n"
+      "with the same %d thread%s. resnet18's time goes to torch kernels, which release\n"
+      "the GIL, so threads overlap even in one interpreter; python_heavy's goes to Python\n"
+      "bytecode, which only more interpreters run in parallel.\n",
+      interpreters, threads, threads == 1 ? "" : "s");
 
   for (int k = 0; k < N_MODELS; ++k) demo_model_free(&g_models[k]);
   return 0;

@@ -31,11 +31,11 @@ typedef struct demo_output {
 /* A sample model: its archive and what eager Python gave for it
  * (samples/models/README.md describes the files). */
 typedef struct demo_model {
-  const char* name; /* "resnet18": NAME.pt, NAME.json, NAME.input.bin, ... */
-  double tolerance; /* |got - expected| <= tolerance * (1 + |expected|) */
-  manypy_value* desc; /* NAME.json, parsed into a dict by an interpreter */
-  manypy_value* args; /* (input,): built once, shared read-only by every call */
-  const manypy_value* kwargs; /* desc["kwargs"] (borrowed from desc) */
+  const char* name;            /* "resnet18": NAME.pt, NAME.json, NAME.input.bin, ... */
+  double tolerance;            /* |got - expected| <= tolerance * (1 + |expected|) */
+  manypy_value* desc;          /* NAME.json, parsed into a dict by an interpreter */
+  manypy_value* args;          /* (input,): built once, shared read-only by every call */
+  const manypy_value* kwargs;  /* desc["kwargs"] (borrowed from desc) */
   const manypy_value* scalars; /* desc["scalars"]: expected non-tensor outputs */
   demo_output outputs[8];
   size_t n_outputs;

@@ -93,8 +93,10 @@ void demo_model_load(demo_model* m, manypy_pool* pool, const char* dir) {
   snprintf(expr, sizeof expr, "__import__('json').load(open(%s, 'rb'))", literal);
   manypy_status* st = manypy_pool_eval(pool, MANYPY_ANY_INTERPRETER, expr, &m->desc);
   if (manypy_status_code(st) == MANYPY_ERR_PYTHON) {
-    fprintf(stderr, "manypy_demo: cannot read %s (build the target manypy_archives, or pass "
-                    "--archives DIR)\n", path);
+    fprintf(stderr,
+            "manypy_demo: cannot read %s (build the target manypy_archives, or pass "
+            "--archives DIR)\n",
+            path);
   }
   demo_check(st, "reading the model description");
   m->kwargs = dict_get(m->desc, "kwargs", path);
@@ -108,8 +110,8 @@ void demo_model_load(demo_model* m, manypy_pool* pool, const char* dir) {
   const size_t count = element_count(shape, ndim);
   float* data = read_floats(dir, get_string(dict_get(input, "file", path), path), count);
   manypy_value* tensor = NULL;
-  demo_check(manypy_value_new_tensor_from_buffer(data, count * sizeof(float), kFloat32, ndim,
-                                                 shape, NULL, 0, free, data, &tensor),
+  demo_check(manypy_value_new_tensor_from_buffer(data, count * sizeof(float), kFloat32, ndim, shape,
+                                                 NULL, 0, free, data, &tensor),
              "manypy_value_new_tensor_from_buffer");
   /* One positional argument. This tuple is only read from now on, so every
    * serving thread may pass the same one. */
@@ -182,8 +184,8 @@ static int tensor_matches(const demo_output* e, const manypy_value* v, double to
       const double diff = fabs(got - want);
       if (diff > *max_abs_diff) *max_abs_diff = diff;
       if (!(diff <= tolerance * (1.0 + fabs(want)))) { /* also catches NaN */
-        ok = fail(why, size, "output '%s' element %zu is %.7g, eager Python gave %.7g", e->key,
-                  i, got, want);
+        ok = fail(why, size, "output '%s' element %zu is %.7g, eager Python gave %.7g", e->key, i,
+                  got, want);
       }
     }
   }
@@ -235,8 +237,8 @@ int demo_model_matches(const demo_model* m, const manypy_value* result, double* 
       return fail(why, why_size, "no int output '%s'", key);
     }
     if (g != w) {
-      return fail(why, why_size, "output '%s' is %lld, eager Python gave %lld", key,
-                  (long long)g, (long long)w);
+      return fail(why, why_size, "output '%s' is %lld, eager Python gave %lld", key, (long long)g,
+                  (long long)w);
     }
   }
   return 1;

@@ -97,16 +97,16 @@ static void cpu_ticks(unsigned long long* self, unsigned long long* machine) {
     fclose(f);
     const char* p = strrchr(buf, ')'); /* the command name may hold spaces */
     unsigned long long user = 0, sys = 0;
-    if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &user,
-                    &sys) == 2) {
+    if (p &&
+        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &user, &sys) == 2) {
       *self = user + sys;
     }
   }
   f = fopen("/proc/stat", "r");
   if (f) {
     unsigned long long v[8] = {0};
-    if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
-               &v[4], &v[5], &v[6], &v[7]) == 8) {
+    if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
+               &v[5], &v[6], &v[7]) == 8) {
       *machine = v[0] + v[1] + v[2] + v[5] + v[6] + v[7]; /* all but idle and iowait */
     }
     fclose(f);

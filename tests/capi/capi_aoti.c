@@ -51,9 +51,8 @@ static void test_host_trust_covers_torchscript(void** state) {
 
   ASSERT_OK(manypy_set_host_archive_trust(other));
   manypy_script_module* module = NULL;
-  expect_message(EXPECT_CODE(manypy_script_load_file(script, &module),
-                             MANYPY_ERR_UNTRUSTED_ARCHIVE),
-                 digest);
+  expect_message(
+      EXPECT_CODE(manypy_script_load_file(script, &module), MANYPY_ERR_UNTRUSTED_ARCHIVE), digest);
   size_t size = 0;
   void* bytes = READ_WHOLE_FILE(script, &size);
   ASSERT_CODE(manypy_script_load_bytes(bytes, size, &module), MANYPY_ERR_UNTRUSTED_ARCHIVE);
@@ -97,8 +96,7 @@ static void test_null_arguments(void** state) {
   (void)state;
   manypy_aoti_module* module = SENTINEL_MODULE;
   manypy_value* value = NULL;
-  ASSERT_INVALID_ARG(manypy_aoti_load_file(NULL, NULL, &module), "manypy_aoti_load_file",
-                     "path");
+  ASSERT_INVALID_ARG(manypy_aoti_load_file(NULL, NULL, &module), "manypy_aoti_load_file", "path");
   ASSERT_INVALID_ARG(manypy_aoti_load_file("x.pt2", NULL, NULL), "manypy_aoti_load_file",
                      "out_module");
   ASSERT_INVALID_ARG(manypy_aoti_load_bytes(NULL, 3, NULL, &module), "manypy_aoti_load_bytes",
@@ -183,7 +181,8 @@ static int heavy_result_ok(const manypy_value* result) {
   if (manypy_value_get_kind(result) != MANYPY_VALUE_DICT) return 0;
   manypy_status* s = manypy_value_length(result, &n);
   if (s || n != 2) return manypy_status_free(s), 0;
-  if ((s = manypy_value_dict_get(result, "logits", &logits)) != NULL) return manypy_status_free(s), 0;
+  if ((s = manypy_value_dict_get(result, "logits", &logits)) != NULL)
+    return manypy_status_free(s), 0;
   if ((s = manypy_value_dict_get(result, "norm", &norm)) != NULL) return manypy_status_free(s), 0;
   DLManagedTensor* m = NULL;
   if ((s = manypy_value_get_tensor(logits, &m)) != NULL) return manypy_status_free(s), 0;
@@ -218,7 +217,8 @@ static void call_heavy_and_check(manypy_aoti_module* module, const char* what) {
 static int setup(void** state) {
   (void)state;
   g_heavy.input = capi_read_f32_file("python_heavy.input.bin", 4 * 64, __FILE__, __LINE__);
-  g_heavy.logits = capi_read_f32_file("python_heavy_pt2.expected.logits.bin", 40, __FILE__, __LINE__);
+  g_heavy.logits =
+      capi_read_f32_file("python_heavy_pt2.expected.logits.bin", 40, __FILE__, __LINE__);
   g_heavy.norm = capi_read_f32_file("python_heavy_pt2.expected.norm.bin", 4, __FILE__, __LINE__);
   manypy_status* s = manypy_aoti_load_file(capi_archive("python_heavy.pt2"), NULL, &g_module);
   if (s) {
@@ -328,9 +328,9 @@ static void test_bad_arguments(void** state) {
   /* A string where the tensor belongs. */
   manypy_value* text[1] = {STRING("x")};
   args = TUPLE_OF(1, text);
-  expect_message(EXPECT_CODE(manypy_aoti_call(g_module, args, NULL, NULL, &result),
-                             MANYPY_ERR_WRONG_KIND),
-                 "args[0] must be a tensor");
+  expect_message(
+      EXPECT_CODE(manypy_aoti_call(g_module, args, NULL, NULL, &result), MANYPY_ERR_WRONG_KIND),
+      "args[0] must be a tensor");
   manypy_value_free(args);
   /* A keyword the model does not take. */
   manypy_value* kwargs = manypy_value_new_dict();
@@ -346,22 +346,22 @@ static void test_bad_arguments(void** state) {
   const int64_t three[2] = {3, 64};
   manypy_value* shaped[1] = {F32_TENSOR(g_heavy.input, 2, three)};
   args = TUPLE_OF(1, shaped);
-  expect_message(EXPECT_CODE(manypy_aoti_call(g_module, args, NULL, NULL, &result),
-                             MANYPY_ERR_BAD_TENSOR),
-                 "unmatched dim value at 0");
+  expect_message(
+      EXPECT_CODE(manypy_aoti_call(g_module, args, NULL, NULL, &result), MANYPY_ERR_BAD_TENSOR),
+      "unmatched dim value at 0");
   manypy_value_free(args);
   /* The wrong dtype: float64. */
   double* wide = calloc(4 * 64, sizeof(double));
   assert_non_null(wide);
   manypy_value* tensor = NULL;
   ASSERT_OK(manypy_value_new_tensor_from_buffer(wide, 4 * 64 * sizeof(double),
-                                                (DLDataType){kDLFloat, 64, 1}, 2, kHeavyInput,
-                                                NULL, 0, NULL, NULL, &tensor));
+                                                (DLDataType){kDLFloat, 64, 1}, 2, kHeavyInput, NULL,
+                                                0, NULL, NULL, &tensor));
   manypy_value* wides[1] = {tensor};
   args = TUPLE_OF(1, wides);
-  expect_message(EXPECT_CODE(manypy_aoti_call(g_module, args, NULL, NULL, &result),
-                             MANYPY_ERR_BAD_TENSOR),
-                 "unmatched dtype");
+  expect_message(
+      EXPECT_CODE(manypy_aoti_call(g_module, args, NULL, NULL, &result), MANYPY_ERR_BAD_TENSOR),
+      "unmatched dtype");
   manypy_value_free(args);
   free(wide);
   assert_null(result);
@@ -413,9 +413,9 @@ static void test_trust(void** state) {
   manypy_archive_trust* other = trust_of(kOtherDigest);
   manypy_archive_trust* right = trust_of(digest);
   manypy_aoti_module* module = NULL;
-  expect_message(EXPECT_CODE(manypy_aoti_load_file(path, other, &module),
-                             MANYPY_ERR_UNTRUSTED_ARCHIVE),
-                 digest);
+  expect_message(
+      EXPECT_CODE(manypy_aoti_load_file(path, other, &module), MANYPY_ERR_UNTRUSTED_ARCHIVE),
+      digest);
   ASSERT_OK(manypy_aoti_load_file(path, right, &module));
   manypy_aoti_free(module);
   module = NULL;

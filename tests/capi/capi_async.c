@@ -22,8 +22,8 @@ static manypy_object* g_stuck; /* stuck.pt: sleep(seconds), spin() */
 
 static int setup(manypy_thread_mode mode) {
   if (capi_fixture_setup(&g_batching, 2, mode, "batching.pt") != 0) return -1;
-  manypy_status* s = manypy_package_load_file(g_batching.pool, capi_archive("stuck.pt"),
-                                              &g_stuck_package);
+  manypy_status* s =
+      manypy_package_load_file(g_batching.pool, capi_archive("stuck.pt"), &g_stuck_package);
   if (s == NULL) s = manypy_package_load_pickle(g_stuck_package, "model", "model.pkl", &g_stuck);
   if (s != NULL) {
     capi_print_status("stuck.pt", s, __FILE__, __LINE__);
@@ -58,11 +58,11 @@ static int teardown(void** state) {
 typedef struct completion {
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  int calls;               /* how many times the callback ran */
-  manypy_value* result;    /* owned */
-  manypy_status* status;   /* owned */
-  pthread_t thread;        /* where it ran */
-  double at;               /* capi_now() when it ran */
+  int calls;             /* how many times the callback ran */
+  manypy_value* result;  /* owned */
+  manypy_status* status; /* owned */
+  pthread_t thread;      /* where it ran */
+  double at;             /* capi_now() when it ran */
 } completion;
 
 static void completion_init(completion* c) {
@@ -156,8 +156,8 @@ static void test_python_error_reaches_the_callback(void** state) {
   completion done;
   completion_init(&done);
   manypy_value* args = row_args(1);
-  ASSERT_OK(manypy_object_call_async(g_batching.model, "fail", args, NULL, NULL, completion_done,
-                                     &done));
+  ASSERT_OK(
+      manypy_object_call_async(g_batching.model, "fail", args, NULL, NULL, completion_done, &done));
   completion_wait(&done);
   assert_null(done.result);
   assert_non_null(done.status);
@@ -177,14 +177,14 @@ static void test_refused_calls_never_call_back(void** state) {
   completion_init(&done);
   manypy_value* args = row_args(1);
   capi_check_invalid_argument(
-      manypy_object_call_async(NULL, NULL, args, NULL, NULL, completion_done, &done),
-      "null object", "manypy_object_call_async", "object", __FILE__, __LINE__);
+      manypy_object_call_async(NULL, NULL, args, NULL, NULL, completion_done, &done), "null object",
+      "manypy_object_call_async", "object", __FILE__, __LINE__);
   capi_check_invalid_argument(
       manypy_object_call_async(g_batching.model, NULL, args, NULL, NULL, NULL, &done),
       "null callback", "manypy_object_call_async", "done", __FILE__, __LINE__);
   manypy_value* not_a_list = manypy_value_new_int64(3);
-  manypy_status* s = EXPECT_CODE(manypy_object_call_async(g_batching.model, NULL, not_a_list,
-                                                          NULL, NULL, completion_done, &done),
+  manypy_status* s = EXPECT_CODE(manypy_object_call_async(g_batching.model, NULL, not_a_list, NULL,
+                                                          NULL, completion_done, &done),
                                  MANYPY_ERR_INVALID_ARGUMENT);
   ASSERT_CONTAINS(manypy_status_message(s), "args must be a list or tuple");
   manypy_status_free(s);
@@ -192,9 +192,9 @@ static void test_refused_calls_never_call_back(void** state) {
 
   manypy_call_options* past = manypy_call_options_new();
   ASSERT_OK(manypy_call_options_set_deadline(past, manypy_monotonic_ns() - 1000));
-  manypy_status_free(EXPECT_CODE(manypy_object_call_async(g_batching.model, NULL, args, NULL,
-                                                          past, completion_done, &done),
-                                 MANYPY_ERR_DEADLINE_EXCEEDED));
+  manypy_status_free(EXPECT_CODE(
+      manypy_object_call_async(g_batching.model, NULL, args, NULL, past, completion_done, &done),
+      MANYPY_ERR_DEADLINE_EXCEEDED));
   manypy_cancel_token* token = manypy_cancel_token_new();
   manypy_cancel_token_cancel(token);
   manypy_call_options* cancelled = manypy_call_options_new();
@@ -203,9 +203,9 @@ static void test_refused_calls_never_call_back(void** state) {
                                                           cancelled, completion_done, &done),
                                  MANYPY_ERR_CANCELLED));
   manypy_call_options* pinned = CALL_OPTIONS(7, 0);
-  manypy_status_free(EXPECT_CODE(manypy_object_call_async(g_batching.model, NULL, args, NULL,
-                                                          pinned, completion_done, &done),
-                                 MANYPY_ERR_OUT_OF_RANGE));
+  manypy_status_free(EXPECT_CODE(
+      manypy_object_call_async(g_batching.model, NULL, args, NULL, pinned, completion_done, &done),
+      MANYPY_ERR_OUT_OF_RANGE));
   const char bad_utf8[] = {(char)0xc3, (char)0x28, 0};
   manypy_status_free(EXPECT_CODE(manypy_object_call_async(g_batching.model, bad_utf8, args, NULL,
                                                           NULL, completion_done, &done),
@@ -246,8 +246,8 @@ static void test_deadline_while_queued_completes_without_running(void** state) {
   manypy_value* args = row_args(1);
   manypy_call_options* o = CALL_OPTIONS(0, 100);
   double t0 = capi_now();
-  ASSERT_OK(manypy_object_call_async(g_batching.model, NULL, args, NULL, o, completion_done,
-                                     &queued));
+  ASSERT_OK(
+      manypy_object_call_async(g_batching.model, NULL, args, NULL, o, completion_done, &queued));
   completion_wait(&queued);
   assert_int_equal(manypy_status_code(queued.status), MANYPY_ERR_DEADLINE_EXCEEDED);
   ASSERT_CONTAINS(manypy_status_message(queued.status), "while waiting for the interpreter");
@@ -274,12 +274,11 @@ static void test_cancel_while_queued_and_while_running(void** state) {
   manypy_call_options* on0 = CALL_OPTIONS(0, 0);
   ASSERT_OK(manypy_call_options_set_cancel_token(on0, token));
   manypy_value* args = row_args(1);
-  ASSERT_OK(manypy_object_call_async(g_batching.model, NULL, args, NULL, on0, completion_done,
-                                     &queued));
+  ASSERT_OK(
+      manypy_object_call_async(g_batching.model, NULL, args, NULL, on0, completion_done, &queued));
   manypy_call_options* on1 = CALL_OPTIONS(1, 0);
   ASSERT_OK(manypy_call_options_set_cancel_token(on1, token));
-  ASSERT_OK(manypy_object_call_async(g_stuck, "spin", NULL, NULL, on1, completion_done,
-                                     &running));
+  ASSERT_OK(manypy_object_call_async(g_stuck, "spin", NULL, NULL, on1, completion_done, &running));
   struct timespec pause = {0, 100 * 1000 * 1000};
   nanosleep(&pause, NULL);
   double t0 = capi_now();
@@ -305,10 +304,10 @@ static void test_cancel_while_queued_and_while_running(void** state) {
 
 typedef struct chain {
   manypy_object* model;
-  int remaining;    /* calls still to submit from callbacks */
-  int ok;           /* results checked right */
-  int sync_ok;      /* synchronous calls made from callbacks that succeeded */
-  completion done;  /* signalled by the last link */
+  int remaining;   /* calls still to submit from callbacks */
+  int ok;          /* results checked right */
+  int sync_ok;     /* synchronous calls made from callbacks that succeeded */
+  completion done; /* signalled by the last link */
 } chain;
 
 static void chain_next(void* user_data, manypy_value* result, manypy_status* status) {
@@ -321,8 +320,8 @@ static void chain_next(void* user_data, manypy_value* result, manypy_status* sta
   manypy_value* x = NULL;
   float one[2] = {1, 2};
   int64_t shape[2] = {1, 2};
-  manypy_status* s = manypy_value_new_tensor_from_buffer(one, sizeof one, (DLDataType){kDLFloat, 32, 1},
-                                                          2, shape, NULL, 1, NULL, NULL, &x);
+  manypy_status* s = manypy_value_new_tensor_from_buffer(
+      one, sizeof one, (DLDataType){kDLFloat, 32, 1}, 2, shape, NULL, 1, NULL, NULL, &x);
   if (s == NULL) s = manypy_value_append(args, x);
   manypy_value* out = NULL;
   if (s == NULL) s = manypy_object_call(c->model, NULL, args, NULL, NULL, &out);
@@ -443,17 +442,17 @@ static void test_queue_limit_refuses_with_overloaded(void** state) {
   assert_int_equal(manypy_pool_in_flight(pool), 3);
   assert_int_equal(manypy_pool_queued(pool), 2);
   double t0 = capi_now();
-  manypy_status* s = EXPECT_CODE(
-      manypy_object_call_async(stuck, "sleep", sleep_args, NULL, NULL, count_done, &c),
-      MANYPY_ERR_OVERLOADED);
+  manypy_status* s =
+      EXPECT_CODE(manypy_object_call_async(stuck, "sleep", sleep_args, NULL, NULL, count_done, &c),
+                  MANYPY_ERR_OVERLOADED);
   double refused_us = (capi_now() - t0) * 1e6;
   ASSERT_CONTAINS(manypy_status_message(s), "overloaded");
   manypy_status_free(s);
   manypy_value* out = NULL;
   manypy_status_free(EXPECT_CODE(manypy_object_call(stuck, "sleep", sleep_args, NULL, NULL, &out),
                                  MANYPY_ERR_OVERLOADED));
-  manypy_status_free(EXPECT_CODE(manypy_pool_exec(pool, MANYPY_ANY_INTERPRETER, "pass"),
-                                 MANYPY_ERR_OVERLOADED));
+  manypy_status_free(
+      EXPECT_CODE(manypy_pool_exec(pool, MANYPY_ANY_INTERPRETER, "pass"), MANYPY_ERR_OVERLOADED));
   print_message("refused in %.1f us\n", refused_us);
   counter_wait(&c, 3);
   assert_int_equal(c.ok, 3);
@@ -464,8 +463,7 @@ static void test_queue_limit_refuses_with_overloaded(void** state) {
   assert_int_equal(manypy_pool_queued(NULL), 0);
   assert_int_equal(manypy_pool_in_flight(NULL), 0);
   capi_check_invalid_argument(manypy_pool_options_set_queue_limit(NULL, 1), "null options",
-                              "manypy_pool_options_set_queue_limit", "options", __FILE__,
-                              __LINE__);
+                              "manypy_pool_options_set_queue_limit", "options", __FILE__, __LINE__);
   manypy_value_free(sleep_args);
   manypy_object_free(stuck);
   manypy_package_free(package);
@@ -500,12 +498,12 @@ static void test_script_calls_complete_on_host_workers(void** state) {
   ASSERT_OK(manypy_script_load_file(capi_archive("loop_script.pt"), &loop));
   completion never;
   completion_init(&never);
-  manypy_status_free(EXPECT_CODE(
-      manypy_script_call_async(loop, "nope", NULL, NULL, NULL, completion_done, &never),
-      MANYPY_ERR_NO_SUCH_NAME));
-  capi_check_invalid_argument(
-      manypy_script_call_async(loop, NULL, NULL, NULL, NULL, NULL, &never), "null callback",
-      "manypy_script_call_async", "done", __FILE__, __LINE__);
+  manypy_status_free(
+      EXPECT_CODE(manypy_script_call_async(loop, "nope", NULL, NULL, NULL, completion_done, &never),
+                  MANYPY_ERR_NO_SUCH_NAME));
+  capi_check_invalid_argument(manypy_script_call_async(loop, NULL, NULL, NULL, NULL, NULL, &never),
+                              "null callback", "manypy_script_call_async", "done", __FILE__,
+                              __LINE__);
   assert_int_equal(never.calls, 0);
   completion_free(&never);
   manypy_script_free(loop);

@@ -66,7 +66,7 @@ typedef struct worker {
 static void* submit_all(void* arg) {
   worker* w = arg;
   unsigned rng = w->seed;
-  manypy_cancel_token* soon[4] = {0};  /* cancelled a few calls later */
+  manypy_cancel_token* soon[4] = {0}; /* cancelled a few calls later */
   size_t soon_at[4] = {0};
   for (size_t k = w->first; k < w->end; ++k) {
     call* c = &g_calls[k];
@@ -107,8 +107,8 @@ static void* submit_all(void* arg) {
       /* Only a stop already due may refuse a call here. */
       manypy_code code = manypy_status_code(s);
       if (!((code == MANYPY_ERR_DEADLINE_EXCEEDED && c->bound == TIMEOUT))) {
-        snprintf(w->error, sizeof w->error, "call %zu refused: %s: %s", k,
-                 manypy_code_name(code), manypy_status_message(s));
+        snprintf(w->error, sizeof w->error, "call %zu refused: %s: %s", k, manypy_code_name(code),
+                 manypy_status_message(s));
       }
       manypy_status_free(s);
     }
@@ -180,7 +180,8 @@ static void run(manypy_thread_mode mode) {
     if (n != 1) fail_msg("call %zu called back %d time(s)", k, n);
     switch (c->code) {
       case MANYPY_OK:
-        if (!c->result_ok) fail_msg("call %zu (x = %g) got another call's or a wrong result", k, c->value);
+        if (!c->result_ok)
+          fail_msg("call %zu (x = %g) got another call's or a wrong result", k, c->value);
         ++ok;
         break;
       case MANYPY_ERR_DEADLINE_EXCEEDED:
@@ -197,10 +198,11 @@ static void run(manypy_thread_mode mode) {
         fail_msg("call %zu failed with %s", k, manypy_code_name(c->code));
     }
   }
-  print_message("%s: %zu calls in %.1f s: %zu accepted (%zu ok, %zu deadline exceeded, %zu "
-                "cancelled), %zu refused at submission\n",
-                mode == MANYPY_THREAD_MODE_DIRECT ? "DIRECT" : "HANDOFF", g_count, seconds,
-                accepted, ok, deadline, cancelled, g_count - accepted);
+  print_message(
+      "%s: %zu calls in %.1f s: %zu accepted (%zu ok, %zu deadline exceeded, %zu "
+      "cancelled), %zu refused at submission\n",
+      mode == MANYPY_THREAD_MODE_DIRECT ? "DIRECT" : "HANDOFF", g_count, seconds, accepted, ok,
+      deadline, cancelled, g_count - accepted);
   /* Each kind of outcome happened: the test exercised what it claims. */
   assert_true(ok > g_count / 2);
   assert_true(cancelled > 0);

@@ -38,13 +38,11 @@ static void test_version(void** state) {
 static void test_code_names(void** state) {
   (void)state;
   assert_string_equal(manypy_code_name(MANYPY_OK), "MANYPY_OK");
-  assert_string_equal(manypy_code_name(MANYPY_ERR_INVALID_ARGUMENT),
-                      "MANYPY_ERR_INVALID_ARGUMENT");
+  assert_string_equal(manypy_code_name(MANYPY_ERR_INVALID_ARGUMENT), "MANYPY_ERR_INVALID_ARGUMENT");
   assert_string_equal(manypy_code_name(MANYPY_ERR_OUT_OF_RANGE), "MANYPY_ERR_OUT_OF_RANGE");
   assert_string_equal(manypy_code_name(MANYPY_ERR_PYTHON), "MANYPY_ERR_PYTHON");
   assert_string_equal(manypy_code_name(MANYPY_ERR_SYNTAX), "MANYPY_ERR_SYNTAX");
-  assert_string_equal(manypy_code_name(MANYPY_ERR_UNSUPPORTED_TYPE),
-                      "MANYPY_ERR_UNSUPPORTED_TYPE");
+  assert_string_equal(manypy_code_name(MANYPY_ERR_UNSUPPORTED_TYPE), "MANYPY_ERR_UNSUPPORTED_TYPE");
   assert_string_equal(manypy_code_name(MANYPY_ERR_WRONG_KIND), "MANYPY_ERR_WRONG_KIND");
   assert_string_equal(manypy_code_name(MANYPY_ERR_STATIC_TLS), "MANYPY_ERR_STATIC_TLS");
   assert_string_equal(manypy_code_name(MANYPY_ERR_RESOURCE_EXHAUSTED),
@@ -112,8 +110,10 @@ static void test_status_new(void** state) {
   s = EXPECT_CODE(manypy_status_new((manypy_code)-1, "x"), MANYPY_ERR_INVALID_ARGUMENT);
   ASSERT_CONTAINS(manypy_status_message(s), "code -1");
   manypy_status_free(s);
-  ASSERT_INVALID_ARG(manypy_status_new(MANYPY_ERR_PYTHON, "bad \xff" " byte"), "manypy_status_new",
-                     "message");
+  ASSERT_INVALID_ARG(manypy_status_new(MANYPY_ERR_PYTHON,
+                                       "bad \xff"
+                                       " byte"),
+                     "manypy_status_new", "message");
 }
 
 /* ---- 2. NULL handling ---------------------------------------------------- */
@@ -244,8 +244,8 @@ static void test_intra_op_threads_range(void** state) {
   (void)state;
   manypy_pool_options* options = manypy_pool_options_new();
   assert_non_null(options);
-  manypy_status* s = EXPECT_CODE(manypy_pool_options_set_intra_op_threads(options, 0),
-                                 MANYPY_ERR_OUT_OF_RANGE);
+  manypy_status* s =
+      EXPECT_CODE(manypy_pool_options_set_intra_op_threads(options, 0), MANYPY_ERR_OUT_OF_RANGE);
   ASSERT_CONTAINS(manypy_status_message(s), "manypy_pool_options_set_intra_op_threads");
   ASSERT_CONTAINS(manypy_status_message(s), "threads");
   manypy_status_free(s);
@@ -367,8 +367,8 @@ int main(void) {
       cmocka_unit_test(test_null_arguments_with_live_pool),
       cmocka_unit_test(test_null_out_params_of_value_getters),
   };
-  int failed = cmocka_run_group_tests_name("capi_basics (no interpreter)", no_interpreter, NULL,
-                                           NULL);
+  int failed =
+      cmocka_run_group_tests_name("capi_basics (no interpreter)", no_interpreter, NULL, NULL);
   failed += cmocka_run_group_tests_name("capi_basics (default pool)", with_pool, group_setup,
                                         group_teardown);
   return failed == 0 ? 0 : 1;

@@ -64,9 +64,9 @@ static manypy_value* args_of(manypy_value* x) {
 typedef struct client {
   manypy_batcher* batcher;
   int index;
-  int cols;             /* the requests' width: different widths never share */
-  int rows_seen;        /* rows(x)'s answer: its batch's rows */
-  int forward_ok;       /* forward's answer was its own rows, * 2 + 1 */
+  int cols;       /* the requests' width: different widths never share */
+  int rows_seen;  /* rows(x)'s answer: its batch's rows */
+  int forward_ok; /* forward's answer was its own rows, * 2 + 1 */
   char error[256];
 } client;
 
@@ -80,9 +80,9 @@ static void* client_main(void* arg) {
   for (int k = 0; k < c->cols; ++k) data[k] = first;
   manypy_value* x = NULL;
   manypy_value* args = manypy_value_new_tuple();
-  manypy_status* s = manypy_value_new_tensor_from_buffer(
-      data, sizeof(float) * (size_t)c->cols, (DLDataType){kDLFloat, 32, 1}, 2, shape, NULL, 1,
-      NULL, NULL, &x);
+  manypy_status* s = manypy_value_new_tensor_from_buffer(data, sizeof(float) * (size_t)c->cols,
+                                                         (DLDataType){kDLFloat, 32, 1}, 2, shape,
+                                                         NULL, 1, NULL, NULL, &x);
   if (s == NULL) s = manypy_value_append(args, x);
   pthread_barrier_wait(&g_start);
   manypy_value* out = NULL;
@@ -95,7 +95,8 @@ static void* client_main(void* arg) {
       if (t->dl_tensor.ndim == 1 && t->dl_tensor.shape[0] == 1) {
         c->rows_seen = (int)((float*)t->dl_tensor.data)[0];
       } else if (t->dl_tensor.ndim == 2 && t->dl_tensor.shape[0] == 1) {
-        const float* got = (const float*)((const char*)t->dl_tensor.data + t->dl_tensor.byte_offset);
+        const float* got =
+            (const float*)((const char*)t->dl_tensor.data + t->dl_tensor.byte_offset);
         c->forward_ok = 1;
         for (int k = 0; k < c->cols; ++k) {
           if (got[k] != first * 2 + 1) c->forward_ok = 0;
@@ -239,8 +240,8 @@ static void submit_each(manypy_batcher* b, int n, manypy_value* (*make_args)(int
 /* (x,) with x one row of width 2 holding k. */
 static manypy_value* one_row(int k) { return args_of(rows_tensor(1, 2, (float)k)); }
 
-static void submit_rows(manypy_batcher* b, int n, const manypy_call_options* options,
-                        outcome* o, slot* slots) {
+static void submit_rows(manypy_batcher* b, int n, const manypy_call_options* options, outcome* o,
+                        slot* slots) {
   submit_each(b, n, one_row, options, o, slots);
 }
 
@@ -380,8 +381,8 @@ static void test_requests_the_batcher_cannot_split_are_refused(void** state) {
   /* A 0-d tensor has no batch dimension. */
   float one = 1;
   manypy_value* scalar = NULL;
-  ASSERT_OK(manypy_value_new_tensor_from_buffer(&one, sizeof one, (DLDataType){kDLFloat, 32, 1},
-                                                0, NULL, NULL, 1, NULL, NULL, &scalar));
+  ASSERT_OK(manypy_value_new_tensor_from_buffer(&one, sizeof one, (DLDataType){kDLFloat, 32, 1}, 0,
+                                                NULL, NULL, 1, NULL, NULL, &scalar));
   args = args_of(scalar);
   s = EXPECT_CODE(manypy_batcher_call(b, args, NULL, NULL, &out), MANYPY_ERR_INVALID_ARGUMENT);
   ASSERT_CONTAINS(manypy_status_message(s), "batch dimension 0");

@@ -76,14 +76,14 @@ static void test_overwrite_after_the_trust_check_runs_nothing_new(void** state) 
   WRITE_FILE(path, other, size, 0);
   free(other);
 
-  manypy_object* object = NULL;  /* the harmless pickle's exec() gives None */
+  manypy_object* object = NULL; /* the harmless pickle's exec() gives None */
   ASSERT_OK(manypy_package_load_pickle(package, "model", "model.pkl", &object));
   assert_false(marker_exists());
   /* Interpreter 1 unpickles its replica first; None is then not callable. */
   manypy_call_options* on_1 = CALL_OPTIONS(1, 0);
   manypy_value* out = NULL;
-  manypy_status* s = EXPECT_CODE(manypy_object_call(object, NULL, NULL, NULL, on_1, &out),
-                                 MANYPY_ERR_PYTHON);
+  manypy_status* s =
+      EXPECT_CODE(manypy_object_call(object, NULL, NULL, NULL, on_1, &out), MANYPY_ERR_PYTHON);
   ASSERT_CONTAINS(manypy_status_message(s), "not callable");
   manypy_status_free(s);
   assert_false(marker_exists());

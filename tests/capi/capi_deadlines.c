@@ -96,8 +96,7 @@ static void test_python_loop_stops_at_its_deadline(void** state) {
  * so the stop reaches it through opcode events (core/interp/stop.c). */
 static void test_one_line_loops_stop_at_their_deadline(void** state) {
   (void)state;
-  const char* sources[] = {"while True: pass",
-                           "def one_line():\n    while True: pass\none_line()"};
+  const char* sources[] = {"while True: pass", "def one_line():\n    while True: pass\none_line()"};
   for (size_t k = 0; k < sizeof sources / sizeof sources[0]; k++) {
     manypy_call_options* o = options_with(0, 300, NULL);
     double t0 = capi_now();
@@ -127,7 +126,8 @@ static void test_catching_the_stop_retires_the_interpreter(void** state) {
   double ms = (capi_now() - t0) * 1e3;
   print_message("except BaseException loop stopped after %.1f ms (timeout 200 ms, grace 100 ms)\n",
                 ms);
-  assert_true(ms >= 299 && ms <= 800); /* the contract: timeout + grace, with room for a loaded machine */
+  assert_true(ms >= 299 &&
+              ms <= 800); /* the contract: timeout + grace, with room for a loaded machine */
   assert_string_equal(manypy_status_python_type(s), "manypy.DeadlineExceeded");
   ASSERT_CONTAINS(manypy_status_traceback(s), "spin_catching");
   ASSERT_CONTAINS(manypy_status_message(s), "retired");
@@ -341,8 +341,8 @@ static void test_bad_arguments(void** state) {
   ASSERT_CODE(manypy_call_options_set_deadline(o, -5), MANYPY_ERR_OUT_OF_RANGE);
   ASSERT_INVALID_ARG(manypy_call_options_set_timeout(NULL, 1), "manypy_call_options_set_timeout",
                      "options");
-  ASSERT_INVALID_ARG(manypy_call_options_set_deadline(NULL, 1),
-                     "manypy_call_options_set_deadline", "options");
+  ASSERT_INVALID_ARG(manypy_call_options_set_deadline(NULL, 1), "manypy_call_options_set_deadline",
+                     "options");
   ASSERT_INVALID_ARG(manypy_call_options_set_cancel_token(NULL, NULL),
                      "manypy_call_options_set_cancel_token", "options");
   manypy_cancel_token_cancel(NULL);
@@ -414,18 +414,16 @@ static void test_script_call_stops(void** state) {
   manypy_script_free(loop);
 }
 
-#define CASES                                                               \
-  cmocka_unit_test(test_python_loop_stops_at_its_deadline),                 \
-      cmocka_unit_test(test_one_line_loops_stop_at_their_deadline),         \
-      cmocka_unit_test(test_torch_loop_stops_between_operators),            \
-      cmocka_unit_test(test_absolute_deadline),                             \
-      cmocka_unit_test(test_past_deadline_runs_nothing),                    \
-      cmocka_unit_test(test_deadline_that_does_not_expire_changes_nothing), \
-      cmocka_unit_test(test_getattr_of_a_looping_property_stops),           \
-      cmocka_unit_test(test_sleep_finishes_first),                          \
-      cmocka_unit_test(test_deadline_while_waiting_for_a_busy_interpreter), \
-      cmocka_unit_test(test_cancel_from_another_thread),                    \
-      cmocka_unit_test(test_bad_arguments),                                 \
+#define CASES                                                                                      \
+  cmocka_unit_test(test_python_loop_stops_at_its_deadline),                                        \
+      cmocka_unit_test(test_one_line_loops_stop_at_their_deadline),                                \
+      cmocka_unit_test(test_torch_loop_stops_between_operators),                                   \
+      cmocka_unit_test(test_absolute_deadline), cmocka_unit_test(test_past_deadline_runs_nothing), \
+      cmocka_unit_test(test_deadline_that_does_not_expire_changes_nothing),                        \
+      cmocka_unit_test(test_getattr_of_a_looping_property_stops),                                  \
+      cmocka_unit_test(test_sleep_finishes_first),                                                 \
+      cmocka_unit_test(test_deadline_while_waiting_for_a_busy_interpreter),                        \
+      cmocka_unit_test(test_cancel_from_another_thread), cmocka_unit_test(test_bad_arguments),     \
       cmocka_unit_test(test_catching_the_stop_retires_the_interpreter)
 
 int main(void) {

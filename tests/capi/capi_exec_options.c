@@ -126,9 +126,8 @@ static void test_null_options_are_the_old_functions(void** state) {
   check_same_outcome("2 ** 70");
   check_same_outcome("undefined_name");
   ASSERT_OK(manypy_pool_exec_with_options(g.pool, "made_by_exec = 1", NULL));
-  manypy_status* s = EXPECT_CODE(manypy_pool_exec_with_options(g.pool, "raise ValueError('v')",
-                                                               NULL),
-                                 MANYPY_ERR_PYTHON);
+  manypy_status* s = EXPECT_CODE(
+      manypy_pool_exec_with_options(g.pool, "raise ValueError('v')", NULL), MANYPY_ERR_PYTHON);
   assert_string_equal(manypy_status_python_type(s), "ValueError");
   ASSERT_CONTAINS(manypy_status_traceback(s), "ValueError: v");
   manypy_status_free(s);
@@ -156,8 +155,8 @@ static void test_the_options_choose_the_interpreter(void** state) {
   ASSERT_OK(manypy_pool_exec_with_options(g.pool, "del pinned_here", on1));
   manypy_call_options* on2 = options_with(2, 0, NULL);
   manypy_value* v = NULL;
-  manypy_status* s = EXPECT_CODE(manypy_pool_eval_with_options(g.pool, "1", on2, &v),
-                                 MANYPY_ERR_OUT_OF_RANGE);
+  manypy_status* s =
+      EXPECT_CODE(manypy_pool_eval_with_options(g.pool, "1", on2, &v), MANYPY_ERR_OUT_OF_RANGE);
   ASSERT_CONTAINS(manypy_status_message(s), "interpreter index 2");
   manypy_status_free(s);
   ASSERT_CODE(manypy_pool_exec_with_options(g.pool, "x = 1", on2), MANYPY_ERR_OUT_OF_RANGE);
@@ -184,8 +183,8 @@ static void test_eval_stops_at_its_timeout(void** state) {
   (void)state;
   manypy_call_options* o = options_with(MANYPY_ANY_INTERPRETER, 100, NULL);
   manypy_value* v = NULL;
-  check_stop(manypy_pool_eval_with_options(g.pool, "spin()", o, &v),
-             MANYPY_ERR_DEADLINE_EXCEEDED, 1);
+  check_stop(manypy_pool_eval_with_options(g.pool, "spin()", o, &v), MANYPY_ERR_DEADLINE_EXCEEDED,
+             1);
   assert_null(v);
   manypy_call_options_free(o);
   assert_serves(0);
@@ -232,7 +231,7 @@ static void test_bound_that_does_not_expire_changes_nothing(void** state) {
 /* ---- cancellation ----------------------------------------------------------- */
 
 typedef struct {
-  int fd;                      /* read end: the code writes once it runs */
+  int fd; /* read end: the code writes once it runs */
   manypy_cancel_token* token;
   int cancelled;
 } canceller;
@@ -278,14 +277,13 @@ static void test_token_cancels_a_running_eval(void** state) {
   }
 }
 
-#define CASES                                                            \
-  cmocka_unit_test(test_setup_globals),                                  \
-      cmocka_unit_test(test_null_options_are_the_old_functions),         \
-      cmocka_unit_test(test_the_options_choose_the_interpreter),         \
-      cmocka_unit_test(test_exec_loop_stops_at_its_timeout),             \
-      cmocka_unit_test(test_eval_stops_at_its_timeout),                  \
-      cmocka_unit_test(test_past_deadline_runs_nothing),                 \
-      cmocka_unit_test(test_bound_that_does_not_expire_changes_nothing), \
+#define CASES                                                                                      \
+  cmocka_unit_test(test_setup_globals), cmocka_unit_test(test_null_options_are_the_old_functions), \
+      cmocka_unit_test(test_the_options_choose_the_interpreter),                                   \
+      cmocka_unit_test(test_exec_loop_stops_at_its_timeout),                                       \
+      cmocka_unit_test(test_eval_stops_at_its_timeout),                                            \
+      cmocka_unit_test(test_past_deadline_runs_nothing),                                           \
+      cmocka_unit_test(test_bound_that_does_not_expire_changes_nothing),                           \
       cmocka_unit_test(test_token_cancels_a_running_eval)
 
 int main(void) {

@@ -147,7 +147,8 @@ static void test_every_namespace_keeps_its_keys(void** state) {
   fprintf(stderr, "  the host's next key: %u\n", host_key);
   assert_true(host_key < 128);
   assert_int_equal(pthread_setspecific(host_key, (void*)0x5eed), 0);
-  for (int32_t i = 0; i < FULL; ++i) assert_int_equal(EVAL_INT64(g_pool, i, "keys_held()"), held[i]);
+  for (int32_t i = 0; i < FULL; ++i)
+    assert_int_equal(EVAL_INT64(g_pool, i, "keys_held()"), held[i]);
   assert_ptr_equal(pthread_getspecific(host_key), (void*)0x5eed);
   assert_int_equal(pthread_key_delete(host_key), 0);
 }
@@ -163,8 +164,8 @@ static void test_python_heavy_everywhere(void** state) {
   g_heavy_kwargs = capi_heavy_kwargs();
   for (int32_t i = 0; i < FULL; ++i) {
     manypy_call_options* options = CALL_OPTIONS(i, 0);
-    ASSERT_OK(manypy_object_call(g_heavy, NULL, g_heavy_args, g_heavy_kwargs, options,
-                                 &g_reference[i]));
+    ASSERT_OK(
+        manypy_object_call(g_heavy, NULL, g_heavy_args, g_heavy_kwargs, options, &g_reference[i]));
     manypy_call_options_free(options);
     char what[64];
     snprintf(what, sizeof what, "python_heavy on interpreter %d", (int)i);

@@ -151,7 +151,8 @@ static int generate(expr* e, int depth, manypy_value_kind* kind) {
     *kind = (manypy_value_kind)-1; /* a leaf: not checked */
     return l->representable;
   }
-  static const char* const kOpen[] = {"[", "(", "victim([", "Items([", "Pair(", "{", "collections.OrderedDict(", "{1: "};
+  static const char* const kOpen[] = {
+      "[", "(", "victim([", "Items([", "Pair(", "{", "collections.OrderedDict(", "{1: "};
   static const char* const kClose[] = {"]", ",)", "])", "])", ")", "}", ")", "}"};
   unsigned form = pick(8);
   int ok = 1;
@@ -177,8 +178,8 @@ static int generate(expr* e, int depth, manypy_value_kind* kind) {
   append(e, kClose[form]);
   if (form == 7) ok = 0; /* an int key */
   *kind = form == 1 || form == 4 ? MANYPY_VALUE_TUPLE
-          : form >= 5         ? MANYPY_VALUE_DICT
-                              : MANYPY_VALUE_LIST;
+          : form >= 5            ? MANYPY_VALUE_DICT
+                                 : MANYPY_VALUE_LIST;
   return ok;
 }
 

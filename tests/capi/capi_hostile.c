@@ -138,9 +138,9 @@ static void test_doctored_records(void** state) {
   expect_load_pickle("malformed/bad_source.pt", MANYPY_ERR_BAD_ARCHIVE, "utf-8");
   /* A version beyond 64 bits. */
   manypy_package* package = NULL;
-  manypy_status* s = EXPECT_CODE(
-      manypy_package_load_file(g_pool, ARCHIVE("malformed/huge_version.pt"), &package),
-      MANYPY_ERR_UNSUPPORTED_VERSION);
+  manypy_status* s =
+      EXPECT_CODE(manypy_package_load_file(g_pool, ARCHIVE("malformed/huge_version.pt"), &package),
+                  MANYPY_ERR_UNSUPPORTED_VERSION);
   manypy_status_free(s);
   manypy_value* files = NULL;
   ASSERT_CODE(manypy_archive_list_files(ARCHIVE("malformed/huge_version.pt"), &files),
@@ -224,8 +224,7 @@ static void test_tensor_memory_that_is_not_there(void** state) {
 
   /* A page that was mapped and is no longer. */
   long page = sysconf(_SC_PAGESIZE);
-  void* gone = mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                    -1, 0);
+  void* gone = mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   assert_true(gone != MAP_FAILED);
   assert_int_equal(munmap(gone, (size_t)page), 0);
   t = capi_counted_tensor(gone, f32, 2, shape, NULL, &deleted);
@@ -243,8 +242,8 @@ static void test_tensor_memory_that_is_not_there(void** state) {
   /* copy is a flag. */
   atomic_int released = 0;
   v = NULL;
-  ASSERT_INVALID_ARG(manypy_value_new_tensor_from_buffer(data, sizeof data, f32, 2, shape, NULL,
-                                                         2, capi_count_release, &released, &v),
+  ASSERT_INVALID_ARG(manypy_value_new_tensor_from_buffer(data, sizeof data, f32, 2, shape, NULL, 2,
+                                                         capi_count_release, &released, &v),
                      "manypy_value_new_tensor_from_buffer", "copy");
   assert_int_equal(atomic_load(&released), 1);
   assert_null(v);
@@ -264,8 +263,7 @@ static void test_empty_paths(void** state) {
   ASSERT_INVALID_ARG(manypy_script_load_file("", &module), "manypy_script_load_file", "path");
   ASSERT_INVALID_ARG(manypy_load_operator_library(""), "manypy_load_operator_library", "path");
   ASSERT_OK(manypy_script_load_file(ARCHIVE("loop_script.pt"), &module));
-  ASSERT_INVALID_ARG(manypy_script_save_file(module, "", NULL), "manypy_script_save_file",
-                     "path");
+  ASSERT_INVALID_ARG(manypy_script_save_file(module, "", NULL), "manypy_script_save_file", "path");
   manypy_script_free(module);
   package = LOAD_PACKAGE(g_pool, "identity.pt");
   ASSERT_INVALID_ARG(manypy_package_save_file(package, "", NULL), "manypy_package_save_file",
@@ -285,12 +283,11 @@ static void test_names_that_are_not_utf8(void** state) {
                      "manypy_package_load_pickle", "module");
   ASSERT_INVALID_ARG(manypy_package_load_pickle(package, "model", bad, &object),
                      "manypy_package_load_pickle", "name");
-  ASSERT_INVALID_ARG(manypy_object_call(identity, bad, NULL, NULL, NULL, &v),
-                     "manypy_object_call", "method");
+  ASSERT_INVALID_ARG(manypy_object_call(identity, bad, NULL, NULL, NULL, &v), "manypy_object_call",
+                     "method");
   ASSERT_INVALID_ARG(manypy_object_getattr(identity, bad, NULL, &v), "manypy_object_getattr",
                      "name");
-  ASSERT_INVALID_ARG(manypy_object_hasattr(identity, bad, &has), "manypy_object_hasattr",
-                     "name");
+  ASSERT_INVALID_ARG(manypy_object_hasattr(identity, bad, &has), "manypy_object_hasattr", "name");
   assert_int_equal(has, -1);
   ASSERT_INVALID_ARG(manypy_package_read_file(package, bad, &v), "manypy_package_read_file",
                      "name");
@@ -399,7 +396,8 @@ static void test_mutations_through_the_whole_path(void** state) {
   const int64_t identity_shape[2] = {2, 3}, heavy_shape[2] = {4, 64};
   for (int round = 0; round < 3000; ++round) run_mutant(good, size, buf, identity_shape, round);
   for (int code = 0; code <= MANYPY_ERR_CANCELLED; ++code) {
-    if (g_outcomes[code]) print_message("mutants: %d x %s\n", g_outcomes[code], manypy_code_name(code));
+    if (g_outcomes[code])
+      print_message("mutants: %d x %s\n", g_outcomes[code], manypy_code_name(code));
   }
   /* Some mutants must load and run, or the test tests little. */
   assert_true(g_outcomes[MANYPY_OK] > 0);
@@ -413,7 +411,8 @@ static void test_mutations_through_the_whole_path(void** state) {
   memset(g_outcomes, 0, sizeof g_outcomes);
   for (int round = 0; round < 200; ++round) run_mutant(good, size, buf, heavy_shape, 3000 + round);
   for (int code = 0; code <= MANYPY_ERR_CANCELLED; ++code) {
-    if (g_outcomes[code]) print_message("python_heavy mutants: %d x %s\n", g_outcomes[code], manypy_code_name(code));
+    if (g_outcomes[code])
+      print_message("python_heavy mutants: %d x %s\n", g_outcomes[code], manypy_code_name(code));
   }
   free(buf);
   free(good);

@@ -33,7 +33,8 @@ static int teardown(void** state) {
 /* model.<method>(argument) (argument NULL: none; owned by the call). */
 static manypy_status* call(const char* method, manypy_value* argument, manypy_value** out) {
   manypy_value* args = manypy_value_new_tuple();
-  if (argument != NULL) capi_assert_ok(manypy_value_append(args, argument), "append", __FILE__, __LINE__);
+  if (argument != NULL)
+    capi_assert_ok(manypy_value_append(args, argument), "append", __FILE__, __LINE__);
   manypy_status* s = manypy_object_call(g.model, method, args, NULL, NULL, out);
   manypy_value_free(args);
   return s;
@@ -133,8 +134,8 @@ static void test_conjugated_results_cross_as_their_values(void** state) {
   assert_true(c[0] == 1 && c[1] == -2 && c[2] == 3 && c[3] == 4);
   t->deleter(t);
   manypy_value_free(out);
-  ASSERT_OK(manypy_pool_eval(g.pool, 0, "__import__('torch').tensor([1+2j, 3-4j]).conj().imag",
-                             &out));
+  ASSERT_OK(
+      manypy_pool_eval(g.pool, 0, "__import__('torch').tensor([1+2j, 3-4j]).conj().imag", &out));
   const float minus[2] = {-2, 4};
   const int64_t shape[1] = {2};
   ASSERT_F32_TENSOR(out, 1, shape, minus, 0, "the imaginary parts of a conjugate");
@@ -157,14 +158,14 @@ static long resident_kb(void) {
 static void test_bool_results_do_not_leak(void** state) {
   (void)state;
   manypy_value* warm = NULL;
-  ASSERT_OK(manypy_pool_eval(g.pool, 0, "__import__('torch').ones(1 << 22, dtype=__import__('torch').bool)", &warm));
+  ASSERT_OK(manypy_pool_eval(
+      g.pool, 0, "__import__('torch').ones(1 << 22, dtype=__import__('torch').bool)", &warm));
   manypy_value_free(warm);
   long before = resident_kb();
   for (int k = 0; k < 100; ++k) {
     manypy_value* out = NULL;
-    ASSERT_OK(manypy_pool_eval(g.pool, 0,
-                               "__import__('torch').ones(1 << 22, dtype=__import__('torch').bool)",
-                               &out));
+    ASSERT_OK(manypy_pool_eval(
+        g.pool, 0, "__import__('torch').ones(1 << 22, dtype=__import__('torch').bool)", &out));
     DLManagedTensor* t = NULL;
     ASSERT_OK(manypy_value_get_tensor(out, &t));
     assert_int_equal(t->dl_tensor.dtype.code, MANYPY_DL_BOOL);

@@ -73,8 +73,7 @@ static int64_t version_of(const manypy_value* result) {
   if (manypy_value_get_tensor(result, &t) != NULL) return -1;
   int64_t v = -1;
   const DLTensor* d = &t->dl_tensor;
-  if (d->dtype.code == kDLFloat && d->dtype.bits == 32 && d->ndim == 1 &&
-      d->shape[0] == ELEMENTS) {
+  if (d->dtype.code == kDLFloat && d->dtype.bits == 32 && d->ndim == 1 && d->shape[0] == ELEMENTS) {
     const float* x = (const float*)((const char*)d->data + d->byte_offset);
     v = (int64_t)x[0];
     for (int k = 1; k < ELEMENTS; ++k) {
@@ -191,7 +190,8 @@ static void test_hot_swap_under_load(void** state) {
   size_t size = 0;
   void* bytes = capi_read_whole_file(capi_archive("version_2.pt"), &size, __FILE__, __LINE__);
   char broken[512];
-  snprintf(broken, sizeof broken, "%s/version_2_truncated.pt", capi_temp_dir("hot_swap", __FILE__, __LINE__));
+  snprintf(broken, sizeof broken, "%s/version_2_truncated.pt",
+           capi_temp_dir("hot_swap", __FILE__, __LINE__));
   capi_write_file(broken, bytes, size / 2, 1, __FILE__, __LINE__);
   free(bytes);
 

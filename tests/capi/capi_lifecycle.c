@@ -129,10 +129,11 @@ static void check_intra_op_threads(manypy_thread_mode mode, int threads, int64_t
   for (int32_t i = 0; i < POOL_SIZE; ++i) {
     int64_t got = EVAL_INT64(g_pool, i, "__import__('torch').get_num_threads()");
     if (got != expected) {
-      fail_msg("%s pool, intra-op threads %d%s: torch.get_num_threads() in interpreter %d is "
-               "%lld, expected %lld",
-               mode == MANYPY_THREAD_MODE_DIRECT ? "DIRECT" : "HANDOFF", threads > 0 ? threads : 1,
-               threads > 0 ? "" : " (default)", (int)i, (long long)got, (long long)expected);
+      fail_msg(
+          "%s pool, intra-op threads %d%s: torch.get_num_threads() in interpreter %d is "
+          "%lld, expected %lld",
+          mode == MANYPY_THREAD_MODE_DIRECT ? "DIRECT" : "HANDOFF", threads > 0 ? threads : 1,
+          threads > 0 ? "" : " (default)", (int)i, (long long)got, (long long)expected);
     }
   }
   destroy_pool();
@@ -214,8 +215,7 @@ static void run_concurrent_calls(manypy_pool* pool) {
   }
   for (int t = 0; t < THREADS; ++t) assert_int_equal(pthread_join(threads[t], NULL), 0);
   pthread_barrier_destroy(&g_start);
-  fprintf(stderr, "  %d threads x %d calls: %.3f s\n", THREADS, CALLS_PER_THREAD,
-          capi_now() - t0);
+  fprintf(stderr, "  %d threads x %d calls: %.3f s\n", THREADS, CALLS_PER_THREAD, capi_now() - t0);
   int failures = 0;
   for (int t = 0; t < THREADS; ++t) {
     if (workers[t].failures != 0) {
@@ -302,8 +302,7 @@ static void* slow_call_main(void* arg) {
   char expr[160];
   /* Tells the test it is inside the interpreter, then takes 0.6 s. */
   snprintf(expr, sizeof expr,
-           "(__import__('os').write(%d, b'x'), __import__('time').sleep(0.6), 5)[2]",
-           c->write_fd);
+           "(__import__('os').write(%d, b'x'), __import__('time').sleep(0.6), 5)[2]", c->write_fd);
   c->failed = capi_eval_int64_nofail(c->pool, 0, expr, &c->result, c->error, sizeof c->error);
   return NULL;
 }

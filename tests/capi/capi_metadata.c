@@ -81,8 +81,8 @@ static void test_torchscript_extra_files_and_hook_from_c(void** state) {
   manypy_script_free(reloaded);
 
   /* Bad input. */
-  manypy_status* s = EXPECT_CODE(manypy_archive_read_file(path, "extra/nope", &bytes),
-                                 MANYPY_ERR_NO_SUCH_NAME);
+  manypy_status* s =
+      EXPECT_CODE(manypy_archive_read_file(path, "extra/nope", &bytes), MANYPY_ERR_NO_SUCH_NAME);
   manypy_status_free(s);
   manypy_value* not_dict = manypy_value_new_int64(1);
   s = EXPECT_CODE(manypy_script_save_file(module, path, not_dict), MANYPY_ERR_INVALID_ARGUMENT);
@@ -131,7 +131,8 @@ static void test_hook_stamps_archives_written_by_python(void** state) {
   temp_path(copy_path, sizeof copy_path, "identity-copy.pt");
   manypy_package* identity = LOAD_PACKAGE(pool, "identity.pt");
   manypy_value* extra = manypy_value_new_dict();
-  ASSERT_OK(manypy_value_dict_set(extra, "model_card.md", manypy_value_new_bytes("# identity", 10)));
+  ASSERT_OK(
+      manypy_value_dict_set(extra, "model_card.md", manypy_value_new_bytes("# identity", 10)));
   ASSERT_OK(manypy_package_save_file(identity, copy_path, extra));
   manypy_value_free(extra);
   assert_record(copy_path, "extra/model_card.md", "# identity");
@@ -162,8 +163,9 @@ static void test_hook_stamps_archives_written_by_python(void** state) {
   ASSERT_OK(manypy_set_export_hook(NULL, NULL, NULL));
   assert_int_equal(g_freed, 1);
   unlink(script_path);
-  ASSERT_OK(manypy_pool_exec(pool, 0, "torch.jit.save(torch.jit.script(torch.nn.Linear(2, 2)), "
-                                      "__import__('tempfile').gettempdir() + '/manypy-nohook.pt')"));
+  ASSERT_OK(manypy_pool_exec(pool, 0,
+                             "torch.jit.save(torch.jit.script(torch.nn.Linear(2, 2)), "
+                             "__import__('tempfile').gettempdir() + '/manypy-nohook.pt')"));
   manypy_value* bytes = NULL;
   manypy_status* s = EXPECT_CODE(
       manypy_archive_read_file("/tmp/manypy-nohook.pt", "extra/producer_info.json", &bytes),

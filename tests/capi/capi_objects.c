@@ -94,8 +94,8 @@ static void test_python_heavy_kwargs_matter(void** state) {
   manypy_value_free(result);
 
   /* Positional steps and normalize: the same as the keywords. */
-  manypy_value* items[3] = {F32_TENSOR(g_heavy_case.input, 2, kHeavyInput), manypy_value_new_int64(5),
-                            manypy_value_new_bool(0)};
+  manypy_value* items[3] = {F32_TENSOR(g_heavy_case.input, 2, kHeavyInput),
+                            manypy_value_new_int64(5), manypy_value_new_bool(0)};
   manypy_value* positional = TUPLE_OF(3, items);
   ASSERT_OK(manypy_object_call(g_heavy, NULL, positional, NULL, NULL, &result));
   check_heavy_result(result, "python_heavy with positional steps and normalize");
@@ -307,9 +307,9 @@ static void test_missing_method(void** state) {
   (void)state;
   manypy_value* args = heavy_args();
   manypy_value* result = SENTINEL_VALUE;
-  manypy_status* s = EXPECT_CODE(
-      manypy_object_call(g_heavy, "no_such_method", args, NULL, NULL, &result),
-      MANYPY_ERR_NO_SUCH_NAME);
+  manypy_status* s =
+      EXPECT_CODE(manypy_object_call(g_heavy, "no_such_method", args, NULL, NULL, &result),
+                  MANYPY_ERR_NO_SUCH_NAME);
   ASSERT_CONTAINS(manypy_status_message(s), "no_such_method");
   manypy_status_free(s);
   assert_ptr_equal(result, SENTINEL_VALUE);
@@ -320,16 +320,17 @@ static void test_wrong_arguments(void** state) {
   (void)state;
   manypy_value* result = SENTINEL_VALUE;
   /* No x. */
-  manypy_status* s = EXPECT_CODE(manypy_object_call(g_heavy, NULL, NULL, NULL, NULL, &result),
-                                 MANYPY_ERR_PYTHON);
+  manypy_status* s =
+      EXPECT_CODE(manypy_object_call(g_heavy, NULL, NULL, NULL, NULL, &result), MANYPY_ERR_PYTHON);
   assert_string_equal(manypy_status_python_type(s), "TypeError");
   ASSERT_CONTAINS(manypy_status_message(s), "forward()");
   ASSERT_CONTAINS(manypy_status_message(s), "'x'");
   ASSERT_CONTAINS(manypy_status_traceback(s), "TypeError");
   manypy_status_free(s);
   /* Too many. */
-  manypy_value* items[4] = {F32_TENSOR(g_heavy_case.input, 2, kHeavyInput), manypy_value_new_int64(1),
-                            manypy_value_new_bool(1), manypy_value_new_none()};
+  manypy_value* items[4] = {F32_TENSOR(g_heavy_case.input, 2, kHeavyInput),
+                            manypy_value_new_int64(1), manypy_value_new_bool(1),
+                            manypy_value_new_none()};
   manypy_value* four = LIST_OF(4, items);
   s = EXPECT_CODE(manypy_object_call(g_heavy, "forward", four, NULL, NULL, &result),
                   MANYPY_ERR_PYTHON);
@@ -406,9 +407,9 @@ static void test_args_must_be_sequence(void** state) {
 static void test_unsupported_result(void** state) {
   (void)state;
   manypy_value* result = SENTINEL_VALUE;
-  manypy_status* s = EXPECT_CODE(
-      manypy_object_call(g_heavy, "parameters", NULL, NULL, NULL, &result),
-      MANYPY_ERR_UNSUPPORTED_TYPE);
+  manypy_status* s =
+      EXPECT_CODE(manypy_object_call(g_heavy, "parameters", NULL, NULL, NULL, &result),
+                  MANYPY_ERR_UNSUPPORTED_TYPE);
   ASSERT_CONTAINS(manypy_status_message(s), "generator");
   manypy_status_free(s);
   assert_ptr_equal(result, SENTINEL_VALUE);
@@ -417,8 +418,8 @@ static void test_unsupported_result(void** state) {
 static void test_call_options(void** state) {
   (void)state;
   manypy_call_options* options = manypy_call_options_new();
-  manypy_status* s = EXPECT_CODE(manypy_call_options_set_interpreter(options, -2),
-                                 MANYPY_ERR_OUT_OF_RANGE);
+  manypy_status* s =
+      EXPECT_CODE(manypy_call_options_set_interpreter(options, -2), MANYPY_ERR_OUT_OF_RANGE);
   ASSERT_CONTAINS(manypy_status_message(s), "manypy_call_options_set_interpreter");
   ASSERT_CONTAINS(manypy_status_message(s), "-2");
   manypy_status_free(s);
@@ -453,15 +454,14 @@ static void test_null_arguments(void** state) {
                      "manypy_object_call", "out_result");
   ASSERT_INVALID_ARG(manypy_object_getattr(NULL, "training", NULL, &result),
                      "manypy_object_getattr", "object");
-  ASSERT_INVALID_ARG(manypy_object_getattr(g_heavy, NULL, NULL, &result),
-                     "manypy_object_getattr", "name");
+  ASSERT_INVALID_ARG(manypy_object_getattr(g_heavy, NULL, NULL, &result), "manypy_object_getattr",
+                     "name");
   ASSERT_INVALID_ARG(manypy_object_getattr(g_heavy, "training", NULL, NULL),
                      "manypy_object_getattr", "out_value");
   int has = 7;
   ASSERT_INVALID_ARG(manypy_object_hasattr(NULL, "x", &has), "manypy_object_hasattr", "object");
   ASSERT_INVALID_ARG(manypy_object_hasattr(g_heavy, NULL, &has), "manypy_object_hasattr", "name");
-  ASSERT_INVALID_ARG(manypy_object_hasattr(g_heavy, "x", NULL), "manypy_object_hasattr",
-                     "out_has");
+  ASSERT_INVALID_ARG(manypy_object_hasattr(g_heavy, "x", NULL), "manypy_object_hasattr", "out_has");
   assert_int_equal(has, 7);
   assert_ptr_equal(result, SENTINEL_VALUE);
 }

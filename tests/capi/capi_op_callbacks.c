@@ -28,10 +28,12 @@ static void on_enter(const manypy_op_event* e, void* user_data) {
   assert_true(e->struct_size >= sizeof(manypy_op_event));
   atomic_fetch_add(&c->enter, 1);
   if (e->num_inputs > 0) atomic_fetch_add(&c->any_inputs, 1);
-  if (e->interpreter >= -1 && e->interpreter < 3) atomic_fetch_add(&c->by_interpreter[e->interpreter + 1], 1);
+  if (e->interpreter >= -1 && e->interpreter < 3)
+    atomic_fetch_add(&c->by_interpreter[e->interpreter + 1], 1);
   if (strcmp(e->name, "aten::add_") == 0) atomic_fetch_add(&c->add_ops, 1);
-  if (strcmp(e->name, "aten::add") == 0 && e->num_inputs >= 2 && e->inputs[0].kind == MANYPY_VALUE_TENSOR &&
-      e->inputs[0].ndim == 1 && e->inputs[0].shape[0] == 3 && e->inputs[0].dtype.code == kDLFloat &&
+  if (strcmp(e->name, "aten::add") == 0 && e->num_inputs >= 2 &&
+      e->inputs[0].kind == MANYPY_VALUE_TENSOR && e->inputs[0].ndim == 1 &&
+      e->inputs[0].shape[0] == 3 && e->inputs[0].dtype.code == kDLFloat &&
       e->inputs[0].dtype.bits == 32) {
     atomic_fetch_add(&c->with_inputs, 1);
   }
@@ -155,8 +157,8 @@ static void test_sampling_is_binomial(void** state) {
   uint64_t every = 0, tenth = 0;
   ASSERT_OK(manypy_add_op_callbacks(on_enter, NULL, &all, NULL, 1.0, 0, &every));
   ASSERT_OK(manypy_add_op_callbacks(on_enter, NULL, &sampled, NULL, 0.1, 0, &tenth));
-  ASSERT_OK(manypy_pool_exec(pool, 0,
-                             "import torch\nx = torch.zeros(4)\nfor _ in range(30000):\n    x.add_(1)\n"));
+  ASSERT_OK(manypy_pool_exec(
+      pool, 0, "import torch\nx = torch.zeros(4)\nfor _ in range(30000):\n    x.add_(1)\n"));
   ASSERT_OK(manypy_remove_op_callbacks(tenth));
   ASSERT_OK(manypy_remove_op_callbacks(every));
   double n = (double)atomic_load(&all.add_ops), k = (double)atomic_load(&sampled.add_ops);
@@ -167,8 +169,8 @@ static void test_sampling_is_binomial(void** state) {
   assert_int_equal(atomic_load(&all.any_inputs), 0);
   assert_int_equal(atomic_load(&sampled.any_inputs), 0);
   assert_true(fabs(k - mean) <= 6 * sd);
-  manypy_status* s = EXPECT_CODE(manypy_add_op_callbacks(on_enter, NULL, NULL, NULL, 0.0, 0, &every),
-                                 MANYPY_ERR_OUT_OF_RANGE);
+  manypy_status* s = EXPECT_CODE(
+      manypy_add_op_callbacks(on_enter, NULL, NULL, NULL, 0.0, 0, &every), MANYPY_ERR_OUT_OF_RANGE);
   manypy_status_free(s);
   manypy_pool_destroy(pool);
 }

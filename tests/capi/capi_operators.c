@@ -15,8 +15,10 @@ static manypy_value* xy_args(void) {
   int64_t shape[1] = {3};
   DLDataType f32 = {kDLFloat, 32, 1};
   manypy_value *a = NULL, *b = NULL;
-  ASSERT_OK(manypy_value_new_tensor_from_buffer(x, sizeof x, f32, 1, shape, NULL, 0, NULL, NULL, &a));
-  ASSERT_OK(manypy_value_new_tensor_from_buffer(y, sizeof y, f32, 1, shape, NULL, 0, NULL, NULL, &b));
+  ASSERT_OK(
+      manypy_value_new_tensor_from_buffer(x, sizeof x, f32, 1, shape, NULL, 0, NULL, NULL, &a));
+  ASSERT_OK(
+      manypy_value_new_tensor_from_buffer(y, sizeof y, f32, 1, shape, NULL, 0, NULL, NULL, &b));
   manypy_value* args = manypy_value_new_tuple();
   ASSERT_OK(manypy_value_append(args, a));
   ASSERT_OK(manypy_value_append(args, b));
@@ -109,8 +111,8 @@ static void test_operator_library_everywhere(void** state) {
 
 static void test_bad_libraries(void** state) {
   (void)state;
-  manypy_status* s = EXPECT_CODE(manypy_load_operator_library("/no/such/libops.so"),
-                                 MANYPY_ERR_NOT_FOUND);
+  manypy_status* s =
+      EXPECT_CODE(manypy_load_operator_library("/no/such/libops.so"), MANYPY_ERR_NOT_FOUND);
   ASSERT_CONTAINS(manypy_status_message(s), "/no/such/libops.so");
   manypy_status_free(s);
   s = EXPECT_CODE(manypy_load_operator_library(ARCHIVE("identity.pt")), MANYPY_ERR_LOADER);

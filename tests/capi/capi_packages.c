@@ -313,9 +313,9 @@ static void test_missing_module_in_package(void** state) {
   (void)state;
   manypy_package* package = LOAD_PACKAGE(g_pool, "identity.pt");
   manypy_object* object = SENTINEL_OBJECT;
-  manypy_status* s = EXPECT_CODE(
-      manypy_package_load_pickle(package, "no_such_module", "model.pkl", &object),
-      MANYPY_ERR_NO_SUCH_NAME);
+  manypy_status* s =
+      EXPECT_CODE(manypy_package_load_pickle(package, "no_such_module", "model.pkl", &object),
+                  MANYPY_ERR_NO_SUCH_NAME);
   ASSERT_CONTAINS(manypy_status_message(s), "no record 'no_such_module/model.pkl'");
   manypy_status_free(s);
   assert_ptr_equal(object, SENTINEL_OBJECT);
@@ -367,8 +367,8 @@ static void test_python_type_when_python_raised(void** state) {
        MANYPY_ERR_NO_SUCH_NAME, "AttributeError"},
       {"missing attribute", manypy_object_getattr(identity, "nope", NULL, &value),
        MANYPY_ERR_NO_SUCH_NAME, "AttributeError"},
-      {"missing pickle record", manypy_package_load_pickle(identity_package, "model", "nope.pkl",
-                                                           &object),
+      {"missing pickle record",
+       manypy_package_load_pickle(identity_package, "model", "nope.pkl", &object),
        MANYPY_ERR_NO_SUCH_NAME, ""},
       {"not a zip", manypy_package_load_file(g_pool, ARCHIVE("malformed/not_a_zip.pt"), &never),
        MANYPY_ERR_BAD_ARCHIVE, ""},
@@ -403,16 +403,16 @@ static void test_null_arguments(void** state) {
   const char* path = ARCHIVE("identity.pt");
   ASSERT_INVALID_ARG(manypy_package_load_file(NULL, path, &package), "manypy_package_load_file",
                      "pool");
-  ASSERT_INVALID_ARG(manypy_package_load_file(g_pool, NULL, &package),
-                     "manypy_package_load_file", "path");
+  ASSERT_INVALID_ARG(manypy_package_load_file(g_pool, NULL, &package), "manypy_package_load_file",
+                     "path");
   ASSERT_INVALID_ARG(manypy_package_load_file(g_pool, path, NULL), "manypy_package_load_file",
                      "out_package");
-  ASSERT_INVALID_ARG(manypy_package_load_bytes(NULL, "x", 1, &package),
-                     "manypy_package_load_bytes", "pool");
+  ASSERT_INVALID_ARG(manypy_package_load_bytes(NULL, "x", 1, &package), "manypy_package_load_bytes",
+                     "pool");
   ASSERT_INVALID_ARG(manypy_package_load_bytes(g_pool, NULL, 10, &package),
                      "manypy_package_load_bytes", "data");
-  ASSERT_INVALID_ARG(manypy_package_load_bytes(g_pool, "x", 1, NULL),
-                     "manypy_package_load_bytes", "out_package");
+  ASSERT_INVALID_ARG(manypy_package_load_bytes(g_pool, "x", 1, NULL), "manypy_package_load_bytes",
+                     "out_package");
   assert_ptr_equal(package, SENTINEL_PACKAGE);
 
   package = LOAD_PACKAGE(g_pool, "identity.pt");

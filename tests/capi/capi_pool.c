@@ -21,8 +21,8 @@ static manypy_status* eval_fails(int32_t interp, const char* expr, manypy_code c
   manypy_value* value = SENTINEL_VALUE;
   char what[512];
   snprintf(what, sizeof what, "manypy_pool_eval(pool, %d, \"%s\", &value)", (int)interp, expr);
-  manypy_status* s = capi_expect_code(manypy_pool_eval(g_pool, interp, expr, &value), code,
-                                      what, file, line);
+  manypy_status* s =
+      capi_expect_code(manypy_pool_eval(g_pool, interp, expr, &value), code, what, file, line);
   if (value != SENTINEL_VALUE) {
     manypy_status_free(s);
     fail_msg("%s:%d: failing eval of `%s` wrote its out-parameter", file, line, expr);
@@ -293,8 +293,8 @@ static void test_custom_exception(void** state) {
 /* SystemExit is an exception like any other: it must not end the process. */
 static void test_system_exit_does_not_exit(void** state) {
   (void)state;
-  manypy_status* s = EXPECT_CODE(manypy_pool_exec(g_pool, 0, "import sys\nsys.exit(3)"),
-                                 MANYPY_ERR_PYTHON);
+  manypy_status* s =
+      EXPECT_CODE(manypy_pool_exec(g_pool, 0, "import sys\nsys.exit(3)"), MANYPY_ERR_PYTHON);
   assert_string_equal(manypy_status_python_type(s), "SystemExit");
   assert_string_equal(manypy_status_message(s), "interpreter 0: SystemExit: 3");
   manypy_status_free(s);
@@ -308,9 +308,8 @@ static void test_system_exit_does_not_exit(void** state) {
 /* The message is one line even when the exception's text is not. */
 static void test_multiline_message_is_one_line(void** state) {
   (void)state;
-  manypy_status* s =
-      EXPECT_CODE(manypy_pool_exec(g_pool, 1, "raise ValueError('line one\\nline two')"),
-                  MANYPY_ERR_PYTHON);
+  manypy_status* s = EXPECT_CODE(
+      manypy_pool_exec(g_pool, 1, "raise ValueError('line one\\nline two')"), MANYPY_ERR_PYTHON);
   const char* message = manypy_status_message(s);
   ASSERT_CONTAINS(message, "line one");
   ASSERT_CONTAINS(message, "line two");

@@ -103,8 +103,8 @@ static void test_child_exits_with_its_status(void** state) {
   (void)state;
   assert_int_equal(call_int("fork_and_exit", 7), 7);
   /* The host itself still refuses os._exit. */
-  manypy_status* s = EXPECT_CODE(manypy_pool_exec(g.pool, 0, "import os\nos._exit(3)"),
-                                 MANYPY_ERR_PYTHON);
+  manypy_status* s =
+      EXPECT_CODE(manypy_pool_exec(g.pool, 0, "import os\nos._exit(3)"), MANYPY_ERR_PYTHON);
   assert_string_equal(manypy_status_python_type(s), "manypy.ProcessExitRefused");
   manypy_status_free(s);
 }
@@ -130,9 +130,8 @@ static void test_signal_handlers_stay_the_hosts(void** state) {
     manypy_value* items[1] = {manypy_value_new_int64(signals[k])};
     manypy_value* args = TUPLE_OF(1, items);
     manypy_value* out = NULL;
-    manypy_status* s = EXPECT_CODE(manypy_object_call(g.model, "set_signal", args, NULL, NULL,
-                                                      &out),
-                                   MANYPY_ERR_PYTHON);
+    manypy_status* s = EXPECT_CODE(
+        manypy_object_call(g.model, "set_signal", args, NULL, NULL, &out), MANYPY_ERR_PYTHON);
     assert_string_equal(manypy_status_python_type(s), "ValueError");
     manypy_status_free(s);
     manypy_value_free(args);
@@ -155,11 +154,10 @@ static void test_signal_handlers_stay_the_hosts(void** state) {
   signal(SIGTERM, SIG_DFL);
 }
 
-#define CASES                                                        \
-  cmocka_unit_test(test_data_loader_workers),                        \
-      cmocka_unit_test(test_multiprocessing_pool),                   \
-      cmocka_unit_test(test_child_that_returns_ends_there),          \
-      cmocka_unit_test(test_child_exits_with_its_status),            \
+#define CASES                                                                              \
+  cmocka_unit_test(test_data_loader_workers), cmocka_unit_test(test_multiprocessing_pool), \
+      cmocka_unit_test(test_child_that_returns_ends_there),                                \
+      cmocka_unit_test(test_child_exits_with_its_status),                                  \
       cmocka_unit_test(test_signal_handlers_stay_the_hosts)
 
 int main(void) {

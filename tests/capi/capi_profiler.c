@@ -63,14 +63,15 @@ static void test_profile_prometheus_and_trace(void** state) {
   ASSERT_OK(manypy_value_get_string(text, &prom, NULL));
   write_file(prom_path, prom);
   manypy_value_free(text);
-  snprintf(code, sizeof code,
-           "from prometheus_client.parser import text_string_to_metric_families\n"
-           "families = list(text_string_to_metric_families(open('%s').read()))\n"
-           "summary = [f for f in families if f.name == 'manypy_operator_duration_seconds']\n"
-           "linear = [s for s in summary[0].samples if s.labels.get('operator') == 'aten::linear'\n"
-           "          and s.labels.get('model') == 'heavy \"v1\"' and s.name.endswith('_count')]\n"
-           "prom_ok = len(summary) == 1 and summary[0].type == 'summary' and linear[0].value >= 480\n",
-           prom_path);
+  snprintf(
+      code, sizeof code,
+      "from prometheus_client.parser import text_string_to_metric_families\n"
+      "families = list(text_string_to_metric_families(open('%s').read()))\n"
+      "summary = [f for f in families if f.name == 'manypy_operator_duration_seconds']\n"
+      "linear = [s for s in summary[0].samples if s.labels.get('operator') == 'aten::linear'\n"
+      "          and s.labels.get('model') == 'heavy \"v1\"' and s.name.endswith('_count')]\n"
+      "prom_ok = len(summary) == 1 and summary[0].type == 'summary' and linear[0].value >= 480\n",
+      prom_path);
   ASSERT_OK(manypy_pool_exec(pool, 0, code));
   assert_int_equal(EVAL_BOOL(pool, 0, "prom_ok"), 1);
 

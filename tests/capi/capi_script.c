@@ -44,8 +44,7 @@ static manypy_value* heavy_args(void) {
 
 /* Runs python_heavy's TorchScript with the expected-file inputs and checks
  * the outputs (float32 within 1e-5 relative). */
-static void check_heavy_script(manypy_script_module* module, const char* method,
-                               const char* what) {
+static void check_heavy_script(manypy_script_module* module, const char* method, const char* what) {
   manypy_value* args = heavy_args();
   manypy_value* kwargs = capi_heavy_kwargs();
   manypy_value* result = NULL;
@@ -182,8 +181,8 @@ static void test_load_errors(void** state) {
   size_t size = 0;
   char* data = READ_WHOLE_FILE(ARCHIVE("identity.pt"), &size);
   manypy_script_module* module = SENTINEL_MODULE;
-  manypy_status* s = EXPECT_CODE(manypy_script_load_bytes(data, size, &module),
-                                 MANYPY_ERR_BAD_ARCHIVE);
+  manypy_status* s =
+      EXPECT_CODE(manypy_script_load_bytes(data, size, &module), MANYPY_ERR_BAD_ARCHIVE);
   ASSERT_CONTAINS(manypy_status_message(s), "manypy_package_load_file");
   manypy_status_free(s);
   free(data);

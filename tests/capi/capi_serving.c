@@ -56,8 +56,7 @@ static void test_serve_early(void** state) {
   manypy_pool* pool = make_pool(3, 1, 0, MANYPY_THREAD_MODE_DIRECT, NULL);
   double first = capi_now() - t0;
   manypy_pool_stats s = stats_of(pool);
-  fprintf(stderr, "  serving after %.2f s: %zu ready, %zu starting\n", first, s.ready,
-          s.starting);
+  fprintf(stderr, "  serving after %.2f s: %zu ready, %zu starting\n", first, s.ready, s.starting);
   assert_int_equal(s.interpreters, 3);
   assert_int_equal(manypy_pool_size(pool), 3);
   assert_true(s.ready + s.busy >= 1);
@@ -161,12 +160,18 @@ static void test_stats_and_metrics(void** state) {
   size_t length = 0;
   ASSERT_OK(manypy_value_get_string(text, &body, &length));
   ASSERT_CONTAINS(body, "# TYPE manypy_requests_total counter\n");
-  ASSERT_CONTAINS(body, "manypy_requests_total{pool=\"svc \\\"a\\\"\",model=\"m1\",code=\"ok\"} 3\n");
-  ASSERT_CONTAINS(body, "manypy_requests_total{pool=\"svc \\\"a\\\"\",model=\"m1\",code=\"python\"} 1\n");
-  ASSERT_CONTAINS(body, "manypy_requests_total{pool=\"svc \\\"a\\\"\",model=\"m1\",code=\"out_of_range\"} 1\n");
+  ASSERT_CONTAINS(body,
+                  "manypy_requests_total{pool=\"svc \\\"a\\\"\",model=\"m1\",code=\"ok\"} 3\n");
+  ASSERT_CONTAINS(body,
+                  "manypy_requests_total{pool=\"svc \\\"a\\\"\",model=\"m1\",code=\"python\"} 1\n");
+  ASSERT_CONTAINS(
+      body, "manypy_requests_total{pool=\"svc \\\"a\\\"\",model=\"m1\",code=\"out_of_range\"} 1\n");
   ASSERT_CONTAINS(body, "# TYPE manypy_request_duration_seconds histogram\n");
-  ASSERT_CONTAINS(body, "manypy_request_duration_seconds_bucket{pool=\"svc \\\"a\\\"\",model=\"m1\",le=\"+Inf\"} 4\n");
-  ASSERT_CONTAINS(body, "manypy_queue_duration_seconds_count{pool=\"svc \\\"a\\\"\",model=\"m2\"} 1\n");
+  ASSERT_CONTAINS(body,
+                  "manypy_request_duration_seconds_bucket{pool=\"svc "
+                  "\\\"a\\\"\",model=\"m1\",le=\"+Inf\"} 4\n");
+  ASSERT_CONTAINS(body,
+                  "manypy_queue_duration_seconds_count{pool=\"svc \\\"a\\\"\",model=\"m2\"} 1\n");
   ASSERT_CONTAINS(body, "manypy_inflight_requests{pool=\"svc \\\"a\\\"\"} 0\n");
   ASSERT_CONTAINS(body, "manypy_queued_requests{pool=\"svc \\\"a\\\"\"} 0\n");
   ASSERT_CONTAINS(body, "manypy_interpreters{pool=\"svc \\\"a\\\"\",state=\"ready\"} 2\n");
@@ -233,8 +238,8 @@ static void test_drain_finishes_calls(manypy_thread_mode mode) {
   }
   wait_in_flight(pool, 3);
   size_t finished = 99, cancelled = 99;
-  ASSERT_OK(manypy_pool_drain(pool, manypy_monotonic_ns() + 20LL * 1000000000, &finished,
-                              &cancelled));
+  ASSERT_OK(
+      manypy_pool_drain(pool, manypy_monotonic_ns() + 20LL * 1000000000, &finished, &cancelled));
   assert_int_equal(finished, 3);
   assert_int_equal(cancelled, 0);
   for (int i = 0; i < 3; ++i) {

@@ -59,7 +59,8 @@ static int tensors_are_the_buffer(const manypy_value* v) {
     m->deleter(m);
     return same;
   }
-  if (kind != MANYPY_VALUE_LIST && kind != MANYPY_VALUE_TUPLE && kind != MANYPY_VALUE_DICT) return 1;
+  if (kind != MANYPY_VALUE_LIST && kind != MANYPY_VALUE_TUPLE && kind != MANYPY_VALUE_DICT)
+    return 1;
   size_t n = 0;
   if (manypy_value_length(v, &n) != NULL) return 0;
   for (size_t k = 0; k < n; ++k) {

@@ -67,9 +67,9 @@ static void test_background_start_failure(void** state) {
   ASSERT_OK(manypy_pool_options_set_interpreters(options, TOO_MANY));
   ASSERT_OK(manypy_pool_options_set_serve_early(options, 1));
   /* A NULL options still frees the data, once. */
-  ASSERT_INVALID_ARG(manypy_pool_options_set_on_interpreter_failed(NULL, on_failed, &g_failed_count,
-                                                                   free_failed),
-                     "manypy_pool_options_set_on_interpreter_failed", "options");
+  ASSERT_INVALID_ARG(
+      manypy_pool_options_set_on_interpreter_failed(NULL, on_failed, &g_failed_count, free_failed),
+      "manypy_pool_options_set_on_interpreter_failed", "options");
   assert_int_equal(g_freed, 1);
   g_freed = 0;
   ASSERT_OK(manypy_pool_options_set_on_interpreter_failed(options, on_failed, &g_failed_count,
@@ -150,9 +150,10 @@ static void test_static_tls_exhaustion_is_reported(void** state) {
           manypy_code_name(manypy_status_code(s)), capi_now() - t0);
   if (s == NULL) {
     g_pool = pool;
-    fail_msg("a pool of %d interpreters started without GLIBC_TUNABLES; expected "
-             "MANYPY_ERR_STATIC_TLS",
-             TOO_MANY);
+    fail_msg(
+        "a pool of %d interpreters started without GLIBC_TUNABLES; expected "
+        "MANYPY_ERR_STATIC_TLS",
+        TOO_MANY);
   }
   s = EXPECT_CODE(s, MANYPY_ERR_STATIC_TLS);
   fprintf(stderr, "  message: %s\n", manypy_status_message(s));

@@ -175,7 +175,8 @@ static void test_stopped_import_is_not_left_half_done(void** state) {
   assert_true(ms < 900); /* the module's body takes 1 s */
   assert_int_equal(import_whole(g_mode, 0), 42);
   if (g_mode == MANYPY_THREAD_MODE_HANDOFF) {
-    for (int32_t i = 0; i < 2; ++i) assert_int_equal(import_whole(MANYPY_THREAD_MODE_DIRECT, i), 42);
+    for (int32_t i = 0; i < 2; ++i)
+      assert_int_equal(import_whole(MANYPY_THREAD_MODE_DIRECT, i), 42);
   }
   assert_both_serve();
 }
@@ -207,8 +208,7 @@ static const int64_t kShape[1] = {2};
 static manypy_status* call_twice(manypy_object* model, int32_t interpreter, int64_t timeout_ms,
                                  const char* what) {
   manypy_value* out = NULL;
-  manypy_status* s =
-      call(model, NULL, F32_TENSOR(kX, 1, kShape), interpreter, timeout_ms, &out);
+  manypy_status* s = call(model, NULL, F32_TENSOR(kX, 1, kShape), interpreter, timeout_ms, &out);
   if (s == NULL) {
     ASSERT_F32_TENSOR(out, 1, kShape, kTwice, 0, what);
     manypy_value_free(out);
@@ -274,14 +274,14 @@ static void test_stopped_package_import_is_imported_whole_next_time(void** state
   assert_both_serve();
 }
 
-#define CASES                                                        \
-  cmocka_unit_test(test_lock_taken_in_a_with_block_is_released),     \
-      cmocka_unit_test(test_autocast_is_off_after_a_stop),           \
-      cmocka_unit_test(test_log_handler_lock_is_released),           \
-      cmocka_unit_test(test_stopped_import_is_not_left_half_done),   \
-      cmocka_unit_test(test_slow_error_message_is_bounded),          \
-      cmocka_unit_test(test_slow_clean_up_of_a_result_is_bounded),   \
-      cmocka_unit_test(test_slow_lazy_replica_is_bounded),           \
+#define CASES                                                      \
+  cmocka_unit_test(test_lock_taken_in_a_with_block_is_released),   \
+      cmocka_unit_test(test_autocast_is_off_after_a_stop),         \
+      cmocka_unit_test(test_log_handler_lock_is_released),         \
+      cmocka_unit_test(test_stopped_import_is_not_left_half_done), \
+      cmocka_unit_test(test_slow_error_message_is_bounded),        \
+      cmocka_unit_test(test_slow_clean_up_of_a_result_is_bounded), \
+      cmocka_unit_test(test_slow_lazy_replica_is_bounded),         \
       cmocka_unit_test(test_stopped_package_import_is_imported_whole_next_time)
 
 int main(void) {

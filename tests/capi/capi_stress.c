@@ -60,9 +60,8 @@ static int one_call(struct worker* w, const manypy_call_options* options, int ca
 
   manypy_value* tensor = NULL;
   manypy_value* str = NULL;
-  manypy_status* s = manypy_value_new_tensor_from_buffer(buffer, sizeof buffer, kI64, 1, shape,
-                                                         NULL, 0, capi_count_release, &released,
-                                                         &tensor);
+  manypy_status* s = manypy_value_new_tensor_from_buffer(
+      buffer, sizeof buffer, kI64, 1, shape, NULL, 0, capi_count_release, &released, &tensor);
   if (s == NULL) s = manypy_value_new_string(text, (size_t)n, &str);
   if (s != NULL) {
     record_error(w, "call %d: building the input: %s", call, manypy_status_message(s));
@@ -183,7 +182,8 @@ static void run_stress(manypy_thread_mode mode, int calls_per_thread, const char
               workers[t].first_error);
     }
   }
-  fprintf(stderr, "  %s: %d threads x %d calls over %d interpreters: %d verified, %d errors in "
+  fprintf(stderr,
+          "  %s: %d threads x %d calls over %d interpreters: %d verified, %d errors in "
           "%.2f s (%.0f calls/s)\n",
           name, THREADS, calls_per_thread, POOL_SIZE, done, errors, seconds,
           THREADS * calls_per_thread / seconds);
@@ -220,8 +220,8 @@ struct heavy_worker {
 };
 
 /* Non-asserting: float32 tensor `v` of n elements within rtol of want. */
-static int close_to(const manypy_value* v, const float* want, int64_t n, double rtol,
-                    char* why, size_t size) {
+static int close_to(const manypy_value* v, const float* want, int64_t n, double rtol, char* why,
+                    size_t size) {
   DLManagedTensor* m = NULL;
   manypy_status* s = manypy_value_get_tensor(v, &m);
   if (s != NULL) {
@@ -309,7 +309,8 @@ static void test_stress_python_heavy(void** state) {
               workers[t].first_error);
     }
   }
-  fprintf(stderr, "  python_heavy: %d threads x %d calls over %d interpreters: %d errors in "
+  fprintf(stderr,
+          "  python_heavy: %d threads x %d calls over %d interpreters: %d errors in "
           "%.2f s (%.0f calls/s)\n",
           THREADS, calls, POOL_SIZE, errors, seconds, THREADS * calls / seconds);
   manypy_value_free(kwargs);
@@ -375,8 +376,8 @@ static void test_handoff_threads_free_results_and_exit(void** state) {
 /* ---- the pool handle goes while objects are being called and loaded ------------ */
 
 struct churn_worker {
-  manypy_object* identity;  /* call it */
-  manypy_package* package;  /* or load and free objects from it */
+  manypy_object* identity; /* call it */
+  manypy_package* package; /* or load and free objects from it */
   atomic_int* progress;
   int calls;
   int errors;

@@ -117,8 +117,8 @@ static void test_from_buffer(void** state) {
   static uint8_t mask[4] = {1, 0, 0, 1};
   const int64_t shape4[1] = {4};
   const DLDataType b8 = {MANYPY_DL_BOOL, 8, 1};
-  ASSERT_OK(manypy_tensor_new_from_buffer(mask, sizeof mask, b8, 1, shape4, NULL, 0, NULL, NULL,
-                                          &t));
+  ASSERT_OK(
+      manypy_tensor_new_from_buffer(mask, sizeof mask, b8, 1, shape4, NULL, 0, NULL, NULL, &t));
   result = identity_of(t);
   DLManagedTensor* m = NULL;
   ASSERT_OK(manypy_value_get_tensor(result, &m));
@@ -176,8 +176,8 @@ static void test_bad_input(void** state) {
   ASSERT_CONTAINS(manypy_status_message(s), "device type 2");
   manypy_status_free(s);
   assert_int_equal(atomic_load(&deleted), 1);
-  DLManagedTensor* unmapped = capi_counted_tensor((void*)(uintptr_t)4096, kF32, 2, kShape, NULL,
-                                                  &deleted);
+  DLManagedTensor* unmapped =
+      capi_counted_tensor((void*)(uintptr_t)4096, kF32, 2, kShape, NULL, &deleted);
   ASSERT_CODE(manypy_tensor_new(unmapped, &t), MANYPY_ERR_BAD_TENSOR);
   assert_int_equal(atomic_load(&deleted), 2);
   ASSERT_INVALID_ARG(manypy_tensor_new(NULL, &t), "manypy_tensor_new", "tensor");
@@ -210,8 +210,8 @@ static void test_bad_input(void** state) {
   manypy_value* v = SENTINEL_VALUE;
   ASSERT_INVALID_ARG(manypy_value_new_tensor_ref(NULL, &v), "manypy_value_new_tensor_ref",
                      "tensor");
-  ASSERT_OK(manypy_tensor_new_from_buffer(data, sizeof data, kF32, 2, kShape, NULL, 0, NULL, NULL,
-                                          &t));
+  ASSERT_OK(
+      manypy_tensor_new_from_buffer(data, sizeof data, kF32, 2, kShape, NULL, 0, NULL, NULL, &t));
   ASSERT_INVALID_ARG(manypy_value_new_tensor_ref(t, NULL), "manypy_value_new_tensor_ref",
                      "out_value");
   assert_ptr_equal(v, SENTINEL_VALUE);

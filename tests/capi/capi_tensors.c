@@ -45,8 +45,8 @@ static float g_data23[6];
 static const int64_t kShape23[2] = {2, 3};
 static manypy_value* counted_value(atomic_int* deleted) {
   manypy_value* v = NULL;
-  ASSERT_OK(manypy_value_new_tensor(
-      capi_counted_tensor(g_data23, kF32, 2, kShape23, NULL, deleted), &v));
+  ASSERT_OK(
+      manypy_value_new_tensor(capi_counted_tensor(g_data23, kF32, 2, kShape23, NULL, deleted), &v));
   return v;
 }
 
@@ -72,7 +72,6 @@ static const void* data_of(const manypy_value* v) {
 }
 
 /* ---- ownership ----------------------------------------------------------------- */
-
 
 /* The deleter waits for the value and every result sharing the memory. */
 static void test_deleter_after_value_and_results(void** state) {
@@ -150,12 +149,16 @@ static void test_get_tensor_outlives_value(void** state) {
 
   /* The same for a tensor made by Python: its memory is Python's. */
   manypy_value* made = NULL;
-  ASSERT_OK(manypy_pool_eval(g_pool, 0, "__import__('torch').arange(1000, dtype=__import__('torch').float64)", &made));
+  ASSERT_OK(manypy_pool_eval(
+      g_pool, 0, "__import__('torch').arange(1000, dtype=__import__('torch').float64)", &made));
   DLManagedTensor* m = tensor_of(made);
   manypy_value_free(made);
   /* Churn the interpreter's allocator a little. */
   manypy_value* other = NULL;
-  ASSERT_OK(manypy_pool_eval(g_pool, 0, "[__import__('torch').ones(1000, dtype=__import__('torch').float64) * 7 for _ in range(10)]", &other));
+  ASSERT_OK(manypy_pool_eval(
+      g_pool, 0,
+      "[__import__('torch').ones(1000, dtype=__import__('torch').float64) * 7 for _ in range(10)]",
+      &other));
   manypy_value_free(other);
   for (int64_t k = 0; k < 1000; ++k) {
     double x;
@@ -172,8 +175,8 @@ static void test_from_buffer_borrowed(void** state) {
   for (int k = 0; k < 6; ++k) g_source[k] = (float)k * 10;
   atomic_int released = 0;
   manypy_value* v = NULL;
-  ASSERT_OK(manypy_value_new_tensor_from_buffer(g_source, sizeof g_source, kF32, 2, kShape23,
-                                                NULL, 0, capi_count_release, &released, &v));
+  ASSERT_OK(manypy_value_new_tensor_from_buffer(g_source, sizeof g_source, kF32, 2, kShape23, NULL,
+                                                0, capi_count_release, &released, &v));
   assert_int_equal(atomic_load(&released), 0);
   assert_ptr_equal(data_of(v), g_source);
   manypy_value* r = identity(v);
@@ -188,8 +191,8 @@ static void test_from_buffer_borrowed(void** state) {
   assert_int_equal(atomic_load(&released), 1);
 
   /* release may be NULL. */
-  ASSERT_OK(manypy_value_new_tensor_from_buffer(g_source, sizeof g_source, kF32, 2, kShape23,
-                                                NULL, 0, NULL, NULL, &v));
+  ASSERT_OK(manypy_value_new_tensor_from_buffer(g_source, sizeof g_source, kF32, 2, kShape23, NULL,
+                                                0, NULL, NULL, &v));
   manypy_value_free(v);
 }
 
@@ -198,8 +201,8 @@ static void test_from_buffer_copied(void** state) {
   for (int k = 0; k < 6; ++k) g_source[k] = (float)k + 0.5f;
   atomic_int released = 0;
   manypy_value* v = NULL;
-  ASSERT_OK(manypy_value_new_tensor_from_buffer(g_source, sizeof g_source, kF32, 2, kShape23,
-                                                NULL, 1, capi_count_release, &released, &v));
+  ASSERT_OK(manypy_value_new_tensor_from_buffer(g_source, sizeof g_source, kF32, 2, kShape23, NULL,
+                                                1, capi_count_release, &released, &v));
   assert_int_equal(atomic_load(&released), 1); /* before returning */
   assert_true(data_of(v) != (const void*)g_source);
   const float expected[6] = {0.5f, 1.5f, 2.5f, 3.5f, 4.5f, 5.5f};
@@ -241,9 +244,8 @@ static void test_transposed_view(void** state) {
   const int64_t strides[2] = {1, 4};
   atomic_int deleted = 0;
   manypy_value* v = NULL;
-  ASSERT_OK(manypy_value_new_tensor(capi_counted_tensor(g_matrix, kF32, 2, shape, strides,
-                                                        &deleted),
-                                    &v));
+  ASSERT_OK(manypy_value_new_tensor(
+      capi_counted_tensor(g_matrix, kF32, 2, shape, strides, &deleted), &v));
   float expected[12];
   for (int i = 0; i < 4; ++i) {
     for (int j = 0; j < 3; ++j) expected[i * 3 + j] = (float)(j * 4 + i);
@@ -353,17 +355,23 @@ static void test_zero_dim_and_empty(void** state) {
 /* ---- dtypes ----------------------------------------------------------------------- */
 
 struct dtype_case {
-  const char* name;  /* torch name */
+  const char* name; /* torch name */
   DLDataType dtype;
 };
 
 static const struct dtype_case kDtypes[] = {
-    {"int8", {kDLInt, 8, 1}},        {"int16", {kDLInt, 16, 1}},
-    {"int32", {kDLInt, 32, 1}},      {"int64", {kDLInt, 64, 1}},
-    {"uint8", {kDLUInt, 8, 1}},      {"float16", {kDLFloat, 16, 1}},
-    {"float32", {kDLFloat, 32, 1}},  {"float64", {kDLFloat, 64, 1}},
-    {"bfloat16", {kDLBfloat, 16, 1}}, {"complex64", {kDLComplex, 64, 1}},
-    {"complex128", {kDLComplex, 128, 1}}, {"bool", {MANYPY_DL_BOOL, 8, 1}},
+    {"int8", {kDLInt, 8, 1}},
+    {"int16", {kDLInt, 16, 1}},
+    {"int32", {kDLInt, 32, 1}},
+    {"int64", {kDLInt, 64, 1}},
+    {"uint8", {kDLUInt, 8, 1}},
+    {"float16", {kDLFloat, 16, 1}},
+    {"float32", {kDLFloat, 32, 1}},
+    {"float64", {kDLFloat, 64, 1}},
+    {"bfloat16", {kDLBfloat, 16, 1}},
+    {"complex64", {kDLComplex, 64, 1}},
+    {"complex128", {kDLComplex, 128, 1}},
+    {"bool", {MANYPY_DL_BOOL, 8, 1}},
 };
 #define N_DTYPES (sizeof kDtypes / sizeof kDtypes[0])
 
@@ -429,23 +437,39 @@ static void test_every_dtype_from_python(void** state) {
       {"torch.tensor([-128, -1, 0, 127], dtype=torch.int8)", {kDLInt, 8, 1}, 4, "\x80\xff\x00\x7f"},
       {"torch.tensor([-2, 258], dtype=torch.int16)", {kDLInt, 16, 1}, 4, "\xfe\xff\x02\x01"},
       {"torch.tensor([-2], dtype=torch.int32)", {kDLInt, 32, 1}, 4, "\xfe\xff\xff\xff"},
-      {"torch.tensor([2**40 + 1], dtype=torch.int64)", {kDLInt, 64, 1}, 8,
+      {"torch.tensor([2**40 + 1], dtype=torch.int64)",
+       {kDLInt, 64, 1},
+       8,
        "\x01\x00\x00\x00\x00\x01\x00\x00"},
       {"torch.tensor([0, 200, 255], dtype=torch.uint8)", {kDLUInt, 8, 1}, 3, "\x00\xc8\xff"},
-      {"torch.tensor([1.0, -2.0, 0.5], dtype=torch.float16)", {kDLFloat, 16, 1}, 6,
+      {"torch.tensor([1.0, -2.0, 0.5], dtype=torch.float16)",
+       {kDLFloat, 16, 1},
+       6,
        "\x00\x3c\x00\xc0\x00\x38"},
-      {"torch.tensor([1.0, -2.0], dtype=torch.float32)", {kDLFloat, 32, 1}, 8,
+      {"torch.tensor([1.0, -2.0], dtype=torch.float32)",
+       {kDLFloat, 32, 1},
+       8,
        "\x00\x00\x80\x3f\x00\x00\x00\xc0"},
-      {"torch.tensor([0.5], dtype=torch.float64)", {kDLFloat, 64, 1}, 8,
+      {"torch.tensor([0.5], dtype=torch.float64)",
+       {kDLFloat, 64, 1},
+       8,
        "\x00\x00\x00\x00\x00\x00\xe0\x3f"},
-      {"torch.tensor([1.0, -2.0, 0.5], dtype=torch.bfloat16)", {kDLBfloat, 16, 1}, 6,
+      {"torch.tensor([1.0, -2.0, 0.5], dtype=torch.bfloat16)",
+       {kDLBfloat, 16, 1},
+       6,
        "\x80\x3f\x00\xc0\x00\x3f"},
-      {"torch.tensor([1 + 2j], dtype=torch.complex64)", {kDLComplex, 64, 1}, 8,
+      {"torch.tensor([1 + 2j], dtype=torch.complex64)",
+       {kDLComplex, 64, 1},
+       8,
        "\x00\x00\x80\x3f\x00\x00\x00\x40"},
-      {"torch.tensor([0.5 - 1j], dtype=torch.complex128)", {kDLComplex, 128, 1}, 16,
+      {"torch.tensor([0.5 - 1j], dtype=torch.complex128)",
+       {kDLComplex, 128, 1},
+       16,
        "\x00\x00\x00\x00\x00\x00\xe0\x3f\x00\x00\x00\x00\x00\x00\xf0\xbf"},
       {"torch.tensor([True, False, True])", {MANYPY_DL_BOOL, 8, 1}, 3, "\x01\x00\x01"},
-      {"torch.tensor([[True, False], [False, False]]).t()", {MANYPY_DL_BOOL, 8, 1}, 4,
+      {"torch.tensor([[True, False], [False, False]]).t()",
+       {MANYPY_DL_BOOL, 8, 1},
+       4,
        "\x01\x00\x00\x00"},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
@@ -455,8 +479,8 @@ static void test_every_dtype_from_python(void** state) {
     const DLDataType got = m->dl_tensor.dtype;
     if (got.code != cases[k].dtype.code || got.bits != cases[k].dtype.bits ||
         got.lanes != cases[k].dtype.lanes) {
-      fail_msg("%s: DLPack dtype code %d bits %d lanes %d", cases[k].expression, got.code,
-               got.bits, got.lanes);
+      fail_msg("%s: DLPack dtype code %d bits %d lanes %d", cases[k].expression, got.code, got.bits,
+               got.lanes);
     }
     if (memcmp(m->dl_tensor.data, cases[k].bytes, cases[k].nbytes) != 0) {
       fail_msg("%s: unexpected bytes", cases[k].expression);
@@ -480,8 +504,8 @@ static unsigned char* bool_bytes(const manypy_value* v, int32_t ndim, const int6
   DLManagedTensor* m = tensor_of(v);
   const DLTensor* t = &m->dl_tensor;
   if (t->dtype.code != kBool.code || t->dtype.bits != 8 || t->dtype.lanes != 1) {
-    fail_msg("expected a bool tensor, got code %d bits %d lanes %d", t->dtype.code,
-             t->dtype.bits, t->dtype.lanes);
+    fail_msg("expected a bool tensor, got code %d bits %d lanes %d", t->dtype.code, t->dtype.bits,
+             t->dtype.lanes);
   }
   assert_int_equal(t->ndim, ndim);
   for (int32_t k = 0; k < ndim; ++k) assert_int_equal(t->shape[k], shape[k]);
@@ -573,8 +597,8 @@ static void test_bool_bytes_other_than_0_and_1(void** state) {
   for (int k = 0; k < 256; ++k) bytes[k] = (unsigned char)k;
   const int64_t shape[1] = {256};
   manypy_value* v = NULL;
-  ASSERT_OK(manypy_value_new_tensor_from_buffer(bytes, sizeof bytes, kBool, 1, shape, NULL, 0,
-                                                NULL, NULL, &v));
+  ASSERT_OK(manypy_value_new_tensor_from_buffer(bytes, sizeof bytes, kBool, 1, shape, NULL, 0, NULL,
+                                                NULL, &v));
   manypy_value* r = identity(v);
   assert_ptr_equal(data_of(r), bytes);
   manypy_value_free(r);
@@ -658,9 +682,8 @@ static void check_bad_buffer(void* data, size_t data_size, DLDataType dtype, int
                              manypy_code code, const char* needle, const char* what) {
   atomic_int released = 0;
   manypy_value* v = SENTINEL_VALUE;
-  manypy_status* s = manypy_value_new_tensor_from_buffer(data, data_size, dtype, ndim, shape,
-                                                         strides, copy, capi_count_release,
-                                                         &released, &v);
+  manypy_status* s = manypy_value_new_tensor_from_buffer(
+      data, data_size, dtype, ndim, shape, strides, copy, capi_count_release, &released, &v);
   if (s == NULL) {
     manypy_value_free(v);
     fail_msg("manypy_value_new_tensor_from_buffer accepted %s", what);
@@ -723,13 +746,13 @@ static void test_bad_buffers(void** state) {
   }
   /* The exact fit is accepted. */
   manypy_value* v = NULL;
-  ASSERT_OK(manypy_value_new_tensor_from_buffer(data, 24, kF32, 2, kShape23, NULL, 0, NULL, NULL,
-                                                &v));
+  ASSERT_OK(
+      manypy_value_new_tensor_from_buffer(data, 24, kF32, 2, kShape23, NULL, 0, NULL, NULL, &v));
   manypy_value_free(v);
   const int64_t shape5[1] = {5};
   const int64_t stride3[1] = {3};
-  ASSERT_OK(manypy_value_new_tensor_from_buffer(data, 52, kF32, 1, shape5, stride3, 0, NULL,
-                                                NULL, &v));
+  ASSERT_OK(
+      manypy_value_new_tensor_from_buffer(data, 52, kF32, 1, shape5, stride3, 0, NULL, NULL, &v));
   manypy_value_free(v);
 }
 
@@ -741,15 +764,14 @@ static void test_null_arguments(void** state) {
   ASSERT_INVALID_ARG(manypy_value_new_tensor(NULL, &v), "manypy_value_new_tensor", "tensor");
   assert_ptr_equal(v, SENTINEL_VALUE);
   atomic_int deleted = 0;
-  ASSERT_INVALID_ARG(
-      manypy_value_new_tensor(capi_counted_tensor(g_data23, kF32, 2, kShape23, NULL, &deleted),
-                              NULL),
-      "manypy_value_new_tensor", "out_value");
+  ASSERT_INVALID_ARG(manypy_value_new_tensor(
+                         capi_counted_tensor(g_data23, kF32, 2, kShape23, NULL, &deleted), NULL),
+                     "manypy_value_new_tensor", "out_value");
   assert_int_equal(atomic_load(&deleted), 1);
 
   atomic_int released = 0;
-  ASSERT_INVALID_ARG(manypy_value_new_tensor_from_buffer(g_data23, 24, kF32, 2, kShape23, NULL,
-                                                         0, capi_count_release, &released, NULL),
+  ASSERT_INVALID_ARG(manypy_value_new_tensor_from_buffer(g_data23, 24, kF32, 2, kShape23, NULL, 0,
+                                                         capi_count_release, &released, NULL),
                      "manypy_value_new_tensor_from_buffer", "out_value");
   assert_int_equal(atomic_load(&released), 1);
   ASSERT_INVALID_ARG(manypy_value_new_tensor_from_buffer(g_data23, 24, kF32, 2, NULL, NULL, 0,
@@ -768,9 +790,9 @@ static void test_null_arguments(void** state) {
 static void test_unrepresentable_results(void** state) {
   (void)state;
   manypy_value* v = SENTINEL_VALUE;
-  manypy_status* s = EXPECT_CODE(
-      manypy_pool_eval(g_pool, 0, "__import__('torch').ones(2, 2).to_sparse()", &v),
-      MANYPY_ERR_BAD_TENSOR);
+  manypy_status* s =
+      EXPECT_CODE(manypy_pool_eval(g_pool, 0, "__import__('torch').ones(2, 2).to_sparse()", &v),
+                  MANYPY_ERR_BAD_TENSOR);
   manypy_status_free(s);
   assert_ptr_equal(v, SENTINEL_VALUE);
   /* The interpreter goes on. */
@@ -826,8 +848,8 @@ static void test_deleters_after_failed_calls(void** state) {
   manypy_value* items2[2] = {COUNTED(), COUNTED()};
   manypy_value* two = LIST_OF(2, items2);
   manypy_value* r = SENTINEL_VALUE;
-  manypy_status* s = EXPECT_CODE(manypy_object_call(g_identity, NULL, two, NULL, NULL, &r),
-                                 MANYPY_ERR_PYTHON);
+  manypy_status* s =
+      EXPECT_CODE(manypy_object_call(g_identity, NULL, two, NULL, NULL, &r), MANYPY_ERR_PYTHON);
   assert_string_equal(manypy_status_python_type(s), "TypeError");
   manypy_status_free(s);
   assert_int_equal(atomic_load(&deleted), expected);
@@ -874,8 +896,7 @@ static void test_deleters_after_failed_calls(void** state) {
   }
   /* args of the wrong kind. */
   manypy_value* t = COUNTED();
-  ASSERT_CODE(manypy_object_call(g_identity, NULL, t, NULL, NULL, &r),
-              MANYPY_ERR_INVALID_ARGUMENT);
+  ASSERT_CODE(manypy_object_call(g_identity, NULL, t, NULL, NULL, &r), MANYPY_ERR_INVALID_ARGUMENT);
   manypy_value_free(t);
   assert_int_equal(atomic_load(&deleted), expected += 1);
   /* TorchScript calls that fail. */
@@ -1003,8 +1024,8 @@ static void check_child(const char* which) {
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     /* system() runs a shell: a signal may show as exit status 128 + n. */
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    if (code > 128) fail_msg("%s: the process died of signal %d (%s)", which, code - 128,
-                             strsignal(code - 128));
+    if (code > 128)
+      fail_msg("%s: the process died of signal %d (%s)", which, code - 128, strsignal(code - 128));
     fail_msg("%s: wrong behaviour (exit status %d, see the child's output above)", which, code);
   }
 }

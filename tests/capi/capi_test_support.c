@@ -2,15 +2,14 @@
 #include "capi_test_support.h"
 
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <math.h>
 
-void capi_print_status(const char* what, const manypy_status* status, const char* file,
-                       int line) {
+void capi_print_status(const char* what, const manypy_status* status, const char* file, int line) {
   fprintf(stderr,
           "%s:%d: %s\n"
           "  code:        %s (%d)\n"
@@ -123,8 +122,7 @@ char* capi_eval_string(manypy_pool* pool, int32_t interp, const char* expr, size
   manypy_value* value = eval_ok(pool, interp, expr, MANYPY_VALUE_STRING, file, line);
   const char* bytes = NULL;
   size_t n = 0;
-  capi_assert_ok(manypy_value_get_string(value, &bytes, &n), "manypy_value_get_string", file,
-                 line);
+  capi_assert_ok(manypy_value_get_string(value, &bytes, &n), "manypy_value_get_string", file, line);
   if (bytes == NULL) fail_msg("%s:%d: manypy_value_get_string gave NULL bytes", file, line);
   if (bytes[n] != '\0') fail_msg("%s:%d: string value is not NUL-terminated", file, line);
   char* copy = malloc(n + 1);
@@ -305,8 +303,8 @@ void capi_check_invalid_argument(manypy_status* status, const char* expr, const 
   snprintf(copy, sizeof copy, "%s", message);
   if (strstr(copy, function) == NULL || strstr(copy, argument) == NULL) {
     manypy_status_free(status);
-    fail_msg("%s:%d: %s: message does not name \"%s\" and \"%s\": %s", file, line, expr,
-             function, argument, copy);
+    fail_msg("%s:%d: %s: message does not name \"%s\" and \"%s\": %s", file, line, expr, function,
+             argument, copy);
   }
   /* No Python involved: no Python type or traceback. */
   if (strcmp(manypy_status_python_type(status), "") != 0 ||
@@ -339,7 +337,8 @@ const char* capi_archive(const char* name) {
 
 void* capi_read_whole_file(const char* path, size_t* out_size, const char* file, int line) {
   FILE* f = fopen(path, "rb");
-  if (f == NULL) fail_msg("%s:%d: cannot open %s (build target manypy_archives?)", file, line, path);
+  if (f == NULL)
+    fail_msg("%s:%d: cannot open %s (build target manypy_archives?)", file, line, path);
   fseek(f, 0, SEEK_END);
   long size = ftell(f);
   fseek(f, 0, SEEK_SET);
@@ -426,8 +425,7 @@ manypy_call_options* capi_call_options(int32_t interpreter, int64_t timeout_ms, 
   return options;
 }
 
-manypy_package* capi_load_package(manypy_pool* pool, const char* name, const char* file,
-                                  int line) {
+manypy_package* capi_load_package(manypy_pool* pool, const char* name, const char* file, int line) {
   manypy_package* package = NULL;
   char what[512];
   snprintf(what, sizeof what, "manypy_package_load_file(%s)", name);
@@ -448,8 +446,8 @@ manypy_object* capi_load_model(manypy_package* package, const char* file, int li
 
 manypy_value* capi_string(const char* utf8, const char* file, int line) {
   manypy_value* v = NULL;
-  capi_assert_ok(manypy_value_new_string(utf8, strlen(utf8), &v), "manypy_value_new_string",
-                 file, line);
+  capi_assert_ok(manypy_value_new_string(utf8, strlen(utf8), &v), "manypy_value_new_string", file,
+                 line);
   if (v == NULL) fail_msg("%s:%d: manypy_value_new_string gave NULL", file, line);
   return v;
 }
@@ -511,8 +509,8 @@ double capi_assert_f32_tensor(const manypy_value* value, int32_t ndim, const int
   if (t->device.device_type != kDLCPU) {
     snprintf(problem, sizeof problem, "device type %d", (int)t->device.device_type);
   } else if (t->dtype.code != kDLFloat || t->dtype.bits != 32 || t->dtype.lanes != 1) {
-    snprintf(problem, sizeof problem, "dtype code %d bits %d lanes %d, not float32",
-             t->dtype.code, t->dtype.bits, t->dtype.lanes);
+    snprintf(problem, sizeof problem, "dtype code %d bits %d lanes %d, not float32", t->dtype.code,
+             t->dtype.bits, t->dtype.lanes);
   } else if (t->ndim != ndim) {
     snprintf(problem, sizeof problem, "ndim %d, expected %d", t->ndim, ndim);
   } else {
@@ -603,7 +601,8 @@ static int equal_at(const manypy_value* a, const manypy_value* b, char* why, siz
   int ok = 1;
   manypy_status* s = NULL;
   switch (ka) {
-    case MANYPY_VALUE_NONE: return 1;
+    case MANYPY_VALUE_NONE:
+      return 1;
     case MANYPY_VALUE_BOOL: {
       int x = -1, y = -2;
       s = manypy_value_get_bool(a, &x);
@@ -646,7 +645,8 @@ static int equal_at(const manypy_value* a, const manypy_value* b, char* why, siz
       }
       break;
     }
-    case MANYPY_VALUE_TENSOR: return tensors_equal(a, b, why, size, path);
+    case MANYPY_VALUE_TENSOR:
+      return tensors_equal(a, b, why, size, path);
     case MANYPY_VALUE_LIST:
     case MANYPY_VALUE_TUPLE:
     case MANYPY_VALUE_DICT: {
@@ -678,7 +678,8 @@ static int equal_at(const manypy_value* a, const manypy_value* b, char* why, siz
       }
       break;
     }
-    default: return differ(why, size, path, "unknown kind %d", (int)ka);
+    default:
+      return differ(why, size, path, "unknown kind %d", (int)ka);
   }
   if (s != NULL) {
     ok = differ(why, size, path, "accessor failed: %s", manypy_status_message(s));

@@ -14,14 +14,12 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
-
 #include <cmocka.h>
 
 #include "manypy.h"
 
 /* Prints a status (code name, message, python type, traceback) to stderr. */
-void capi_print_status(const char* what, const manypy_status* status, const char* file,
-                       int line);
+void capi_print_status(const char* what, const manypy_status* status, const char* file, int line);
 
 /* Fails the test unless `status` is NULL; frees it. */
 void capi_assert_ok(manypy_status* status, const char* expr, const char* file, int line);
@@ -41,8 +39,7 @@ int64_t capi_eval_int64(manypy_pool* pool, int32_t interp, const char* expr, con
                         int line);
 double capi_eval_double(manypy_pool* pool, int32_t interp, const char* expr, const char* file,
                         int line);
-int capi_eval_bool(manypy_pool* pool, int32_t interp, const char* expr, const char* file,
-                   int line);
+int capi_eval_bool(manypy_pool* pool, int32_t interp, const char* expr, const char* file, int line);
 /* Returns a malloc'd copy (NUL-terminated); *length gets the byte count. */
 char* capi_eval_string(manypy_pool* pool, int32_t interp, const char* expr, size_t* length,
                        const char* file, int line);
@@ -135,8 +132,7 @@ void* capi_read_whole_file(const char* path, size_t* out_size, const char* file,
 float* capi_read_f32_file(const char* name, size_t count, const char* file, int line);
 
 /* manypy_package_load_file of archives/<name>; fails the test on error. */
-manypy_package* capi_load_package(manypy_pool* pool, const char* name, const char* file,
-                                  int line);
+manypy_package* capi_load_package(manypy_pool* pool, const char* name, const char* file, int line);
 
 /* manypy_package_load_pickle(package, "model", "model.pkl"); fails the test
  * on error. */
@@ -247,16 +243,15 @@ void capi_count_release(void* ctx);
 #define LIST_OF(count, items) capi_list_of(0, (count), (items), __FILE__, __LINE__)
 #define TUPLE_OF(count, items) capi_list_of(1, (count), (items), __FILE__, __LINE__)
 #define F32_TENSOR(data, ndim, shape) capi_f32_tensor((data), (ndim), (shape), __FILE__, __LINE__)
-#define ASSERT_F32_TENSOR(value, ndim, shape, expected, rtol, what)                          \
-  capi_assert_f32_tensor((value), (ndim), (shape), (expected), (rtol), (what), __FILE__, \
-                         __LINE__)
+#define ASSERT_F32_TENSOR(value, ndim, shape, expected, rtol, what) \
+  capi_assert_f32_tensor((value), (ndim), (shape), (expected), (rtol), (what), __FILE__, __LINE__)
 /* Fails the test unless the two values are deeply equal. */
-#define ASSERT_VALUES_EQUAL(a, b)                                                    \
-  do {                                                                               \
-    char why_[512];                                                                  \
-    if (!capi_values_equal((a), (b), why_, sizeof why_)) {                           \
-      fail_msg("%s:%d: %s and %s differ: %s", __FILE__, __LINE__, #a, #b, why_);     \
-    }                                                                                \
+#define ASSERT_VALUES_EQUAL(a, b)                                                \
+  do {                                                                           \
+    char why_[512];                                                              \
+    if (!capi_values_equal((a), (b), why_, sizeof why_)) {                       \
+      fail_msg("%s:%d: %s and %s differ: %s", __FILE__, __LINE__, #a, #b, why_); \
+    }                                                                            \
   } while (0)
 
 #endif /* MANYPY_CAPI_TEST_SUPPORT_H */

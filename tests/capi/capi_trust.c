@@ -37,15 +37,14 @@ static void test_allow_list_refuses_before_anything_runs(void** state) {
   manypy_pool* pool = pool_with(options);
 
   manypy_package* package = NULL;
-  manypy_status* s = EXPECT_CODE(
-      manypy_package_load_file(pool, ARCHIVE("malformed/runs_code.pt"), &package),
-      MANYPY_ERR_UNTRUSTED_ARCHIVE);
+  manypy_status* s =
+      EXPECT_CODE(manypy_package_load_file(pool, ARCHIVE("malformed/runs_code.pt"), &package),
+                  MANYPY_ERR_UNTRUSTED_ARCHIVE);
   ASSERT_CONTAINS(manypy_status_message(s), runs_code_digest);
   manypy_status_free(s);
   size_t size = 0;
   void* bytes = READ_WHOLE_FILE(ARCHIVE("malformed/runs_code.pt"), &size);
-  ASSERT_CODE(manypy_package_load_bytes(pool, bytes, size, &package),
-              MANYPY_ERR_UNTRUSTED_ARCHIVE);
+  ASSERT_CODE(manypy_package_load_bytes(pool, bytes, size, &package), MANYPY_ERR_UNTRUSTED_ARCHIVE);
   free(bytes);
   assert_null(package);
   assert_false(marker_exists());
@@ -81,7 +80,7 @@ static void test_verifier(void** state) {
   g_verifier_data_freed = 0;
   manypy_pool_options* options = manypy_pool_options_new();
   ASSERT_OK(manypy_pool_options_set_archive_verifier(options, verify, &asked, free_verifier_data));
-  manypy_pool* pool = pool_with(options);  /* the pool still holds the verifier */
+  manypy_pool* pool = pool_with(options); /* the pool still holds the verifier */
   assert_int_equal(g_verifier_data_freed, 0);
   /* Creating the pool may have asked about archives an interpreter it
    * reuses ran before (identity.pt, in the test above). */
@@ -110,13 +109,13 @@ static void test_bad_arguments(void** state) {
   ASSERT_INVALID_ARG(manypy_pool_options_set_allow_process_exit(options, 2),
                      "manypy_pool_options_set_allow_process_exit", "allow");
   g_verifier_data_freed = 0;
-  ASSERT_INVALID_ARG(manypy_pool_options_set_archive_verifier(NULL, verify, NULL,
-                                                              free_verifier_data),
-                     "manypy_pool_options_set_archive_verifier", "options");
-  assert_int_equal(g_verifier_data_freed, 1);  /* freed even on failure */
+  ASSERT_INVALID_ARG(
+      manypy_pool_options_set_archive_verifier(NULL, verify, NULL, free_verifier_data),
+      "manypy_pool_options_set_archive_verifier", "options");
+  assert_int_equal(g_verifier_data_freed, 1); /* freed even on failure */
   ASSERT_OK(manypy_pool_options_set_archive_verifier(options, verify, NULL, free_verifier_data));
   ASSERT_OK(manypy_pool_options_set_archive_verifier(options, NULL, NULL, NULL));
-  assert_int_equal(g_verifier_data_freed, 2);  /* replaced: the old one freed */
+  assert_int_equal(g_verifier_data_freed, 2); /* replaced: the old one freed */
   manypy_pool_options_free(options);
 }
 
@@ -138,8 +137,8 @@ static void test_without_allow_list_the_pickle_runs(void** state) {
 static void test_os_exit_raises(void** state) {
   (void)state;
   manypy_pool* pool = pool_with(manypy_pool_options_new());
-  manypy_status* s = EXPECT_CODE(manypy_pool_exec(pool, 0, "import os\nos._exit(3)"),
-                                 MANYPY_ERR_PYTHON);
+  manypy_status* s =
+      EXPECT_CODE(manypy_pool_exec(pool, 0, "import os\nos._exit(3)"), MANYPY_ERR_PYTHON);
   assert_string_equal(manypy_status_python_type(s), "manypy.ProcessExitRefused");
   ASSERT_CONTAINS(manypy_status_message(s), "os._exit(3) would end the host process");
   manypy_status_free(s);
@@ -184,9 +183,9 @@ static void test_trust_covers_torchscript_on_the_host(void** state) {
   ASSERT_OK(manypy_archive_trust_add_sha256(trust, identity_digest));
 
   manypy_script_module* module = NULL;
-  manypy_status* s = EXPECT_CODE(
-      manypy_script_load_file_trusted(ARCHIVE("loop_script.pt"), trust, &module),
-      MANYPY_ERR_UNTRUSTED_ARCHIVE);
+  manypy_status* s =
+      EXPECT_CODE(manypy_script_load_file_trusted(ARCHIVE("loop_script.pt"), trust, &module),
+                  MANYPY_ERR_UNTRUSTED_ARCHIVE);
   ASSERT_CONTAINS(manypy_status_message(s), loop_digest);
   manypy_status_free(s);
   size_t size = 0;
@@ -253,13 +252,14 @@ static void test_code_of_an_open_pool_never_serves_a_narrower_one(void** state) 
   ASSERT_OK(manypy_object_call(model, "patch_installed", args, NULL, NULL, &out));
   manypy_value_free(out);
   manypy_value_free(args);
-  const char* is_patched = "__import__('torch').nn.Module.__call__.__name__ == 'patched_call' "
-                           "and __import__('os').path.join.__name__ == 'patched_join'";
+  const char* is_patched =
+      "__import__('torch').nn.Module.__call__.__name__ == 'patched_call' "
+      "and __import__('os').path.join.__name__ == 'patched_join'";
   assert_true(EVAL_BOOL(open_pool, 0, is_patched));
   manypy_object_free(model);
   manypy_package_free(hostile);
   manypy_pool_destroy(open_pool); /* its interpreter is idle again, and patched */
-  unlink(patched); /* giving it back ran os.path.join there */
+  unlink(patched);                /* giving it back ran os.path.join there */
 
   char identity_digest[65];
   SHA256_HEX(ARCHIVE("identity.pt"), identity_digest);

@@ -206,8 +206,7 @@ static void test_invalid_utf8_overlong_surrogate_range(void** state) {
 
 static void test_list_and_tuple(void** state) {
   (void)state;
-  manypy_value* items[] = {manypy_value_new_int64(10), STRING("two"),
-                           manypy_value_new_double(3.5)};
+  manypy_value* items[] = {manypy_value_new_int64(10), STRING("two"), manypy_value_new_double(3.5)};
   manypy_value* list = LIST_OF(3, items);
   assert_int_equal(manypy_value_get_kind(list), MANYPY_VALUE_LIST);
   assert_int_equal(length_of(list), 3);
@@ -269,8 +268,8 @@ static void test_dict(void** state) {
   assert_int_equal(manypy_value_get_kind(item_at(dict, 2)), MANYPY_VALUE_NONE);
 
   v = SENTINEL_CVALUE;
-  manypy_status* s = EXPECT_CODE(manypy_value_dict_get(dict, "missing", &v),
-                                 MANYPY_ERR_NO_SUCH_NAME);
+  manypy_status* s =
+      EXPECT_CODE(manypy_value_dict_get(dict, "missing", &v), MANYPY_ERR_NO_SUCH_NAME);
   ASSERT_CONTAINS(manypy_status_message(s), "manypy_value_dict_get");
   ASSERT_CONTAINS(manypy_status_message(s), "'missing'");
   manypy_status_free(s);
@@ -382,8 +381,7 @@ static void test_wrong_kinds(void** state) {
   s = EXPECT_CODE(manypy_value_append(dict, manypy_value_new_none()), MANYPY_ERR_WRONG_KIND);
   ASSERT_CONTAINS(manypy_status_message(s), "manypy_value_append");
   manypy_status_free(s);
-  s = EXPECT_CODE(manypy_value_dict_set(list, "k", manypy_value_new_none()),
-                  MANYPY_ERR_WRONG_KIND);
+  s = EXPECT_CODE(manypy_value_dict_set(list, "k", manypy_value_new_none()), MANYPY_ERR_WRONG_KIND);
   ASSERT_CONTAINS(manypy_status_message(s), "manypy_value_dict_set");
   manypy_status_free(s);
   assert_int_equal(length_of(list), 0);
@@ -418,8 +416,7 @@ static void test_append_and_dict_set_own_item_on_failure(void** state) {
               MANYPY_ERR_INVALID_ARGUMENT);
   assert_int_equal(atomic_load(&deleted), 6);
   /* The same for dict_set_n. */
-  ASSERT_CODE(manypy_value_dict_set_n(list, "k", 1, counted_pair(&deleted)),
-              MANYPY_ERR_WRONG_KIND);
+  ASSERT_CODE(manypy_value_dict_set_n(list, "k", 1, counted_pair(&deleted)), MANYPY_ERR_WRONG_KIND);
   ASSERT_CODE(manypy_value_dict_set_n(dict, NULL, 1, counted_pair(&deleted)),
               MANYPY_ERR_INVALID_ARGUMENT);
   ASSERT_CODE(manypy_value_dict_set_n(NULL, "k", 1, counted_pair(&deleted)),
@@ -491,8 +488,8 @@ static void test_dict_set_n_and_get_n(void** state) {
   assert_int_equal(get_int(item_at(d, 0)), 5);
   /* A missing key is named with its NUL visible. */
   const manypy_value* untouched = SENTINEL_CVALUE;
-  manypy_status* s = EXPECT_CODE(manypy_value_dict_get_n(d, "a\0c", 3, &untouched),
-                                 MANYPY_ERR_NO_SUCH_NAME);
+  manypy_status* s =
+      EXPECT_CODE(manypy_value_dict_get_n(d, "a\0c", 3, &untouched), MANYPY_ERR_NO_SUCH_NAME);
   ASSERT_CONTAINS(manypy_status_message(s), "manypy_value_dict_get_n");
   ASSERT_CONTAINS(manypy_status_message(s), "'a\\x00c'");
   manypy_status_free(s);
@@ -523,8 +520,7 @@ static void test_dict_set_n_and_get_n(void** state) {
 static void test_null_arguments(void** state) {
   (void)state;
   manypy_value* v = SENTINEL_VALUE;
-  ASSERT_INVALID_ARG(manypy_value_new_string("x", 1, NULL), "manypy_value_new_string",
-                     "out_value");
+  ASSERT_INVALID_ARG(manypy_value_new_string("x", 1, NULL), "manypy_value_new_string", "out_value");
   ASSERT_INVALID_ARG(manypy_value_new_string(NULL, 3, &v), "manypy_value_new_string", "utf8");
   assert_ptr_equal(v, SENTINEL_VALUE);
 
@@ -543,8 +539,7 @@ static void test_null_arguments(void** state) {
   const void* data = NULL;
   size_t n = 0;
   ASSERT_INVALID_ARG(manypy_value_get_bytes(NULL, &data, &n), "manypy_value_get_bytes", "value");
-  ASSERT_INVALID_ARG(manypy_value_get_bytes(bytes, NULL, &n), "manypy_value_get_bytes",
-                     "out_data");
+  ASSERT_INVALID_ARG(manypy_value_get_bytes(bytes, NULL, &n), "manypy_value_get_bytes", "out_data");
   ASSERT_INVALID_ARG(manypy_value_get_bytes(bytes, &data, NULL), "manypy_value_get_bytes",
                      "out_length");
   ASSERT_INVALID_ARG(manypy_value_length(NULL, &n), "manypy_value_length", "value");
@@ -558,12 +553,10 @@ static void test_null_arguments(void** state) {
                      "out_key");
   ASSERT_INVALID_ARG(manypy_value_dict_get(NULL, "k", &item), "manypy_value_dict_get", "value");
   ASSERT_INVALID_ARG(manypy_value_dict_get(dict, NULL, &item), "manypy_value_dict_get", "key");
-  ASSERT_INVALID_ARG(manypy_value_dict_get(dict, "k", NULL), "manypy_value_dict_get",
-                     "out_item");
+  ASSERT_INVALID_ARG(manypy_value_dict_get(dict, "k", NULL), "manypy_value_dict_get", "out_item");
   DLManagedTensor* t = NULL;
   ASSERT_INVALID_ARG(manypy_value_get_tensor(NULL, &t), "manypy_value_get_tensor", "value");
-  ASSERT_INVALID_ARG(manypy_value_get_tensor(list, NULL), "manypy_value_get_tensor",
-                     "out_tensor");
+  ASSERT_INVALID_ARG(manypy_value_get_tensor(list, NULL), "manypy_value_get_tensor", "out_tensor");
   /* The functions of 0.3. A NULL key is refused unless its length is 0. */
   ASSERT_INVALID_ARG(manypy_value_dict_set_n(NULL, "k", 1, manypy_value_new_none()),
                      "manypy_value_dict_set_n", "dict");
@@ -582,8 +575,7 @@ static void test_null_arguments(void** state) {
   ASSERT_INVALID_ARG(manypy_value_new_tensor_ref(NULL, &v), "manypy_value_new_tensor_ref",
                      "tensor");
   manypy_tensor* tensor = (manypy_tensor*)(uintptr_t)0x6d6d6d6d;
-  ASSERT_INVALID_ARG(manypy_tensor_from_value(NULL, &tensor), "manypy_tensor_from_value",
-                     "value");
+  ASSERT_INVALID_ARG(manypy_tensor_from_value(NULL, &tensor), "manypy_tensor_from_value", "value");
   ASSERT_INVALID_ARG(manypy_tensor_from_value(list, NULL), "manypy_tensor_from_value",
                      "out_tensor");
   assert_ptr_equal(tensor, (manypy_tensor*)(uintptr_t)0x6d6d6d6d);
@@ -673,10 +665,9 @@ static manypy_value* nested_value(atomic_int* deleted) {
   DLDataType i32 = {kDLInt, 32, 1};
   manypy_value* t1 = NULL;
   manypy_value* t2 = NULL;
-  ASSERT_OK(manypy_value_new_tensor(capi_counted_tensor(g_t1, kF32, 2, shape1, NULL, deleted),
-                                    &t1));
-  ASSERT_OK(manypy_value_new_tensor(capi_counted_tensor(g_t2, i32, 1, shape2, NULL, deleted),
-                                    &t2));
+  ASSERT_OK(
+      manypy_value_new_tensor(capi_counted_tensor(g_t1, kF32, 2, shape1, NULL, deleted), &t1));
+  ASSERT_OK(manypy_value_new_tensor(capi_counted_tensor(g_t2, i32, 1, shape2, NULL, deleted), &t2));
   /* [ (1, "x", t1), {"t": t2, "l": [None, 2.5, b"\0"], "d": {"deep": ()}}, [], {} ] */
   manypy_value* tuple = manypy_value_new_tuple();
   ASSERT_OK(manypy_value_append(tuple, manypy_value_new_int64(1)));
@@ -747,7 +738,8 @@ static void test_roundtrip_dict_key_order(void** state) {
   (void)state;
   manypy_value* d = manypy_value_new_dict();
   const char* keys[] = {"zeta", "alpha", "mu", "\xc3\xa9t\xc3\xa9", ""};
-  for (int k = 0; k < 5; ++k) ASSERT_OK(manypy_value_dict_set(d, keys[k], manypy_value_new_int64(k)));
+  for (int k = 0; k < 5; ++k)
+    ASSERT_OK(manypy_value_dict_set(d, keys[k], manypy_value_new_int64(k)));
   roundtrip(d, NULL, "a dict with 5 keys in non-sorted order");
 }
 
@@ -792,8 +784,8 @@ static void test_dict_set_n_key_with_nul_round_trips(void** state) {
 
   /* And Python itself sees the three-character key. */
   manypy_value* lengths = NULL;
-  ASSERT_OK(manypy_pool_eval(g_pool, 0, "sorted(len(k) for k in {'a\\x00b': 1, 'a': 2})",
-                             &lengths));
+  ASSERT_OK(
+      manypy_pool_eval(g_pool, 0, "sorted(len(k) for k in {'a\\x00b': 1, 'a': 2})", &lengths));
   assert_int_equal(get_int(item_at(lengths, 1)), 3);
   manypy_value_free(lengths);
 }
@@ -802,7 +794,7 @@ static void test_dict_set_n_key_with_nul_round_trips(void** state) {
  * either holds them) and nothing else: each may change or go on its own. */
 static void test_clone(void** state) {
   (void)state;
-  manypy_value* scalars[] = {manypy_value_new_none(), manypy_value_new_bool(1),
+  manypy_value* scalars[] = {manypy_value_new_none(),           manypy_value_new_bool(1),
                              manypy_value_new_int64(INT64_MIN), manypy_value_new_double(-0.5),
                              manypy_value_new_bytes("\0\1", 2), NULL};
   ASSERT_OK(manypy_value_new_string("s\0t", 3, &scalars[5]));
@@ -1018,7 +1010,10 @@ static void test_eval_bytes(void** state) {
   size_t n = 0;
   ASSERT_OK(manypy_value_get_bytes(v, &data, &n));
   assert_int_equal(n, 7);
-  assert_memory_equal(data, "\x00\xff" "ab\x00\x01\x02", 7);
+  assert_memory_equal(data,
+                      "\x00\xff"
+                      "ab\x00\x01\x02",
+                      7);
   manypy_value_free(v);
   v = eval("bytearray(b'xyz')");
   assert_int_equal(manypy_value_get_kind(v), MANYPY_VALUE_BYTES);
@@ -1075,7 +1070,9 @@ static void test_eval_tensors(void** state) {
   manypy_value_free(v);
 
   /* Tensors inside containers; one needing grad comes back detached. */
-  v = eval("{'w': torch.ones(2, requires_grad=True) * 2, 'rest': [torch.zeros(0), (torch.tensor(7.5),)]}");
+  v = eval(
+      "{'w': torch.ones(2, requires_grad=True) * 2, 'rest': [torch.zeros(0), "
+      "(torch.tensor(7.5),)]}");
   const manypy_value* w = NULL;
   ASSERT_OK(manypy_value_dict_get(v, "w", &w));
   const int64_t two[1] = {2};
@@ -1096,8 +1093,10 @@ static int pool_setup(void** state) {
   (void)state;
   double t0 = capi_now();
   manypy_status* s = manypy_pool_create(NULL, &g_pool);
-  if (s == NULL) s = manypy_package_load_file(g_pool, capi_archive("identity.pt"), &g_identity_package);
-  if (s == NULL) s = manypy_package_load_pickle(g_identity_package, "model", "model.pkl", &g_identity);
+  if (s == NULL)
+    s = manypy_package_load_file(g_pool, capi_archive("identity.pt"), &g_identity_package);
+  if (s == NULL)
+    s = manypy_package_load_pickle(g_identity_package, "model", "model.pkl", &g_identity);
   if (s != NULL) {
     capi_print_status("setting up the pool and identity.pt", s, __FILE__, __LINE__);
     manypy_status_free(s);
@@ -1147,8 +1146,8 @@ int main(void) {
       cmocka_unit_test(test_eval_bytes),
       cmocka_unit_test(test_eval_tensors),
   };
-  int failed = cmocka_run_group_tests_name("capi_values (no interpreter)", no_interpreter, NULL,
-                                           NULL);
+  int failed =
+      cmocka_run_group_tests_name("capi_values (no interpreter)", no_interpreter, NULL, NULL);
   failed += cmocka_run_group_tests_name("capi_values (identity.pt)", with_pool, pool_setup,
                                         pool_teardown);
   fprintf(stderr, "capi_values: %.1f s\n", capi_now() - t0);

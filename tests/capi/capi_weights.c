@@ -112,8 +112,8 @@ static void test_weights_are_shared(void** state) {
   for (int32_t i = 1; i < POOL_SIZE; ++i) assert_int_equal(data[i], data[0]);
   assert_true(weight_bytes >= 200LL * 1024 * 1024);
   if (growth >= 2 * weight_bytes) {
-    fail_msg("private memory grew by %lld bytes for %lld bytes of weights in %d replicas",
-             growth, weight_bytes, POOL_SIZE);
+    fail_msg("private memory grew by %lld bytes for %lld bytes of weights in %d replicas", growth,
+             weight_bytes, POOL_SIZE);
   }
 
   /* The results: every replica gave the same bytes, and they are right. */

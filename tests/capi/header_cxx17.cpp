@@ -1,8 +1,8 @@
 // Compiled (never run) with -std=c++17 -Wall -Wextra -Wpedantic -Werror: the
 // public header must be clean C++ (extern "C", no C-only constructs).
-#include "manypy.h"
-
 #include <type_traits>
+
+#include "manypy.h"
 
 static_assert(MANYPY_VERSION_NUMBER == 300, "header version");
 static_assert(std::is_same<decltype(&manypy_pool_create),

@@ -2,6 +2,8 @@
 // torch 2.x (core/src/aoti_package.h, core/src/tree_spec.h): the fuzz
 // target's hand-made packages, each with the outcome it stands for, and the
 // call spec's parsing, flattening and rebuilding.
+#include "aoti_package.h"
+
 #include <elf.h>
 #include <gtest/gtest.h>
 
@@ -10,7 +12,6 @@
 #include <fstream>
 #include <sstream>
 
-#include "aoti_package.h"
 #include "archive.h"
 #include "error.h"
 #include "tree_spec.h"
@@ -101,7 +102,8 @@ size_t dynamic_entry(const std::string& library, int64_t tag) {
     Elf64_Phdr segment;
     std::memcpy(&segment, library.data() + header.e_phoff + k * sizeof segment, sizeof segment);
     if (segment.p_type != PT_DYNAMIC) continue;
-    for (size_t at = segment.p_offset; at < segment.p_offset + segment.p_filesz; at += sizeof(Elf64_Dyn)) {
+    for (size_t at = segment.p_offset; at < segment.p_offset + segment.p_filesz;
+         at += sizeof(Elf64_Dyn)) {
       Elf64_Dyn dyn;
       std::memcpy(&dyn, library.data() + at, sizeof dyn);
       if (dyn.d_tag == tag) return at;

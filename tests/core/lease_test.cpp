@@ -86,7 +86,8 @@ TEST(Lease, BadInputGetsPreciseErrorsAndTheInterpreterKeepsServing) {
   EXPECT_EQ(syntax.python_type(), "SyntaxError");
   EXPECT_EQ(syntax.message().rfind("interpreter 1: SyntaxError", 0), 0u) << syntax.message();
 
-  pool.exec(1, "def inner():\n    raise ValueError('bad model input')\ndef outer():\n    inner()\n");
+  pool.exec(1,
+            "def inner():\n    raise ValueError('bad model input')\ndef outer():\n    inner()\n");
   Error raised = error_of([&] { pool.exec(1, "outer()"); });
   EXPECT_EQ(raised.code(), Code::kPython);
   EXPECT_EQ(raised.python_type(), "ValueError");
@@ -136,8 +137,8 @@ TEST(Lease, AStartDoesNotStallOtherPools) {
   // milliseconds, a start about a second; waiting for it would take most of it.
   EXPECT_LT(give_back_time * 4, create_time)
       << "giving a pool back took " << std::chrono::duration<double>(give_back_time).count()
-      << " s while another pool's start took "
-      << std::chrono::duration<double>(create_time).count() << " s";
+      << " s while another pool's start took " << std::chrono::duration<double>(create_time).count()
+      << " s";
 }
 
 }  // namespace

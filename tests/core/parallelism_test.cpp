@@ -46,10 +46,10 @@ TEST(Parallelism, NoSharedGil) {
 
   std::string spinner_result;
   std::thread spinner([&] {
-    spinner_result = eval_str(pool, 0,
-                              "spin(" + std::to_string(reinterpret_cast<uintptr_t>(&started)) +
-                                  ", " + std::to_string(reinterpret_cast<uintptr_t>(&finished)) +
-                                  ", 60.0)");
+    spinner_result =
+        eval_str(pool, 0,
+                 "spin(" + std::to_string(reinterpret_cast<uintptr_t>(&started)) + ", " +
+                     std::to_string(reinterpret_cast<uintptr_t>(&finished)) + ", 60.0)");
   });
   while (started.load() == 0) std::this_thread::yield();
 

@@ -1,6 +1,8 @@
 // The structural pickle check (core/src/pickle_check.h): every pickle that
 // torch and Python write passes; each malformed shape is refused with
 // BAD_ARCHIVE and a message naming the opcode.
+#include "pickle_check.h"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -9,7 +11,6 @@
 
 #include "archive.h"
 #include "error.h"
-#include "pickle_check.h"
 #include "torchscript_debug_check.h"
 
 namespace manypy {
@@ -70,15 +71,32 @@ TEST(PickleCheck, RefusesMalformedStreams) {
     std::string bytes;
     const char* names;
   } cases[] = {
-      {"BUILD on an empty stack", std::string("\x80\x02" "b.", 4), "BUILD"},
-      {"APPENDS without a mark", std::string("]" "K\x01" "e.", 5), "APPENDS"},
+      {"BUILD on an empty stack",
+       std::string("\x80\x02"
+                   "b.",
+                   4),
+       "BUILD"},
+      {"APPENDS without a mark",
+       std::string("]"
+                   "K\x01"
+                   "e.",
+                   5),
+       "APPENDS"},
       {"SETITEMS with an odd count", std::string("}(K\x01u.", 6), "SETITEMS"},
-      {"APPENDS with no list below the mark", std::string("(K\x01" "e]", 5), "APPENDS"},
+      {"APPENDS with no list below the mark",
+       std::string("(K\x01"
+                   "e]",
+                   5),
+       "APPENDS"},
       {"a pop below the mark", std::string("K\x01(0.", 5), "POP"},
       {"a memo slot never set", std::string("h\x03.", 3), "BINGET"},
       {"a memo slot out of order (libtorch reserved 25 GB for it)",
        std::string("K\x01r\x62\x68\x5f\x5f.", 8), "LONG_BINPUT"},
-      {"an argument cut short", std::string("X\x10\x00\x00\x00" "abc", 8), "BINUNICODE"},
+      {"an argument cut short",
+       std::string("X\x10\x00\x00\x00"
+                   "abc",
+                   8),
+       "BINUNICODE"},
       {"no STOP", std::string("K\x01", 2), "STOP"},
       {"an unknown opcode", std::string("\xff.", 2), "0xff"},
       {"STOP on an empty stack", std::string(".", 1), "STOP"},
@@ -97,9 +115,9 @@ TEST(TorchScriptDebugCheck, RefusesRecordsOfTheWrongShape) {
   // Well-formed pickles (protocol 2) that libtorch 1.13 indexes without
   // checks: an empty tuple crashed it while it reported a parse error.
   const char* cases[] = {
-      "\x80\x02).",                                   // ()
-      "\x80\x02K\x01\x85.",                          // (1,)
-      "\x80\x02K\x00K\x00\x86\x85.",                // ((0, 0),)
+      "\x80\x02).",                   // ()
+      "\x80\x02K\x01\x85.",           // (1,)
+      "\x80\x02K\x00K\x00\x86\x85.",  // ((0, 0),)
   };
   for (const char* bytes : cases) {
     std::string record(bytes);

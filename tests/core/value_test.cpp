@@ -1,11 +1,11 @@
 // Values as the core holds them: freeing never recurses, dict keys are
 // indexed, borrowed items never move, clones share only tensors.
+#include "value.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <string>
-
-#include "value.h"
 
 namespace manypy {
 namespace {

@@ -42,7 +42,7 @@ Value shaped_like(const TreeSpec& spec) {
     case TreeSpec::Kind::kTuple:
     case TreeSpec::Kind::kList: {
       Value v = Value::container(spec.kind == TreeSpec::Kind::kTuple ? ValueKind::kTuple
-                                                                      : ValueKind::kList);
+                                                                     : ValueKind::kList);
       for (const TreeSpec& child : spec.children) {
         Value item = shaped_like(child);
         v.depth = v.depth_with(item);

@@ -46,8 +46,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = "/proc/self/fd/" + std::to_string(memfd());
 
   manypy_value* list = nullptr;
-  manypy_code code = fuzz::take(manypy_archive_list_files(path.c_str(), &list),
-                                "manypy_archive_list_files");
+  manypy_code code =
+      fuzz::take(manypy_archive_list_files(path.c_str(), &list), "manypy_archive_list_files");
   if (code != MANYPY_OK) {
     FUZZ_CHECK(is_archive_error(code), manypy_code_name(code));
     FUZZ_CHECK(list == nullptr, "a failed call wrote its out-parameter");

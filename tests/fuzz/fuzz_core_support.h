@@ -26,8 +26,8 @@ inline manypy::Code classify(const char* step) {
     return Code::kResourceExhausted;
   } catch (const std::exception& e) {
     if (tolerated(e.what())) return Code::kBadArchive;
-    fail(std::string(step) + ": an exception the C API reports as MANYPY_ERR_INTERNAL: " +
-         e.what());
+    fail(std::string(step) +
+         ": an exception the C API reports as MANYPY_ERR_INTERNAL: " + e.what());
   } catch (...) {
     fail(std::string(step) + ": an unknown exception (MANYPY_ERR_INTERNAL)");
   }

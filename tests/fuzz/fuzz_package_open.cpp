@@ -16,9 +16,9 @@
 
 namespace {
 
-using manypy::Code;
 using fuzz::classify;
 using fuzz::is_archive_error;
+using manypy::Code;
 
 }  // namespace
 

@@ -21,10 +21,11 @@ namespace fuzz {
   std::abort();
 }
 
-#define FUZZ_CHECK(cond, what)                                                   \
-  do {                                                                           \
-    if (!(cond)) ::fuzz::fail(std::string(__FILE__ ":") + std::to_string(__LINE__) + \
-                              ": " #cond ": " + (what));                         \
+#define FUZZ_CHECK(cond, what)                                                              \
+  do {                                                                                      \
+    if (!(cond))                                                                            \
+      ::fuzz::fail(std::string(__FILE__ ":") + std::to_string(__LINE__) + ": " #cond ": " + \
+                   (what));                                                                 \
   } while (0)
 
 // For campaigns against code with a known, not yet fixed bug: the
@@ -57,8 +58,7 @@ inline manypy_code take(manypy_status* status, const char* call) {
     manypy_status_free(status);
     return MANYPY_ERR_BAD_ARCHIVE;
   }
-  if (code == MANYPY_ERR_INTERNAL ||
-      std::strcmp(manypy_code_name(code), "MANYPY_UNKNOWN") == 0) {
+  if (code == MANYPY_ERR_INTERNAL || std::strcmp(manypy_code_name(code), "MANYPY_UNKNOWN") == 0) {
     fail(std::string(call) + " returned " + manypy_code_name(code) + ": " +
          manypy_status_message(status));
   }

@@ -54,8 +54,8 @@ void deleter(DLManagedTensor* m) {
 struct DType {
   uint8_t code, bits;
 };
-const DType kSupported[] = {{kDLInt, 8},    {kDLInt, 16},      {kDLInt, 32},      {kDLInt, 64},
-                            {kDLUInt, 8},   {kDLFloat, 16},    {kDLFloat, 32},    {kDLFloat, 64},
+const DType kSupported[] = {{kDLInt, 8},     {kDLInt, 16},     {kDLInt, 32},      {kDLInt, 64},
+                            {kDLUInt, 8},    {kDLFloat, 16},   {kDLFloat, 32},    {kDLFloat, 64},
                             {kDLBfloat, 16}, {kDLComplex, 64}, {kDLComplex, 128}, {6, 8}};
 
 bool supported(DLDataType t) {
@@ -67,10 +67,14 @@ bool supported(DLDataType t) {
 
 int64_t pick_extent(fuzz::Reader& in) {
   switch (in.u8() % 8) {
-    case 0: return static_cast<int64_t>(in.u64());               // anything
-    case 1: return int64_t{1} << (in.u8() % 63);                 // huge
-    case 2: return -static_cast<int64_t>(in.u8() % 4);           // negative
-    default: return in.u8() % 6;                                 // small
+    case 0:
+      return static_cast<int64_t>(in.u64());  // anything
+    case 1:
+      return int64_t{1} << (in.u8() % 63);  // huge
+    case 2:
+      return -static_cast<int64_t>(in.u8() % 4);  // negative
+    default:
+      return in.u8() % 6;  // small
   }
 }
 
@@ -78,7 +82,7 @@ struct Layout {
   std::vector<int64_t> shape, strides;  // strides empty: contiguous
   bool any = false;                     // addresses at least one element
   __int128 numel = 0;
-  __int128 lo = 0, hi = 0;              // element offsets addressed
+  __int128 lo = 0, hi = 0;  // element offsets addressed
 };
 
 // Saturating at +-2^63, just past int64, which no accepted layout reaches
@@ -102,7 +106,10 @@ Layout describe(const int64_t* shape, const int64_t* strides, int32_t ndim) {
     const __int128 span = sat((extent - 1) * sat(stride));
     if (shape[k] == 0) l.numel = 0;
     if (l.numel != 0) {
-      if (span < 0) l.lo = sat(l.lo + span); else l.hi = sat(l.hi + span);
+      if (span < 0)
+        l.lo = sat(l.lo + span);
+      else
+        l.hi = sat(l.hi + span);
       l.numel = sat(l.numel * extent);
     }
     contiguous = sat(contiguous * (shape[k] > 0 ? extent : 1));
@@ -195,8 +202,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     managed->strides = strides;
     DLTensor& t = managed->m.dl_tensor;
     t.data = base;
-    t.device = in.u8() % 8 ? DLDevice{kDLCPU, 0}
-                           : DLDevice{static_cast<DLDeviceType>(in.u8()), static_cast<int>(in.u8())};
+    t.device = in.u8() % 8
+                   ? DLDevice{kDLCPU, 0}
+                   : DLDevice{static_cast<DLDeviceType>(in.u8()), static_cast<int>(in.u8())};
     t.ndim = ndim;
     t.dtype = dtype;
     t.shape = shape;
@@ -216,8 +224,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const size_t room = buffer_size - data_offset;
     data_size = in.u8() % 2 ? room : in.u16() % (room + 1);
     code = fuzz::take(manypy_value_new_tensor_from_buffer(base, data_size, dtype, ndim, shape,
-                                                          strides, copy, release, &g_owner,
-                                                          &value),
+                                                          strides, copy, release, &g_owner, &value),
                       "manypy_value_new_tensor_from_buffer");
     delete[] shape;  // copied by the call
     delete[] strides;
@@ -260,8 +267,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(!want.any || (first >= 0 && end <= static_cast<__int128>(data_size)),
                "from_buffer accepted a layout addressing bytes outside the buffer");
     readable = true;
-    if (!copy) FUZZ_CHECK(g_owner.calls == 0, "a borrowed buffer was released early");
-    else FUZZ_CHECK(g_owner.calls == 1, "a copied buffer's release did not run exactly once");
+    if (!copy)
+      FUZZ_CHECK(g_owner.calls == 0, "a borrowed buffer was released early");
+    else
+      FUZZ_CHECK(g_owner.calls == 1, "a copied buffer's release did not run exactly once");
   }
 
   DLManagedTensor* views[2] = {};
@@ -285,8 +294,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
     }
     if (want.any && !(!managed_api && copy)) {
-      FUZZ_CHECK(reinterpret_cast<uintptr_t>(t.data) == reinterpret_cast<uintptr_t>(base) + byte_offset,
-                 "the view does not point at the caller's data");
+      FUZZ_CHECK(
+          reinterpret_cast<uintptr_t>(t.data) == reinterpret_cast<uintptr_t>(base) + byte_offset,
+          "the view does not point at the caller's data");
     }
   }
   manypy_value_free(value);

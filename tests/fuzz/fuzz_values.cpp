@@ -121,7 +121,8 @@ void check_tree(const manypy_value* root, const Node* root_model, size_t* budget
     FUZZ_CHECK(c == (n->kind == MANYPY_VALUE_BOOL ? MANYPY_OK : MANYPY_ERR_WRONG_KIND), "get_bool");
     if (c == MANYPY_OK) FUZZ_CHECK(b == n->b, "bool value");
     c = call(manypy_value_get_int64(v, &i), "get_int64");
-    FUZZ_CHECK(c == (n->kind == MANYPY_VALUE_INT64 ? MANYPY_OK : MANYPY_ERR_WRONG_KIND), "get_int64");
+    FUZZ_CHECK(c == (n->kind == MANYPY_VALUE_INT64 ? MANYPY_OK : MANYPY_ERR_WRONG_KIND),
+               "get_int64");
     if (c == MANYPY_OK) FUZZ_CHECK(i == n->i, "int value");
     c = call(manypy_value_get_double(v, &d), "get_double");
     FUZZ_CHECK(c == (n->kind == MANYPY_VALUE_DOUBLE ? MANYPY_OK : MANYPY_ERR_WRONG_KIND),
@@ -152,8 +153,9 @@ void check_tree(const manypy_value* root, const Node* root_model, size_t* budget
     FUZZ_CHECK(item == nullptr, "a failed get_item wrote its out-parameter");
     const char* key = nullptr;
     c = call(manypy_value_dict_key(v, n->keys.size(), &key, &len), "dict_key past the end");
-    FUZZ_CHECK(c == (n->kind == MANYPY_VALUE_DICT ? MANYPY_ERR_OUT_OF_RANGE : MANYPY_ERR_WRONG_KIND),
-               "dict_key past the end");
+    FUZZ_CHECK(
+        c == (n->kind == MANYPY_VALUE_DICT ? MANYPY_ERR_OUT_OF_RANGE : MANYPY_ERR_WRONG_KIND),
+        "dict_key past the end");
     if (!n->is_container()) continue;
     FUZZ_CHECK(length == n->items.size(), "length");
     for (size_t k = 0; k < n->items.size(); ++k) {
@@ -201,9 +203,9 @@ void insert(Slots& s, int to, int from, const std::string* key) {
       key ? parent.kind == MANYPY_VALUE_DICT
           : parent.kind == MANYPY_VALUE_LIST || parent.kind == MANYPY_VALUE_TUPLE;
   if (!right_kind) {
-    FUZZ_CHECK(c == MANYPY_ERR_WRONG_KIND ||
-                   (key && !utf8_ok(*key) && c == MANYPY_ERR_INVALID_ARGUMENT),
-               "insert into a non-container");
+    FUZZ_CHECK(
+        c == MANYPY_ERR_WRONG_KIND || (key && !utf8_ok(*key) && c == MANYPY_ERR_INVALID_ARGUMENT),
+        "insert into a non-container");
     return;
   }
   if (key && !utf8_ok(*key)) {
@@ -239,8 +241,8 @@ manypy_value* new_container(manypy_value_kind kind) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::Reader in(data, size);
   Slots s;
-  size_t wraps = 0;         // nesting levels added by op 6, bounded per input
-  size_t budget = 200000;   // nodes checked, per input
+  size_t wraps = 0;        // nesting levels added by op 6, bounded per input
+  size_t budget = 200000;  // nodes checked, per input
   for (int op_count = 0; !in.empty() && op_count < 512; ++op_count) {
     const uint8_t op = in.u8();
     const int a = in.u8() % kSlots;
@@ -248,7 +250,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 0: {  // a scalar
         auto n = std::make_unique<Node>();
         switch (in.u8() % 4) {
-          case 0: s.put(a, manypy_value_new_none(), std::move(n)); break;
+          case 0:
+            s.put(a, manypy_value_new_none(), std::move(n));
+            break;
           case 1: {
             int v = static_cast<int8_t>(in.u8());
             n->kind = MANYPY_VALUE_BOOL;
@@ -312,9 +316,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         }
         if (!s.h[a] || !s.h[b]) break;
         if (a == b) {  // a value cannot contain itself: refused, nothing freed
-          manypy_code c = op % 10 == 4 ? call(manypy_value_append(s.h[a], s.h[a]), "append")
-                                       : call(manypy_value_dict_set(s.h[a], key.c_str(), s.h[a]),
-                                              "dict_set");
+          manypy_code c =
+              op % 10 == 4 ? call(manypy_value_append(s.h[a], s.h[a]), "append")
+                           : call(manypy_value_dict_set(s.h[a], key.c_str(), s.h[a]), "dict_set");
           FUZZ_CHECK(c == MANYPY_ERR_INVALID_ARGUMENT, "a value contained itself");
           break;
         }
@@ -367,8 +371,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         } else if (n->find(key) < 0) {
           FUZZ_CHECK(c == MANYPY_ERR_NO_SUCH_NAME && got == nullptr, "dict_get of a missing key");
         } else {
-          FUZZ_CHECK(c == MANYPY_OK && manypy_value_get_kind(got) ==
-                                           n->items[n->find(key)]->kind,
+          FUZZ_CHECK(c == MANYPY_OK && manypy_value_get_kind(got) == n->items[n->find(key)]->kind,
                      "dict_get of a key");
         }
         break;

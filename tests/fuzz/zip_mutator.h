@@ -203,8 +203,8 @@ inline size_t zip_mutate(uint8_t* data, size_t size, size_t max_size, unsigned s
 
 }  // namespace fuzz
 
-#define MANYPY_FUZZ_ZIP_MUTATOR                                                        \
+#define MANYPY_FUZZ_ZIP_MUTATOR                                                          \
   extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size, \
-                                            unsigned int seed) {                       \
-    return fuzz::zip_mutate(data, size, max_size, seed);                               \
+                                            unsigned int seed) {                         \
+    return fuzz::zip_mutate(data, size, max_size, seed);                                 \
   }

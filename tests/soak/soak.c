@@ -125,8 +125,8 @@ static void die(const char* fmt, ...) {
 static void die_status(const char* what, manypy_status* st) __attribute__((noreturn));
 static void die_status(const char* what, manypy_status* st) {
   fflush(stdout);
-  fprintf(stderr, "%s: %s failed: %s: %s\n", PROG, what,
-          manypy_code_name(manypy_status_code(st)), manypy_status_message(st));
+  fprintf(stderr, "%s: %s failed: %s: %s\n", PROG, what, manypy_code_name(manypy_status_code(st)),
+          manypy_status_message(st));
   const char* tb = manypy_status_traceback(st);
   if (tb && *tb) fprintf(stderr, "%s", tb);
   manypy_status_free(st);
@@ -160,7 +160,7 @@ enum {
   CHURN_THREADS = 1 << 5,
   CHURN_ALL = (1 << 6) - 1
 };
-static const char* const kChurnNames[] = {"packages", "pools",  "callbacks",
+static const char* const kChurnNames[] = {"packages", "pools", "callbacks",
                                           "profiler", "usage", "threads"};
 #define CHURN_KINDS 6
 
@@ -207,7 +207,7 @@ static unsigned parse_churn_kinds(const char* list) {
   unsigned kinds = 0;
   char* copy = strdup(list);
   if (!copy) die("out of memory");
-  for (char* save = NULL, *name = strtok_r(copy, ",", &save); name;
+  for (char *save = NULL, *name = strtok_r(copy, ",", &save); name;
        name = strtok_r(NULL, ",", &save)) {
     int k = 0;
     while (k < CHURN_KINDS && strcmp(name, kChurnNames[k]) != 0) ++k;
@@ -223,12 +223,12 @@ static unsigned parse_churn_kinds(const char* list) {
 }
 
 static void parse_options(int argc, char** argv) {
-  options o = {8, 100000, 2, MANYPY_THREAD_MODE_DIRECT, -1, 5, -1, 5, 0, 0, CHURN_ALL, -1,
-               NULL, NULL};
+  options o = {8,  100000, 2,   MANYPY_THREAD_MODE_DIRECT, -1, 5, -1, 5, 0, 0, CHURN_ALL,
+               -1, NULL,   NULL};
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEEDS_VALUE \
+#define NEEDS_VALUE     \
   if (!v) usage_exit(); \
   ++i
     if (strcmp(a, "--threads") == 0) {
@@ -336,8 +336,8 @@ static long process_threads(void) {
 }
 
 typedef struct sample {
-  double t;    /* seconds since the callers started */
-  long calls;  /* calls done by then (every kind) */
+  double t;   /* seconds since the callers started */
+  long calls; /* calls done by then (every kind) */
   mem m;
 } sample;
 
@@ -468,8 +468,8 @@ static void read_f32(const char* name, float* out, size_t count) {
 
 /* Thread-safe, non-asserting: `v` is a float32 tensor of the given shape
  * within RTOL of `want` (the rule of tests/capi's capi_assert_f32_tensor). */
-static int check_f32(const manypy_value* v, const char* what, int32_t ndim,
-                     const int64_t* shape, const float* want, char* why, size_t size) {
+static int check_f32(const manypy_value* v, const char* what, int32_t ndim, const int64_t* shape,
+                     const float* want, char* why, size_t size) {
   if (manypy_value_get_kind(v) != MANYPY_VALUE_TENSOR) {
     snprintf(why, size, "%s is not a tensor", what);
     return 0;
@@ -509,8 +509,7 @@ static int check_f32(const manypy_value* v, const char* what, int32_t ndim,
     float got;
     memcpy(&got, (const char*)t->data + t->byte_offset + offset * 4, 4);
     if (!(fabs((double)got - want[k]) <= RTOL * (fabs(want[k]) + scale))) {
-      snprintf(why, size, "%s element %lld: %.9g, expected %.9g", what, (long long)k, got,
-               want[k]);
+      snprintf(why, size, "%s element %lld: %.9g, expected %.9g", what, (long long)k, got, want[k]);
       ok = 0;
     }
   }
@@ -563,17 +562,17 @@ static void count_release(void* ctx) { atomic_fetch_add((atomic_long*)ctx, 1); }
  * releases: it must have gone up by exactly one once the values are freed.
  * Returns 1 if everything checked out, else 0 with `why`. */
 static int heavy_call(manypy_object* model, const manypy_value* kwargs,
-                      const manypy_call_options* call_options, float* buffer,
-                      atomic_long* released, char* why, size_t size) {
+                      const manypy_call_options* call_options, float* buffer, atomic_long* released,
+                      char* why, size_t size) {
   static const int64_t shape[2] = {HEAVY_BATCH, HEAVY_WIDTH};
   const long released_before = atomic_load(released);
   manypy_value* x = NULL;
   manypy_value* args = manypy_value_new_list();
   manypy_value* result = NULL;
   if (!args) die("out of memory");
-  manypy_status* s = manypy_value_new_tensor_from_buffer(
-      buffer, sizeof g_input, (DLDataType){kDLFloat, 32, 1}, 2, shape, NULL, /*copy=*/0,
-      count_release, released, &x);
+  manypy_status* s =
+      manypy_value_new_tensor_from_buffer(buffer, sizeof g_input, (DLDataType){kDLFloat, 32, 1}, 2,
+                                          shape, NULL, /*copy=*/0, count_release, released, &x);
   if (s == NULL) s = manypy_value_append(args, x);
   if (s == NULL) s = manypy_object_call(model, NULL, args, kwargs, call_options, &result);
   int ok = 0;
@@ -709,7 +708,8 @@ static void churn_packages(void) {
   manypy_package* pkg = NULL;
   manypy_object* obj = NULL;
   if (status_error(who, "package_load_file", manypy_package_load_file(g_pool, path, &pkg)) ||
-      status_error(who, "load_pickle", manypy_package_load_pickle(pkg, "model", "model.pkl", &obj))) {
+      status_error(who, "load_pickle",
+                   manypy_package_load_pickle(pkg, "model", "model.pkl", &obj))) {
     manypy_package_free(pkg);
     return;
   }
@@ -840,7 +840,7 @@ static void churn_threads(void) {
 
 static void* churn_main(void* arg) {
   int kind = (int)(intptr_t)arg;
-  void (*const cycle[CHURN_KINDS])(void) = {churn_packages, churn_pools,  churn_callbacks,
+  void (*const cycle[CHURN_KINDS])(void) = {churn_packages, churn_pools, churn_callbacks,
                                             churn_profiler, churn_usage, churn_threads};
   while (!atomic_load(&g_stop) && atomic_load(&g_errors) <= 100) {
     cycle[kind]();
@@ -877,13 +877,14 @@ static const char kStatsSource[] =
     "            'PyTorchFileReader', 'module', 'type', 'function', 'Tensor')]\n";
 
 #define STAT_FIELDS 6
-static const char* const kStatNames[STAT_FIELDS] = {
-    "Python blocks", "linecache entries", "sys.modules", "libc heap kB", "libc in use kB",
-    "libc free kB"};
+static const char* const kStatNames[STAT_FIELDS] = {"Python blocks",  "linecache entries",
+                                                    "sys.modules",    "libc heap kB",
+                                                    "libc in use kB", "libc free kB"};
 #define OBJECT_FIELDS 7
 static const char* const kObjectNames[OBJECT_FIELDS] = {
-    "gc objects", "PackageImporter objects", "PyTorchFileReader objects", "module objects",
-    "classes (type objects)", "functions", "Tensors"};
+    "gc objects",     "PackageImporter objects", "PyTorchFileReader objects",
+    "module objects", "classes (type objects)",  "functions",
+    "Tensors"};
 
 typedef struct snapshot {
   double t;
@@ -951,8 +952,8 @@ static void print_diagnosis(const snapshot* a, const snapshot* b) {
   printf("%-44s %14ld %14ld %+12ld\n", "host libc malloc: heap kB (arena + mmapped)", ha, hb,
          hb - ha);
   printf("%-44s %14ld %14ld %+12ld\n", "host libc malloc: in use kB", ua, ub, ub - ua);
-  printf("%-44s %14ld %14ld %+12ld\n", "host libc malloc: free kB",
-         (long)(a->host.fordblks >> 10), (long)(b->host.fordblks >> 10),
+  printf("%-44s %14ld %14ld %+12ld\n", "host libc malloc: free kB", (long)(a->host.fordblks >> 10),
+         (long)(b->host.fordblks >> 10),
          (long)(b->host.fordblks >> 10) - (long)(a->host.fordblks >> 10));
   for (int i = 0; i < g_opt.interpreters && a->interp_ok && b->interp_ok; ++i) {
     for (int k = 0; k < STAT_FIELDS; ++k) {
@@ -972,12 +973,13 @@ static void print_diagnosis(const snapshot* a, const snapshot* b) {
   row* rows = xmalloc((size_t)(a->smaps.n + b->smaps.n) * sizeof *rows);
   int n = 0;
   for (int k = 0; k < b->smaps.n; ++k) {
-    rows[n++] = (row){b->smaps.g[k].name, group_rss(&a->smaps, b->smaps.g[k].name),
-                      b->smaps.g[k].rss_kb};
+    rows[n++] =
+        (row){b->smaps.g[k].name, group_rss(&a->smaps, b->smaps.g[k].name), b->smaps.g[k].rss_kb};
   }
   for (int k = 0; k < a->smaps.n; ++k) {
     int seen = 0;
-    for (int j = 0; j < b->smaps.n && !seen; ++j) seen = !strcmp(a->smaps.g[k].name, b->smaps.g[j].name);
+    for (int j = 0; j < b->smaps.n && !seen; ++j)
+      seen = !strcmp(a->smaps.g[k].name, b->smaps.g[j].name);
     if (!seen) rows[n++] = (row){a->smaps.g[k].name, a->smaps.g[k].rss_kb, 0};
   }
   for (int k = 0; k < n; ++k) { /* selection sort: a few thousand rows at most */
@@ -1014,8 +1016,8 @@ static atomic_int g_done; /* the run is over: the sampler stops */
 
 typedef struct sampler {
   double t0;
-  long total;      /* calls of the run (soak), or 0 (churn: by time) */
-  double seconds;  /* churn: the run's length */
+  long total;     /* calls of the run (soak), or 0 (churn: by time) */
+  double seconds; /* churn: the run's length */
   pthread_t thread;
 } sampler;
 
@@ -1049,11 +1051,11 @@ static void* sampler_main(void* arg) {
 }
 
 typedef struct verdict {
-  size_t base;      /* index of the baseline sample */
-  double worst;     /* largest |drift| after it, % */
-  size_t worst_at;  /* index of that sample */
-  double end;       /* drift of the last sample, % */
-  double slope;     /* least-squares RSS growth after the baseline, bytes per call */
+  size_t base;     /* index of the baseline sample */
+  double worst;    /* largest |drift| after it, % */
+  size_t worst_at; /* index of that sample */
+  double end;      /* drift of the last sample, % */
+  double slope;    /* least-squares RSS growth after the baseline, bytes per call */
   int ok;
 } verdict;
 
@@ -1144,9 +1146,10 @@ int main(int argc, char** argv) {
   read_f32("python_heavy.expected.norm.bin", g_norm, HEAVY_BATCH);
 
   if (churn) {
-    printf("%s: churn for %.0f s: %d callers of python_heavy on a pool of %d interpreter(s), "
-           "%s mode; churning:",
-           PROG, g_opt.churn_seconds, g_opt.threads, g_opt.interpreters, mode_name);
+    printf(
+        "%s: churn for %.0f s: %d callers of python_heavy on a pool of %d interpreter(s), "
+        "%s mode; churning:",
+        PROG, g_opt.churn_seconds, g_opt.threads, g_opt.interpreters, mode_name);
     for (int k = 0; k < CHURN_KINDS; ++k) {
       if (g_opt.churn_kinds & (1u << k)) printf(" %s", kChurnNames[k]);
     }
@@ -1155,9 +1158,10 @@ int main(int argc, char** argv) {
     printf("%s: %d threads x %ld calls of python_heavy on a pool of %d interpreter(s), %s mode\n",
            PROG, g_opt.threads, g_opt.calls, g_opt.interpreters, mode_name);
   }
-  printf("warm-up: the first %.0f%% of the %s; then RSS must stay within +-%.1f%% of its value "
-         "at the end of the warm-up\n",
-         g_opt.warmup, churn ? "time" : "calls", g_opt.max_drift);
+  printf(
+      "warm-up: the first %.0f%% of the %s; then RSS must stay within +-%.1f%% of its value "
+      "at the end of the warm-up\n",
+      g_opt.warmup, churn ? "time" : "calls", g_opt.max_drift);
 
   manypy_pool_options* po = manypy_pool_options_new();
   if (!po) die("out of memory");
@@ -1269,8 +1273,8 @@ int main(int argc, char** argv) {
   const sample* last = &g_curve.v[g_curve.n - 1];
   printf("\n== Summary ==\n");
   long calls = atomic_load(&g_calls_done);
-  printf("python_heavy calls: %ld verified in %.1f s (%.0f calls/s), %ld errors\n", calls,
-         seconds, (double)calls / seconds, atomic_load(&g_errors));
+  printf("python_heavy calls: %ld verified in %.1f s (%.0f calls/s), %ld errors\n", calls, seconds,
+         (double)calls / seconds, atomic_load(&g_errors));
   if (churn) {
     printf("churn cycles:");
     for (int k = 0; k < CHURN_KINDS; ++k) {
@@ -1280,16 +1284,18 @@ int main(int argc, char** argv) {
     }
     printf(" (operator events seen: %ld)\n", atomic_load(&g_op_events));
   }
-  printf("RSS: start %.1f MB, after warm-up %.1f MB (t=%.0f s, %ld calls), end %.1f MB "
-         "(t=%.0f s, %ld calls)\n",
-         mb(first->m.rss_kb), mb(base->m.rss_kb), base->t, base->calls, mb(last->m.rss_kb),
-         last->t, last->calls);
+  printf(
+      "RSS: start %.1f MB, after warm-up %.1f MB (t=%.0f s, %ld calls), end %.1f MB "
+      "(t=%.0f s, %ld calls)\n",
+      mb(first->m.rss_kb), mb(base->m.rss_kb), base->t, base->calls, mb(last->m.rss_kb), last->t,
+      last->calls);
   printf("Pss: start %.1f, after warm-up %.1f, end %.1f MB; Private_Dirty: %.1f, %.1f, %.1f MB\n",
          mb(first->m.pss_kb), mb(base->m.pss_kb), mb(last->m.pss_kb), mb(first->m.dirty_kb),
          mb(base->m.dirty_kb), mb(last->m.dirty_kb));
-  printf("RSS after warm-up: largest drift %+.2f%% (t=%.0f s), at the end %+.2f%%; growth "
-         "%.1f bytes per %s (least squares)\n",
-         v.worst, g_curve.v[v.worst_at].t, v.end, v.slope, churn ? "call or cycle" : "call");
+  printf(
+      "RSS after warm-up: largest drift %+.2f%% (t=%.0f s), at the end %+.2f%%; growth "
+      "%.1f bytes per %s (least squares)\n",
+      v.worst, g_curve.v[v.worst_at].t, v.end, v.slope, churn ? "call or cycle" : "call");
 
   long errors = atomic_load(&g_errors);
   if (!churn && calls != total) {

@@ -103,7 +103,9 @@ class Chooser {
   // Calls that ended cancelled by a drain's deadline (Job::complete counts
   // them before they let go of their load), so that each drain can tell
   // how many of its calls it cancelled, however drains overlap.
-  void count_drain_cancelled() noexcept { drain_cancelled_.fetch_add(1, std::memory_order_seq_cst); }
+  void count_drain_cancelled() noexcept {
+    drain_cancelled_.fetch_add(1, std::memory_order_seq_cst);
+  }
   uint64_t drain_cancelled() const { return drain_cancelled_.load(std::memory_order_seq_cst); }
 
   size_t queued() const { return queued_.load(std::memory_order_relaxed); }

@@ -5,8 +5,7 @@
 
 namespace manypy::dispatch {
 
-Dispatcher::Dispatcher(size_t capacity, ThreadMode mode, size_t queue_limit,
-                       int64_t stop_grace_ns)
+Dispatcher::Dispatcher(size_t capacity, ThreadMode mode, size_t queue_limit, int64_t stop_grace_ns)
     : mode_(mode), stop_grace_ns_(stop_grace_ns), chooser_(capacity, queue_limit) {}
 
 Lane& Dispatcher::admit(int interpreter, const std::string* model, Job& job) {

@@ -40,8 +40,7 @@ class Dispatcher {
   // its result; throws its Error, or the admission's. A call with a
   // `model` (nullptr: not a request, e.g. a load) is a request of that
   // model in the metrics, refused or not.
-  Value call(int interpreter, const CallLimits& limits, const std::string* model,
-             const Work& work);
+  Value call(int interpreter, const CallLimits& limits, const std::string* model, const Work& work);
 
   // Admits `job` for interpreter `interpreter` and queues it for that
   // interpreter's home thread; it completes there (or, stopped while

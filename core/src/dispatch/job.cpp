@@ -51,7 +51,7 @@ void Job::stopped_while_queued(void* raw) {
   complete_later([self] {
     self->complete(std::nullopt,
                    self->stop_.error(std::string("while waiting for ") + self->waiting_for_ +
-                                      " (busy with earlier calls)"));
+                                     " (busy with earlier calls)"));
   });
 }
 

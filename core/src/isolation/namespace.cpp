@@ -51,8 +51,8 @@ thread_local ThreadRecord t_record;
 
 Namespace::Namespace(const std::string& interp_library, unsigned index) : index_(index) {
   if (index >= kMaxNamespaces) {
-    throw Error(Code::kResourceExhausted, "no link-map namespace left (glibc allows " +
-                                              std::to_string(kMaxNamespaces) + ")");
+    throw Error(Code::kResourceExhausted,
+                "no link-map namespace left (glibc allows " + std::to_string(kMaxNamespaces) + ")");
   }
   // RTLD_LOCAL: RTLD_GLOBAL in a secondary namespace crashes glibc 2.36
   // (hazard 2). The first object of a new namespace heads its global scope,

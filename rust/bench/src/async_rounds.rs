@@ -52,7 +52,10 @@ fn wait(mut call: CallFuture, cx: &mut Context<'_>) -> manypy::Result<Value> {
 
 /// p50 of `n` round trips of `call`, each reading its result's data as the
 /// synchronous rounds do.
-pub fn round_trips(n: usize, mut call: impl FnMut() -> manypy::Result<Value>) -> Result<Vec<i64>, Failure> {
+pub fn round_trips(
+    n: usize,
+    mut call: impl FnMut() -> manypy::Result<Value>,
+) -> Result<Vec<i64>, Failure> {
     let mut latencies = Vec::with_capacity(n);
     for _ in 0..n {
         let start = Instant::now();
@@ -69,11 +72,19 @@ pub fn async_call(object: &Object, args: &Args) -> manypy::Result<Value> {
 }
 
 /// Calls completed in `seconds` by one thread keeping `depth` calls in flight.
-pub fn in_flight(object: &Object, args: &Args, kwargs: &Kwargs, depth: usize, seconds: f64) -> Result<(u64, f64), Failure> {
+pub fn in_flight(
+    object: &Object,
+    args: &Args,
+    kwargs: &Kwargs,
+    depth: usize,
+    seconds: f64,
+) -> Result<(u64, f64), Failure> {
     let waker = this_thread_waker();
     let mut cx = Context::from_waker(&waker);
     let submit = || object.call_with_async(None, args, kwargs, None);
-    let mut slots = (0..depth).map(|_| submit()).collect::<manypy::Result<Vec<_>>>()?;
+    let mut slots = (0..depth)
+        .map(|_| submit())
+        .collect::<manypy::Result<Vec<_>>>()?;
     let start = Instant::now();
     let end = start + Duration::from_secs_f64(seconds);
     let mut calls = 0u64;
@@ -99,7 +110,13 @@ pub fn in_flight(object: &Object, args: &Args, kwargs: &Kwargs, depth: usize, se
 }
 
 /// Calls completed in `seconds` by `threads` threads making synchronous calls.
-pub fn threads(object: &Object, args: &Args, kwargs: &Kwargs, threads: usize, seconds: f64) -> Result<(u64, f64), Failure> {
+pub fn threads(
+    object: &Object,
+    args: &Args,
+    kwargs: &Kwargs,
+    threads: usize,
+    seconds: f64,
+) -> Result<(u64, f64), Failure> {
     let stop = AtomicBool::new(false);
     let start = Instant::now();
     let counts: Vec<manypy::Result<u64>> = std::thread::scope(|s| {
@@ -117,7 +134,10 @@ pub fn threads(object: &Object, args: &Args, kwargs: &Kwargs, threads: usize, se
             .collect();
         std::thread::sleep(Duration::from_secs_f64(seconds));
         stop.store(true, Ordering::Relaxed);
-        workers.into_iter().map(|w| w.join().expect("a thread panicked")).collect()
+        workers
+            .into_iter()
+            .map(|w| w.join().expect("a thread panicked"))
+            .collect()
     });
     let elapsed = start.elapsed().as_secs_f64();
     let mut total = 0;

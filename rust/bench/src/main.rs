@@ -70,13 +70,20 @@ struct CRequest<'a> {
 }
 
 impl<'a> CRequest<'a> {
-    fn new(object: &'a Object, args: &'a Args, kwargs: Option<&'a Kwargs>) -> Result<Self, Failure> {
+    fn new(
+        object: &'a Object,
+        args: &'a Args,
+        kwargs: Option<&'a Kwargs>,
+    ) -> Result<Self, Failure> {
         let kwargs = kwargs.map_or(std::ptr::null(), |k| k.as_raw());
         let raw = unsafe { c_side_request_prepared(object.as_raw(), args.as_raw(), kwargs) };
         if raw.is_null() {
             return Err("C side: out of memory".into());
         }
-        Ok(CRequest { raw, _borrows: std::marker::PhantomData })
+        Ok(CRequest {
+            raw,
+            _borrows: std::marker::PhantomData,
+        })
     }
 }
 
@@ -95,7 +102,10 @@ fn c_error(buf: &[u8]) -> Failure {
 
 fn read_f32(path: &Path) -> Result<Vec<f32>, Failure> {
     let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
+    Ok(bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect())
 }
 
 fn c_latencies(object: &Object, args: &Args, n: usize) -> Result<Vec<i64>, Failure> {
@@ -103,7 +113,13 @@ fn c_latencies(object: &Object, args: &Args, n: usize) -> Result<Vec<i64>, Failu
     let mut latencies = vec![0i64; n];
     let mut error = [0u8; 512];
     let rc = unsafe {
-        c_side_latencies(request.raw, latencies.as_mut_ptr(), n, error.as_mut_ptr().cast(), error.len())
+        c_side_latencies(
+            request.raw,
+            latencies.as_mut_ptr(),
+            n,
+            error.as_mut_ptr().cast(),
+            error.len(),
+        )
     };
     if rc != 0 {
         return Err(c_error(&error));
@@ -111,7 +127,10 @@ fn c_latencies(object: &Object, args: &Args, n: usize) -> Result<Vec<i64>, Failu
     Ok(latencies)
 }
 
-fn rust_latencies(n: usize, mut call: impl FnMut() -> manypy::Result<Value>) -> Result<Vec<i64>, Failure> {
+fn rust_latencies(
+    n: usize,
+    mut call: impl FnMut() -> manypy::Result<Value>,
+) -> Result<Vec<i64>, Failure> {
     let mut latencies = Vec::with_capacity(n);
     for _ in 0..n {
         let start = Instant::now();
@@ -128,13 +147,26 @@ fn p50_us(samples: &mut [i64]) -> f64 {
     samples[samples.len() / 2] as f64 / 1e3
 }
 
-fn c_throughput(object: &Object, args: &Args, kwargs: &Kwargs, seconds: f64) -> Result<(u64, f64), Failure> {
+fn c_throughput(
+    object: &Object,
+    args: &Args,
+    kwargs: &Kwargs,
+    seconds: f64,
+) -> Result<(u64, f64), Failure> {
     let request = CRequest::new(object, args, Some(kwargs))?;
     let (mut calls, mut ns) = (0u64, 0i64);
     let mut error = [0u8; 512];
     let rc = unsafe {
-        c_side_throughput(request.raw, 2, seconds, C_SIDE_UNTIL_STOPPED, &mut calls, &mut ns,
-                          error.as_mut_ptr().cast(), error.len())
+        c_side_throughput(
+            request.raw,
+            2,
+            seconds,
+            C_SIDE_UNTIL_STOPPED,
+            &mut calls,
+            &mut ns,
+            error.as_mut_ptr().cast(),
+            error.len(),
+        )
     };
     if rc != 0 {
         return Err(c_error(&error));
@@ -142,7 +174,12 @@ fn c_throughput(object: &Object, args: &Args, kwargs: &Kwargs, seconds: f64) -> 
     Ok((calls, ns as f64 / 1e9))
 }
 
-fn rust_throughput(object: &Object, args: &Args, kwargs: &Kwargs, seconds: f64) -> Result<(u64, f64), Failure> {
+fn rust_throughput(
+    object: &Object,
+    args: &Args,
+    kwargs: &Kwargs,
+    seconds: f64,
+) -> Result<(u64, f64), Failure> {
     let stop = AtomicBool::new(false);
     let start = Instant::now();
     let counts: Vec<manypy::Result<u64>> = std::thread::scope(|s| {
@@ -160,7 +197,10 @@ fn rust_throughput(object: &Object, args: &Args, kwargs: &Kwargs, seconds: f64) 
             .collect();
         std::thread::sleep(Duration::from_secs_f64(seconds));
         stop.store(true, Ordering::Relaxed);
-        workers.into_iter().map(|w| w.join().expect("a thread panicked")).collect()
+        workers
+            .into_iter()
+            .map(|w| w.join().expect("a thread panicked"))
+            .collect()
     });
     let elapsed = start.elapsed().as_secs_f64();
     let mut total = 0;
@@ -171,7 +211,11 @@ fn rust_throughput(object: &Object, args: &Args, kwargs: &Kwargs, seconds: f64) 
 }
 
 fn verdict(ok: bool) -> &'static str {
-    if ok { "meets" } else { "misses" }
+    if ok {
+        "meets"
+    } else {
+        "misses"
+    }
 }
 
 fn main() {
@@ -182,7 +226,9 @@ fn main() {
 }
 
 fn run() -> Result<(), Failure> {
-    let mut archives = std::env::var_os("MANYPY_ARCHIVES").map(PathBuf::from).unwrap_or_default();
+    let mut archives = std::env::var_os("MANYPY_ARCHIVES")
+        .map(PathBuf::from)
+        .unwrap_or_default();
     let (mut calls, mut seconds, mut rounds) = (20_000usize, 4.0f64, 4usize);
     let mut argv = std::env::args().skip(1);
     while let Some(flag) = argv.next() {
@@ -199,11 +245,17 @@ fn run() -> Result<(), Failure> {
         return Err("give --archives DIR or set MANYPY_ARCHIVES".into());
     }
     let rounds = rounds.max(1);
-    println!("libmanypy {}, {} rounds, alternating C and Rust", manypy::library_version()?, rounds);
+    println!(
+        "libmanypy {}, {} rounds, alternating C and Rust",
+        manypy::library_version()?,
+        rounds
+    );
 
     // ---- A: call overhead ------------------------------------------------
     let pool1 = Pool::new(1)?;
-    let identity = pool1.load_package(archives.join("identity.pt"))?.load_pickle("model", "model.pkl")?;
+    let identity = pool1
+        .load_package(archives.join("identity.pt"))?
+        .load_pickle("model", "model.pkl")?;
     let input = read_f32(&archives.join("identity.input.bin"))?;
     // Prepared Args hold their tensor for as long as they live, and a tensor
     // that is held crosses into other calls as a copy: the per-call values
@@ -231,16 +283,35 @@ fn run() -> Result<(), Failure> {
             c.extend(c_latencies(&identity, &args, per_round)?);
         }
     }
-    let (c50, p50, v50) = (p50_us(&mut c), p50_us(&mut prepared), p50_us(&mut converted));
-    println!("A. identity.pt [2, 3], 1 thread, {} calls per path, p50 per call:", c.len());
+    let (c50, p50, v50) = (
+        p50_us(&mut c),
+        p50_us(&mut prepared),
+        p50_us(&mut converted),
+    );
+    println!(
+        "A. identity.pt [2, 3], 1 thread, {} calls per path, p50 per call:",
+        c.len()
+    );
     println!("   C                          {c50:8.2} us");
-    println!("   Rust, prepared Args        {p50:8.2} us  ({:+.2} us vs C, target <= +0.50: {})", p50 - c50, verdict(p50 - c50 <= 0.5));
-    println!("   Rust, &[Value] per call    {v50:8.2} us  ({:+.2} us vs C)", v50 - c50);
+    println!(
+        "   Rust, prepared Args        {p50:8.2} us  ({:+.2} us vs C, target <= +0.50: {})",
+        p50 - c50,
+        verdict(p50 - c50 <= 0.5)
+    );
+    println!(
+        "   Rust, &[Value] per call    {v50:8.2} us  ({:+.2} us vs C)",
+        v50 - c50
+    );
 
     // ---- B: throughput -------------------------------------------------------
     let pool2 = Pool::new(2)?;
-    let heavy = pool2.load_package(archives.join("python_heavy.pt"))?.load_pickle("model", "model.pkl")?;
-    let hx = Tensor::from_vec(read_f32(&archives.join("python_heavy.input.bin"))?, &[4, 64])?;
+    let heavy = pool2
+        .load_package(archives.join("python_heavy.pt"))?
+        .load_pickle("model", "model.pkl")?;
+    let hx = Tensor::from_vec(
+        read_f32(&archives.join("python_heavy.input.bin"))?,
+        &[4, 64],
+    )?;
     let hargs = Args::new(&[Value::from(hx)])?;
     let hkwargs = Kwargs::new(&[("steps", Value::Int(5)), ("normalize", Value::Bool(false))])?;
     let expected = read_f32(&archives.join("python_heavy.expected.logits.bin"))?;
@@ -249,7 +320,11 @@ fn run() -> Result<(), Failure> {
         let out = heavy.call_with(None, &hargs, &hkwargs, Some(&options))?;
         let logits = Tensor::try_from(out.get("logits").ok_or("no logits")?)?.to_vec::<f32>()?;
         let scale = expected.iter().fold(0f32, |m, e| m.max(e.abs()));
-        if logits.iter().zip(&expected).any(|(g, e)| (g - e).abs() > 1e-4 * (e.abs() + scale)) {
+        if logits
+            .iter()
+            .zip(&expected)
+            .any(|(g, e)| (g - e).abs() > 1e-4 * (e.abs() + scale))
+        {
             return Err(format!("python_heavy.pt: wrong output on interpreter {i}").into());
         }
     }
@@ -284,8 +359,13 @@ fn run() -> Result<(), Failure> {
     );
 
     // ---- C: an asynchronous call's round trip --------------------------------
-    let handoff_pool = Pool::builder().interpreters(1).thread_mode(ThreadMode::Handoff).build()?;
-    let handoff = handoff_pool.load_package(archives.join("identity.pt"))?.load_pickle("model", "model.pkl")?;
+    let handoff_pool = Pool::builder()
+        .interpreters(1)
+        .thread_mode(ThreadMode::Handoff)
+        .build()?;
+    let handoff = handoff_pool
+        .load_package(archives.join("identity.pt"))?
+        .load_pickle("model", "model.pkl")?;
     async_rounds::round_trips(1000, || async_rounds::async_call(&identity, &args))?;
     async_rounds::round_trips(1000, || handoff.call(&args))?;
     let (mut direct, mut handed, mut round_trip) = (Vec::new(), Vec::new(), Vec::new());
@@ -296,13 +376,22 @@ fn run() -> Result<(), Failure> {
             let samples = match path {
                 0 => async_rounds::round_trips(per_round, || identity.call(&args))?,
                 1 => async_rounds::round_trips(per_round, || handoff.call(&args))?,
-                _ => async_rounds::round_trips(per_round, || async_rounds::async_call(&identity, &args))?,
+                _ => async_rounds::round_trips(per_round, || {
+                    async_rounds::async_call(&identity, &args)
+                })?,
             };
             [&mut direct, &mut handed, &mut round_trip][path].extend(samples);
         }
     }
-    let (d50, h50, a50) = (p50_us(&mut direct), p50_us(&mut handed), p50_us(&mut round_trip));
-    println!("C. identity.pt [2, 3], 1 thread, prepared Args, {} calls per path, p50 per call:", direct.len());
+    let (d50, h50, a50) = (
+        p50_us(&mut direct),
+        p50_us(&mut handed),
+        p50_us(&mut round_trip),
+    );
+    println!(
+        "C. identity.pt [2, 3], 1 thread, prepared Args, {} calls per path, p50 per call:",
+        direct.len()
+    );
     println!("   Rust call, DIRECT          {d50:8.2} us");
     println!("   Rust call, HANDOFF         {h50:8.2} us");
     println!(
@@ -315,7 +404,6 @@ fn run() -> Result<(), Failure> {
     drop(handoff_pool);
     drop(identity);
     drop(pool1);
-
 
     // ---- D: calls in flight from one thread against threads -----------------
     let (mut a_calls, mut a_time, mut t_calls, mut t_time) = (0u64, 0f64, 0u64, 0f64);

@@ -42,7 +42,9 @@ use std::collections::HashMap;
 
 use manypy::{code_label, Pool, PoolStats, RequestMetrics};
 use prometheus::core::{Collector, Desc};
-use prometheus::proto::{Bucket, Counter, Gauge, Histogram, LabelPair, Metric, MetricFamily, MetricType};
+use prometheus::proto::{
+    Bucket, Counter, Gauge, Histogram, LabelPair, Metric, MetricFamily, MetricType,
+};
 
 const REQUESTS: &str = "manypy_requests_total";
 const REQUEST_DURATION: &str = "manypy_request_duration_seconds";
@@ -54,18 +56,48 @@ const DRAINING: &str = "manypy_draining";
 
 /// The families: name, help (the C library's), type and variable labels.
 const FAMILIES: [(&str, &str, MetricType, &[&str]); 7] = [
-    (REQUESTS, "Calls completed or refused, by model and status code.", MetricType::COUNTER, &["model", "code"]),
-    (REQUEST_DURATION, "Time from admission to completion.", MetricType::HISTOGRAM, &["model"]),
+    (
+        REQUESTS,
+        "Calls completed or refused, by model and status code.",
+        MetricType::COUNTER,
+        &["model", "code"],
+    ),
+    (
+        REQUEST_DURATION,
+        "Time from admission to completion.",
+        MetricType::HISTOGRAM,
+        &["model"],
+    ),
     (
         QUEUE_DURATION,
         "Time from admission until the call began running in its interpreter.",
         MetricType::HISTOGRAM,
         &["model"],
     ),
-    (INFLIGHT, "Calls admitted and not complete.", MetricType::GAUGE, &[]),
-    (QUEUED, "Calls waiting for an interpreter.", MetricType::GAUGE, &[]),
-    (INTERPRETERS, "The pool's interpreters by state.", MetricType::GAUGE, &["state"]),
-    (DRAINING, "1 once the pool drains (manypy_pool_drain).", MetricType::GAUGE, &[]),
+    (
+        INFLIGHT,
+        "Calls admitted and not complete.",
+        MetricType::GAUGE,
+        &[],
+    ),
+    (
+        QUEUED,
+        "Calls waiting for an interpreter.",
+        MetricType::GAUGE,
+        &[],
+    ),
+    (
+        INTERPRETERS,
+        "The pool's interpreters by state.",
+        MetricType::GAUGE,
+        &["state"],
+    ),
+    (
+        DRAINING,
+        "1 once the pool drains (manypy_pool_drain).",
+        MetricType::GAUGE,
+        &[],
+    ),
 ];
 
 /// Exports a pool's request metrics, load and interpreters at each scrape
@@ -89,8 +121,10 @@ impl PoolCollector {
     /// A collector for `pool` with the `pool` label `label` (`None`: no
     /// `pool` label), whatever the pool's name.
     pub fn with_pool_label(pool: &Pool, label: Option<&str>) -> prometheus::Result<PoolCollector> {
-        let const_labels: HashMap<String, String> =
-            label.map(|l| ("pool".to_owned(), l.to_owned())).into_iter().collect();
+        let const_labels: HashMap<String, String> = label
+            .map(|l| ("pool".to_owned(), l.to_owned()))
+            .into_iter()
+            .collect();
         let descs = FAMILIES
             .iter()
             .map(|(name, help, _, labels)| {
@@ -102,7 +136,11 @@ impl PoolCollector {
                 )
             })
             .collect::<prometheus::Result<_>>()?;
-        Ok(PoolCollector { pool: pool.clone(), pool_label: label.map(str::to_owned), descs })
+        Ok(PoolCollector {
+            pool: pool.clone(),
+            pool_label: label.map(str::to_owned),
+            descs,
+        })
     }
 
     /// The pool collected.
@@ -162,7 +200,11 @@ impl PoolCollector {
     /// The families from one reading of the pool. Request families are
     /// left empty when `requests` is `None` (reading them failed), the
     /// others when `stats` is.
-    fn families(&self, stats: Option<&PoolStats>, requests: Option<&[RequestMetrics]>) -> Vec<MetricFamily> {
+    fn families(
+        &self,
+        stats: Option<&PoolStats>,
+        requests: Option<&[RequestMetrics]>,
+    ) -> Vec<MetricFamily> {
         FAMILIES
             .iter()
             .map(|&(name, help, kind, _)| {
@@ -173,18 +215,21 @@ impl PoolCollector {
                             m.completed.iter().map(move |(code, n)| {
                                 let mut counter = Counter::default();
                                 counter.set_value(n as f64);
-                                let mut metric = self.metric(&[("model", &m.model), ("code", code_label(code))]);
+                                let mut metric =
+                                    self.metric(&[("model", &m.model), ("code", code_label(code))]);
                                 metric.set_counter(counter);
                                 metric
                             })
                         })
                         .collect(),
-                    (REQUEST_DURATION, _, Some(requests)) => {
-                        requests.iter().map(|m| self.histogram(&m.model, &m.request)).collect()
-                    }
-                    (QUEUE_DURATION, _, Some(requests)) => {
-                        requests.iter().map(|m| self.histogram(&m.model, &m.queue)).collect()
-                    }
+                    (REQUEST_DURATION, _, Some(requests)) => requests
+                        .iter()
+                        .map(|m| self.histogram(&m.model, &m.request))
+                        .collect(),
+                    (QUEUE_DURATION, _, Some(requests)) => requests
+                        .iter()
+                        .map(|m| self.histogram(&m.model, &m.queue))
+                        .collect(),
                     (INFLIGHT, Some(s), _) => vec![self.gauge(&[], s.in_flight as f64)],
                     (QUEUED, Some(s), _) => vec![self.gauge(&[], s.queued as f64)],
                     (INTERPRETERS, Some(s), _) => [
@@ -196,7 +241,9 @@ impl PoolCollector {
                     .iter()
                     .map(|&(state, n)| self.gauge(&[("state", state)], n as f64))
                     .collect(),
-                    (DRAINING, Some(s), _) => vec![self.gauge(&[], if s.draining { 1.0 } else { 0.0 })],
+                    (DRAINING, Some(s), _) => {
+                        vec![self.gauge(&[], if s.draining { 1.0 } else { 0.0 })]
+                    }
                     _ => Vec::new(),
                 };
                 let mut family = MetricFamily::default();
@@ -240,8 +287,13 @@ mod tests {
     #[test]
     fn names_and_labels_are_valid() {
         for (name, help, _, labels) in FAMILIES {
-            Desc::new(name.into(), help.into(), labels.iter().map(|l| l.to_string()).collect(), HashMap::new())
-                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            Desc::new(
+                name.into(),
+                help.into(),
+                labels.iter().map(|l| l.to_string()).collect(),
+                HashMap::new(),
+            )
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
         }
     }
 }

@@ -44,14 +44,22 @@ fn parse(text: &str) -> Exposition {
         }
         if let Some(rest) = line.strip_prefix("# TYPE ") {
             let (name, kind) = rest.split_once(' ').unwrap();
-            out.families.insert(name.to_owned(), (kind.to_owned(), help.get(name).cloned().unwrap_or_default()));
+            out.families.insert(
+                name.to_owned(),
+                (kind.to_owned(), help.get(name).cloned().unwrap_or_default()),
+            );
             continue;
         }
         assert!(!line.starts_with('#'), "unexpected comment: {line}");
-        let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("no value: {line}"));
+        let (series, value) = line
+            .rsplit_once(' ')
+            .unwrap_or_else(|| panic!("no value: {line}"));
         let (name, labels) = match series.split_once('{') {
             None => (series.to_owned(), Vec::new()),
-            Some((name, rest)) => (name.to_owned(), parse_labels(rest.strip_suffix('}').expect("a closing brace"))),
+            Some((name, rest)) => (
+                name.to_owned(),
+                parse_labels(rest.strip_suffix('}').expect("a closing brace")),
+            ),
         };
         let value: f64 = match value {
             "+Inf" => f64::INFINITY,
@@ -67,7 +75,9 @@ fn parse(text: &str) -> Exposition {
 fn parse_labels(mut s: &str) -> Vec<(String, String)> {
     let mut labels = Vec::new();
     while !s.is_empty() {
-        let (name, rest) = s.split_once("=\"").unwrap_or_else(|| panic!("bad labels at {s}"));
+        let (name, rest) = s
+            .split_once("=\"")
+            .unwrap_or_else(|| panic!("bad labels at {s}"));
         let mut value = String::new();
         let mut chars = rest.char_indices();
         let end = loop {
@@ -81,7 +91,9 @@ fn parse_labels(mut s: &str) -> Vec<(String, String)> {
             }
         };
         labels.push((name.to_owned(), value));
-        s = rest[end + 1..].strip_prefix(',').unwrap_or(&rest[end + 1..]);
+        s = rest[end + 1..]
+            .strip_prefix(',')
+            .unwrap_or(&rest[end + 1..]);
     }
     labels.sort();
     labels
@@ -89,13 +101,17 @@ fn parse_labels(mut s: &str) -> Vec<(String, String)> {
 
 fn gathered(registry: &Registry) -> String {
     let mut out = Vec::new();
-    TextEncoder::new().encode(&registry.gather(), &mut out).unwrap();
+    TextEncoder::new()
+        .encode(&registry.gather(), &mut out)
+        .unwrap();
     String::from_utf8(out).unwrap()
 }
 
 fn collected(pool: &Pool) -> String {
     let registry = Registry::new();
-    registry.register(Box::new(PoolCollector::new(pool).unwrap())).unwrap();
+    registry
+        .register(Box::new(PoolCollector::new(pool).unwrap()))
+        .unwrap();
     gathered(&registry)
 }
 
@@ -107,10 +123,16 @@ fn assert_same(pool: &Pool, rust: &str) {
     let (c, r) = (parse(&c_text), parse(rust_text));
     let c_names: Vec<_> = c.series.keys().collect();
     let r_names: Vec<_> = r.series.keys().collect();
-    assert_eq!(r_names, c_names, "the series differ\nC:\n{c_text}\nRust:\n{rust_text}");
+    assert_eq!(
+        r_names, c_names,
+        "the series differ\nC:\n{c_text}\nRust:\n{rust_text}"
+    );
     for (key, &cv) in &c.series {
         let rv = r.series[key];
-        assert!((rv - cv).abs() <= 1e-9 * cv.abs().max(1.0), "{key:?}: Rust {rv}, C {cv}");
+        assert!(
+            (rv - cv).abs() <= 1e-9 * cv.abs().max(1.0),
+            "{key:?}: Rust {rv}, C {cv}"
+        );
     }
     assert_eq!(r.families, c.families, "the families differ");
 }
@@ -125,25 +147,56 @@ fn as_model(model: &str, interpreter: Option<usize>) -> CallOptions {
 
 fn serve_some_calls(pool: &Pool) {
     for _ in 0..3 {
-        pool.exec_with("x = 1", Some(&as_model("m1", None))).unwrap();
+        pool.exec_with("x = 1", Some(&as_model("m1", None)))
+            .unwrap();
     }
-    assert_eq!(pool.exec_with("raise ValueError('no')", Some(&as_model("m1", Some(0)))).unwrap_err().code(), Code::Python);
-    assert_eq!(pool.exec_with("x = 1", Some(&as_model("m1", Some(9)))).unwrap_err().code(), Code::OutOfRange);
-    pool.exec_with("import time\ntime.sleep(0.02)", Some(&as_model("m \"2\"\\", None))).unwrap();
-    let model = pool.load_package(archive("version_1.pt")).unwrap().load_pickle("model", "model.pkl").unwrap();
-    assert_eq!(model.call_method("version", &()).unwrap(), manypy::Value::Int(1));
+    assert_eq!(
+        pool.exec_with("raise ValueError('no')", Some(&as_model("m1", Some(0))))
+            .unwrap_err()
+            .code(),
+        Code::Python
+    );
+    assert_eq!(
+        pool.exec_with("x = 1", Some(&as_model("m1", Some(9))))
+            .unwrap_err()
+            .code(),
+        Code::OutOfRange
+    );
+    pool.exec_with(
+        "import time\ntime.sleep(0.02)",
+        Some(&as_model("m \"2\"\\", None)),
+    )
+    .unwrap();
+    let model = pool
+        .load_package(archive("version_1.pt"))
+        .unwrap()
+        .load_pickle("model", "model.pkl")
+        .unwrap();
+    assert_eq!(
+        model.call_method("version", &()).unwrap(),
+        manypy::Value::Int(1)
+    );
     let stopped = CallOptions::builder()
         .context("m1", "")
         .timeout(std::time::Duration::from_millis(50))
         .build()
         .unwrap();
-    assert_eq!(pool.exec_with("while True: pass", Some(&stopped)).unwrap_err().code(), Code::DeadlineExceeded);
+    assert_eq!(
+        pool.exec_with("while True: pass", Some(&stopped))
+            .unwrap_err()
+            .code(),
+        Code::DeadlineExceeded
+    );
 }
 
 #[test]
 fn a_named_pool_is_exported_as_the_c_library_exports_it() {
     let _serial = serial();
-    let pool = Pool::builder().interpreters(2).name("svc \"a\"\\b").build().unwrap();
+    let pool = Pool::builder()
+        .interpreters(2)
+        .name("svc \"a\"\\b")
+        .build()
+        .unwrap();
     serve_some_calls(&pool);
     let text = collected(&pool);
     // The names and label values the C exposition uses.
@@ -170,16 +223,32 @@ fn a_named_pool_is_exported_as_the_c_library_exports_it() {
     let exposition = parse(&text);
     let sleepy = exposition.series[&(
         "manypy_request_duration_seconds_sum".to_owned(),
-        vec![("model".to_owned(), "m \"2\"\\".to_owned()), ("pool".to_owned(), "svc \"a\"\\b".to_owned())],
+        vec![
+            ("model".to_owned(), "m \"2\"\\".to_owned()),
+            ("pool".to_owned(), "svc \"a\"\\b".to_owned()),
+        ],
     )];
     assert!(sleepy >= 0.02, "the sleeping call took {sleepy} s");
 
     // After a drain: draining, and the refusals counted as "draining".
     pool.drain(None).unwrap();
-    assert_eq!(pool.exec_with("x = 1", Some(&as_model("m1", None))).unwrap_err().code(), Code::Draining);
+    assert_eq!(
+        pool.exec_with("x = 1", Some(&as_model("m1", None)))
+            .unwrap_err()
+            .code(),
+        Code::Draining
+    );
     let text = collected(&pool);
-    assert!(text.contains("manypy_draining{pool=\"svc \\\"a\\\"\\\\b\"} 1"), "{text}");
-    assert!(text.contains("manypy_requests_total{code=\"draining\",model=\"m1\",pool=\"svc \\\"a\\\"\\\\b\"} 1"), "{text}");
+    assert!(
+        text.contains("manypy_draining{pool=\"svc \\\"a\\\"\\\\b\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "manypy_requests_total{code=\"draining\",model=\"m1\",pool=\"svc \\\"a\\\"\\\\b\"} 1"
+        ),
+        "{text}"
+    );
     assert_same(&pool, &text);
 }
 
@@ -190,14 +259,24 @@ fn an_unnamed_pool_has_no_pool_label_and_a_label_can_be_given() {
     serve_some_calls(&pool);
     let text = collected(&pool);
     assert!(!text.contains("pool="), "{text}");
-    assert!(text.contains("manypy_interpreters{state=\"ready\"} 1"), "{text}");
+    assert!(
+        text.contains("manypy_interpreters{state=\"ready\"} 1"),
+        "{text}"
+    );
     assert!(text.contains("manypy_draining 0"), "{text}");
     assert_same(&pool, &text);
 
     let registry = Registry::new();
-    registry.register(Box::new(PoolCollector::with_pool_label(&pool, Some("given")).unwrap())).unwrap();
+    registry
+        .register(Box::new(
+            PoolCollector::with_pool_label(&pool, Some("given")).unwrap(),
+        ))
+        .unwrap();
     let text = gathered(&registry);
-    assert!(text.contains("manypy_requests_total{code=\"ok\",model=\"m1\",pool=\"given\"} 3"), "{text}");
+    assert!(
+        text.contains("manypy_requests_total{code=\"ok\",model=\"m1\",pool=\"given\"} 3"),
+        "{text}"
+    );
     // The collector keeps its pool alive, and lets it go with the registry.
     let collector = PoolCollector::new(&pool).unwrap();
     assert!(collector.pool().name().is_none());
@@ -210,19 +289,42 @@ fn several_pools_share_a_registry_by_their_names() {
     let b = Pool::builder().name("b").build().unwrap();
     a.exec_with("x = 1", Some(&as_model("m", None))).unwrap();
     let registry = Registry::new();
-    registry.register(Box::new(PoolCollector::new(&a).unwrap())).unwrap();
-    registry.register(Box::new(PoolCollector::new(&b).unwrap())).unwrap();
+    registry
+        .register(Box::new(PoolCollector::new(&a).unwrap()))
+        .unwrap();
+    registry
+        .register(Box::new(PoolCollector::new(&b).unwrap()))
+        .unwrap();
     // The same pool (or label) twice is refused.
-    assert!(registry.register(Box::new(PoolCollector::new(&a).unwrap())).is_err());
+    assert!(registry
+        .register(Box::new(PoolCollector::new(&a).unwrap()))
+        .is_err());
     let text = gathered(&registry);
-    assert!(text.contains("manypy_requests_total{code=\"ok\",model=\"m\",pool=\"a\"} 1"), "{text}");
-    assert!(text.contains("manypy_interpreters{pool=\"a\",state=\"ready\"} 1"), "{text}");
-    assert!(text.contains("manypy_interpreters{pool=\"b\",state=\"ready\"} 1"), "{text}");
+    assert!(
+        text.contains("manypy_requests_total{code=\"ok\",model=\"m\",pool=\"a\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("manypy_interpreters{pool=\"a\",state=\"ready\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("manypy_interpreters{pool=\"b\",state=\"ready\"} 1"),
+        "{text}"
+    );
     // One HELP and TYPE per family, both pools' series under it.
-    assert_eq!(text.matches("# TYPE manypy_interpreters gauge").count(), 1, "{text}");
+    assert_eq!(
+        text.matches("# TYPE manypy_interpreters gauge").count(),
+        1,
+        "{text}"
+    );
     // Two pools without a label cannot both register.
     let unnamed = Registry::new();
     let c = Pool::new(1).unwrap();
-    unnamed.register(Box::new(PoolCollector::with_pool_label(&a, None).unwrap())).unwrap();
-    assert!(unnamed.register(Box::new(PoolCollector::new(&c).unwrap())).is_err());
+    unnamed
+        .register(Box::new(PoolCollector::with_pool_label(&a, None).unwrap()))
+        .unwrap();
+    assert!(unnamed
+        .register(Box::new(PoolCollector::new(&c).unwrap()))
+        .is_err());
 }

@@ -51,5 +51,6 @@ pub unsafe fn manypy_request_metrics_at(
     metrics: *const manypy_request_metrics,
     index: usize,
 ) -> *const manypy_request_metrics {
-    (metrics as *const u8).add(index * (*metrics).struct_size as usize) as *const manypy_request_metrics
+    (metrics as *const u8).add(index * (*metrics).struct_size as usize)
+        as *const manypy_request_metrics
 }

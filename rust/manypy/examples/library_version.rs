@@ -12,7 +12,10 @@ fn main() {
             // reaches a C function of the mismatched library.
             let pool = Pool::new(1).expect_err("a pool from a mismatched library");
             let token = manypy::CancelToken::new().expect_err("a token from a mismatched library");
-            assert_eq!((pool.code(), token.code()), (Code::VersionMismatch, Code::VersionMismatch));
+            assert_eq!(
+                (pool.code(), token.code()),
+                (Code::VersionMismatch, Code::VersionMismatch)
+            );
             std::process::exit(2);
         }
     }

@@ -90,10 +90,20 @@ impl AotiModule {
         Self::wrap(out)
     }
 
-    fn load_bytes_with(bytes: &[u8], trust: *const sys::manypy_archive_trust) -> Result<AotiModule> {
+    fn load_bytes_with(
+        bytes: &[u8],
+        trust: *const sys::manypy_archive_trust,
+    ) -> Result<AotiModule> {
         check_library_version()?;
         let mut out = std::ptr::null_mut();
-        unsafe { Error::check(sys::manypy_aoti_load_bytes(bytes.as_ptr().cast(), bytes.len(), trust, &mut out))? };
+        unsafe {
+            Error::check(sys::manypy_aoti_load_bytes(
+                bytes.as_ptr().cast(),
+                bytes.len(),
+                trust,
+                &mut out,
+            ))?
+        };
         Self::wrap(out)
     }
 
@@ -122,14 +132,25 @@ impl AotiModule {
     /// after the deadline is dropped for [`Code::DeadlineExceeded`].
     /// Operator callbacks and the profiler see one operator per call,
     /// `manypy::aoti_run`, with the options' context.
-    pub fn call_with<A, K>(&self, args: &A, kwargs: &K, options: Option<&CallOptions>) -> Result<Value>
+    pub fn call_with<A, K>(
+        &self,
+        args: &A,
+        kwargs: &K,
+        options: Option<&CallOptions>,
+    ) -> Result<Value>
     where
         A: Arguments + ?Sized,
         K: KeywordArguments + ?Sized,
     {
-        call_value(None, args, kwargs, options, |_method, args, kwargs, options, out| unsafe {
-            sys::manypy_aoti_call(self.0.as_ptr(), args, kwargs, options, out)
-        })
+        call_value(
+            None,
+            args,
+            kwargs,
+            options,
+            |_method, args, kwargs, options, out| unsafe {
+                sys::manypy_aoti_call(self.0.as_ptr(), args, kwargs, options, out)
+            },
+        )
     }
 
     /// Submits a call, as [`call`](Self::call), and returns at once; see
@@ -144,14 +165,25 @@ impl AotiModule {
     }
 
     /// The general asynchronous form, as [`call_with`](Self::call_with).
-    pub fn call_with_async<A, K>(&self, args: &A, kwargs: &K, options: Option<&CallOptions>) -> Result<CallFuture>
+    pub fn call_with_async<A, K>(
+        &self,
+        args: &A,
+        kwargs: &K,
+        options: Option<&CallOptions>,
+    ) -> Result<CallFuture>
     where
         A: Arguments + ?Sized,
         K: KeywordArguments + ?Sized,
     {
-        submit(None, args, kwargs, options, |_method, args, kwargs, options, done, user_data| unsafe {
-            sys::manypy_aoti_call_async(self.0.as_ptr(), args, kwargs, options, done, user_data)
-        })
+        submit(
+            None,
+            args,
+            kwargs,
+            options,
+            |_method, args, kwargs, options, done, user_data| unsafe {
+                sys::manypy_aoti_call_async(self.0.as_ptr(), args, kwargs, options, done, user_data)
+            },
+        )
     }
 
     /// What AOTInductor recorded when it compiled the model

@@ -111,15 +111,24 @@ impl BatcherBuilder {
                 Error::check(sys::manypy_batcher_options_set_max_wait_us(o, us))?;
             }
             if let Some(dim) = self.batch_dim {
-                let dim = i32::try_from(dim).map_err(|_| Error::new(Code::OutOfRange, format!("batch_dim {dim}")))?;
+                let dim = i32::try_from(dim)
+                    .map_err(|_| Error::new(Code::OutOfRange, format!("batch_dim {dim}")))?;
                 Error::check(sys::manypy_batcher_options_set_batch_dim(o, dim))?;
             }
             if let Some(name) = &self.name {
-                Error::check(sys::manypy_batcher_options_set_name(o, c_string(name)?.as_ptr()))?;
+                Error::check(sys::manypy_batcher_options_set_name(
+                    o,
+                    c_string(name)?.as_ptr(),
+                ))?;
             }
             let mut out = std::ptr::null_mut();
             let method = method.as_ref().map_or(std::ptr::null(), |m| m.as_ptr());
-            Error::check(sys::manypy_batcher_new(object.as_raw(), method, o, &mut out))?;
+            Error::check(sys::manypy_batcher_new(
+                object.as_raw(),
+                method,
+                o,
+                &mut out,
+            ))?;
             Handle::returned(out, "batcher").map(Batcher)
         }
     }
@@ -147,14 +156,25 @@ impl Batcher {
 
     /// One request with keyword arguments and options (timeout, cancel
     /// token, context; the interpreter is ignored).
-    pub fn call_with<A, K>(&self, args: &A, kwargs: &K, options: Option<&CallOptions>) -> Result<Value>
+    pub fn call_with<A, K>(
+        &self,
+        args: &A,
+        kwargs: &K,
+        options: Option<&CallOptions>,
+    ) -> Result<Value>
     where
         A: Arguments + ?Sized,
         K: KeywordArguments + ?Sized,
     {
-        call_value(None, args, kwargs, options, |_, args, kwargs, options, out| unsafe {
-            sys::manypy_batcher_call(self.0.as_ptr(), args, kwargs, options, out)
-        })
+        call_value(
+            None,
+            args,
+            kwargs,
+            options,
+            |_, args, kwargs, options, out| unsafe {
+                sys::manypy_batcher_call(self.0.as_ptr(), args, kwargs, options, out)
+            },
+        )
     }
 
     /// One request, asynchronously: see [`Object::call_async`] for what is
@@ -165,14 +185,32 @@ impl Batcher {
     }
 
     /// The general asynchronous form, as [`call_with`](Self::call_with).
-    pub fn call_with_async<A, K>(&self, args: &A, kwargs: &K, options: Option<&CallOptions>) -> Result<CallFuture>
+    pub fn call_with_async<A, K>(
+        &self,
+        args: &A,
+        kwargs: &K,
+        options: Option<&CallOptions>,
+    ) -> Result<CallFuture>
     where
         A: Arguments + ?Sized,
         K: KeywordArguments + ?Sized,
     {
-        submit(None, args, kwargs, options, |_, args, kwargs, options, done, user_data| unsafe {
-            sys::manypy_batcher_call_async(self.0.as_ptr(), args, kwargs, options, done, user_data)
-        })
+        submit(
+            None,
+            args,
+            kwargs,
+            options,
+            |_, args, kwargs, options, done, user_data| unsafe {
+                sys::manypy_batcher_call_async(
+                    self.0.as_ptr(),
+                    args,
+                    kwargs,
+                    options,
+                    done,
+                    user_data,
+                )
+            },
+        )
     }
 }
 

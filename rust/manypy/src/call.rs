@@ -60,7 +60,11 @@ struct Settings {
 
 impl Settings {
     /// Sets them on `p`, with `token` instead of the settings' own when given.
-    unsafe fn apply(&self, p: *mut sys::manypy_call_options, token: Option<&CallToken>) -> Result<()> {
+    unsafe fn apply(
+        &self,
+        p: *mut sys::manypy_call_options,
+        token: Option<&CallToken>,
+    ) -> Result<()> {
         if let Some(index) = self.interpreter {
             Error::check(sys::manypy_call_options_set_interpreter(p, index))?;
         }
@@ -68,12 +72,18 @@ impl Settings {
             Error::check(sys::manypy_call_options_set_timeout(p, ns))?;
         }
         // The options take their own reference to the token.
-        let token = token.map(CallToken::as_ptr).or(self.token.as_ref().map(CancelToken::as_ptr));
+        let token = token
+            .map(CallToken::as_ptr)
+            .or(self.token.as_ref().map(CancelToken::as_ptr));
         if let Some(token) = token {
             Error::check(sys::manypy_call_options_set_cancel_token(p, token))?;
         }
         if let Some((model, request)) = &self.context {
-            Error::check(sys::manypy_call_options_set_context(p, model.as_ptr(), request.as_ptr()))?;
+            Error::check(sys::manypy_call_options_set_context(
+                p,
+                model.as_ptr(),
+                request.as_ptr(),
+            ))?;
         }
         Ok(())
     }
@@ -92,7 +102,11 @@ pub(crate) fn per_call_options(
     if let Some(caller) = settings.and_then(|s| s.token.as_ref()) {
         caller.link(token);
     }
-    unsafe { settings.unwrap_or(&Settings::default()).apply(raw.as_ptr(), Some(token))? };
+    unsafe {
+        settings
+            .unwrap_or(&Settings::default())
+            .apply(raw.as_ptr(), Some(token))?
+    };
     Ok(raw)
 }
 
@@ -139,13 +153,21 @@ impl CallOptionsBuilder {
         let interpreter = self
             .interpreter
             .map(|index| {
-                i32::try_from(index).map_err(|_| Error::new(Code::OutOfRange, format!("interpreter index {index}")))
+                i32::try_from(index)
+                    .map_err(|_| Error::new(Code::OutOfRange, format!("interpreter index {index}")))
             })
             .transpose()?;
         let timeout_ns = self.timeout.map(|t| nanos(t, "timeout")).transpose()?;
-        let context =
-            self.context.map(|(model, request)| Ok::<_, Error>((c_string(&model)?, c_string(&request)?))).transpose()?;
-        let settings = Settings { interpreter, timeout_ns, token: self.token, context };
+        let context = self
+            .context
+            .map(|(model, request)| Ok::<_, Error>((c_string(&model)?, c_string(&request)?)))
+            .transpose()?;
+        let settings = Settings {
+            interpreter,
+            timeout_ns,
+            token: self.token,
+            context,
+        };
         let raw = Handle::allocated(unsafe { sys::manypy_call_options_new() })?;
         unsafe { settings.apply(raw.as_ptr(), None)? };
         Ok(CallOptions { raw, settings })
@@ -155,7 +177,8 @@ impl CallOptionsBuilder {
 /// A duration as the C API's signed 64-bit nanoseconds: `OutOfRange` past
 /// about 292 years, which C could not hold.
 pub(crate) fn nanos(duration: Duration, what: &str) -> Result<i64> {
-    i64::try_from(duration.as_nanos()).map_err(|_| Error::new(Code::OutOfRange, format!("{what} {duration:?}")))
+    i64::try_from(duration.as_nanos())
+        .map_err(|_| Error::new(Code::OutOfRange, format!("{what} {duration:?}")))
 }
 
 /// Positional arguments converted to a C tuple once, for calls that repeat
@@ -341,7 +364,15 @@ where
     let method = method.map(c_string).transpose()?;
     let method = method.as_ref().map_or(std::ptr::null(), |m| m.as_ptr());
     let (args, kwargs) = (args.raw()?, kwargs.raw()?);
-    value_result(|out| call(method, args.as_ptr(), kwargs.as_ptr(), options_ptr(options), out))
+    value_result(|out| {
+        call(
+            method,
+            args.as_ptr(),
+            kwargs.as_ptr(),
+            options_ptr(options),
+            out,
+        )
+    })
 }
 
 /// The C pointer of optional call options.

@@ -65,7 +65,9 @@ impl<'a> OpEvent<'a> {
     pub fn inputs(&self) -> impl ExactSizeIterator<Item = OpInput<'a>> + 'a {
         let raw: *const sys::manypy_op_event = self.raw;
         let n = self.raw.num_inputs;
-        (0..n).map(move |i| OpInput { raw: unsafe { &*sys::manypy_op_event_input(raw, i) } })
+        (0..n).map(move |i| OpInput {
+            raw: unsafe { &*sys::manypy_op_event_input(raw, i) },
+        })
     }
 }
 
@@ -99,12 +101,16 @@ impl<'a> OpInput<'a> {
     }
     /// A tensor input's dtype.
     pub fn dtype(&self) -> Option<DType> {
-        (self.kind() == InputKind::Tensor).then(|| DType::from_dl(self.raw.dtype)).flatten()
+        (self.kind() == InputKind::Tensor)
+            .then(|| DType::from_dl(self.raw.dtype))
+            .flatten()
     }
     /// A tensor input's shape (empty otherwise).
     pub fn shape(&self) -> &'a [i64] {
         match usize::try_from(self.raw.ndim) {
-            Ok(n) if n > 0 && !self.raw.shape.is_null() => unsafe { std::slice::from_raw_parts(self.raw.shape, n) },
+            Ok(n) if n > 0 && !self.raw.shape.is_null() => unsafe {
+                std::slice::from_raw_parts(self.raw.shape, n)
+            },
             _ => &[],
         }
     }
@@ -139,7 +145,12 @@ pub struct OpCallbacks {
 
 impl Default for OpCallbacks {
     fn default() -> Self {
-        OpCallbacks { enter: None, exit: None, sampling_probability: 1.0, needs_inputs: false }
+        OpCallbacks {
+            enter: None,
+            exit: None,
+            sampling_probability: 1.0,
+            needs_inputs: false,
+        }
     }
 }
 
@@ -180,7 +191,10 @@ impl OpCallbacks {
         check_library_version()?;
         let enter_fn: sys::manypy_op_callback_fn = self.enter.is_some().then_some(on_enter);
         let exit_fn: sys::manypy_op_callback_fn = self.exit.is_some().then_some(on_exit);
-        let pair = Box::into_raw(Box::new(Pair { enter: self.enter, exit: self.exit }));
+        let pair = Box::into_raw(Box::new(Pair {
+            enter: self.enter,
+            exit: self.exit,
+        }));
         let mut id = 0u64;
         // The C library runs free_pair exactly once: on removal, or now if this fails.
         unsafe {
@@ -194,7 +208,10 @@ impl OpCallbacks {
                 &mut id,
             ))?;
         }
-        Ok(OpCallbackRegistration { id, _not_clone: PhantomData })
+        Ok(OpCallbackRegistration {
+            id,
+            _not_clone: PhantomData,
+        })
     }
 }
 
@@ -249,6 +266,8 @@ impl Drop for OpCallbackRegistration {
 
 impl std::fmt::Debug for OpCallbackRegistration {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OpCallbackRegistration").field("id", &self.id).finish()
+        f.debug_struct("OpCallbackRegistration")
+            .field("id", &self.id)
+            .finish()
     }
 }

@@ -44,7 +44,10 @@ struct Linked {
 impl CancelToken {
     /// A new, uncancelled token.
     pub fn new() -> Result<CancelToken> {
-        Ok(CancelToken(Arc::new(TokenInner { raw: CallToken::new()?, linked: Mutex::default() })))
+        Ok(CancelToken(Arc::new(TokenInner {
+            raw: CallToken::new()?,
+            linked: Mutex::default(),
+        })))
     }
 
     /// Cancels: returns once every running call using the token has been
@@ -92,7 +95,9 @@ impl CancelToken {
 
 impl std::fmt::Debug for CancelToken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CancelToken").field("cancelled", &self.is_cancelled()).finish()
+        f.debug_struct("CancelToken")
+            .field("cancelled", &self.is_cancelled())
+            .finish()
     }
 }
 
@@ -126,7 +131,9 @@ mod tests {
     #[test]
     fn cancelling_a_token_cancels_the_calls_linked_to_it() {
         let caller = CancelToken::new().unwrap();
-        let calls: Vec<_> = (0..1000).map(|_| Arc::new(CallToken::new().unwrap())).collect();
+        let calls: Vec<_> = (0..1000)
+            .map(|_| Arc::new(CallToken::new().unwrap()))
+            .collect();
         for call in &calls {
             caller.link(call);
         }
@@ -154,7 +161,9 @@ mod tests {
     fn a_cancel_racing_links_misses_none() {
         for _ in 0..50 {
             let caller = CancelToken::new().unwrap();
-            let calls: Vec<_> = (0..64).map(|_| Arc::new(CallToken::new().unwrap())).collect();
+            let calls: Vec<_> = (0..64)
+                .map(|_| Arc::new(CallToken::new().unwrap()))
+                .collect();
             std::thread::scope(|s| {
                 s.spawn(|| {
                     for call in &calls {

@@ -324,7 +324,8 @@ impl fmt::Display for Error {
 impl fmt::Debug for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("Error");
-        d.field("code", &self.0.code).field("message", &self.0.message);
+        d.field("code", &self.0.code)
+            .field("message", &self.0.message);
         if let Some(t) = self.python_type() {
             d.field("python_type", &t);
         }
@@ -344,14 +345,20 @@ mod tests {
     #[test]
     fn results_stay_one_pointer_wide() {
         assert_eq!(std::mem::size_of::<Error>(), std::mem::size_of::<usize>());
-        assert_eq!(std::mem::size_of::<Result<()>>(), std::mem::size_of::<usize>());
+        assert_eq!(
+            std::mem::size_of::<Result<()>>(),
+            std::mem::size_of::<usize>()
+        );
     }
 
     #[test]
     fn codes_round_trip_through_their_numbers() {
         for raw in 1..=sys::MANYPY_ERR_DRAINING {
             let code = Code::from_raw(raw);
-            assert!(!matches!(code, Code::Unknown(_)), "code {raw} is not mapped");
+            assert!(
+                !matches!(code, Code::Unknown(_)),
+                "code {raw} is not mapped"
+            );
             assert_eq!(code.raw(), Some(raw));
         }
         assert_eq!(Code::from_raw(999), Code::Unknown(999));
@@ -366,7 +373,11 @@ mod tests {
             let code = Code::from_raw(raw);
             let expected = match code {
                 Code::Unknown(_) => "unknown".to_owned(),
-                _ => code.name().strip_prefix("MANYPY_ERR_").expect("an error code's name").to_lowercase(),
+                _ => code
+                    .name()
+                    .strip_prefix("MANYPY_ERR_")
+                    .expect("an error code's name")
+                    .to_lowercase(),
             };
             assert_eq!(code_label(raw), expected, "code {raw}");
         }

@@ -95,7 +95,11 @@ impl Completion {
 /// The `manypy_call_done_fn` of every asynchronous call: `user_data` is an
 /// `Arc<Completion>` given to C at submission. Runs exactly once, on a
 /// manypy thread; never unwinds.
-unsafe extern "C" fn call_done(user_data: *mut c_void, result: *mut sys::manypy_value, status: *mut sys::manypy_status) {
+unsafe extern "C" fn call_done(
+    user_data: *mut c_void,
+    result: *mut sys::manypy_value,
+    status: *mut sys::manypy_status,
+) {
     guard(|| {
         let completion = Arc::from_raw(user_data as *const Completion);
         // Owned from here on, and freed on every path: by the future, or,
@@ -103,7 +107,12 @@ unsafe extern "C" fn call_done(user_data: *mut c_void, result: *mut sys::manypy_
         let result = CValue::from_raw(result);
         let outcome = match Error::check(status) {
             Err(e) => Err(e),
-            Ok(()) => result.ok_or_else(|| Error::new(Code::Internal, "a call completed with neither result nor status")),
+            Ok(()) => result.ok_or_else(|| {
+                Error::new(
+                    Code::Internal,
+                    "a call completed with neither result nor status",
+                )
+            }),
         };
         if let Some(waker) = completion.complete(outcome) {
             // The executor's code. Its own guard, so a panic here still lets
@@ -145,13 +154,23 @@ where
     let c_options = per_call_options(options, &token)?;
     let completion = Arc::new(Completion::default());
     let user_data = Arc::into_raw(completion.clone()) as *mut c_void;
-    let status = submit(method, args.as_ptr(), kwargs.as_ptr(), c_options.as_ptr(), Some(call_done), user_data);
+    let status = submit(
+        method,
+        args.as_ptr(),
+        kwargs.as_ptr(),
+        c_options.as_ptr(),
+        Some(call_done),
+        user_data,
+    );
     if !status.is_null() {
         // Refused: `call_done` never runs, so its reference is ours to drop.
         drop(unsafe { Arc::from_raw(user_data as *const Completion) });
         unsafe { Error::check(status)? };
     }
-    Ok(CallFuture { completion, token: Some(token) })
+    Ok(CallFuture {
+        completion,
+        token: Some(token),
+    })
 }
 
 impl CallFuture {
@@ -166,7 +185,10 @@ impl Future for CallFuture {
     type Output = Result<Value>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<Value>> {
-        assert!(self.token.is_some(), "CallFuture polled after it returned Ready");
+        assert!(
+            self.token.is_some(),
+            "CallFuture polled after it returned Ready"
+        );
         let mut state = self.completion.lock();
         if let Some(outcome) = state.outcome.take() {
             let stale = state.waker.take();
@@ -188,7 +210,9 @@ impl Future for CallFuture {
 
 impl Drop for CallFuture {
     fn drop(&mut self) {
-        let Some(token) = self.token.take() else { return };
+        let Some(token) = self.token.take() else {
+            return;
+        };
         let (completed, waker) = {
             let mut state = self.completion.lock();
             (state.completed, state.waker.take())
@@ -204,6 +228,8 @@ impl Drop for CallFuture {
 
 impl std::fmt::Debug for CallFuture {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CallFuture").field("complete", &self.is_complete()).finish()
+        f.debug_struct("CallFuture")
+            .field("complete", &self.is_complete())
+            .finish()
     }
 }

@@ -32,12 +32,16 @@ unsafe impl<T: Free + ThreadSafe> Sync for Handle<T> {}
 impl<T: Free> Handle<T> {
     /// A handle the library returned; NULL is `Internal` ("no `what` returned").
     pub(crate) fn returned(p: *mut T, what: &str) -> Result<Handle<T>> {
-        NonNull::new(p).map(Handle).ok_or_else(|| Error::new(Code::Internal, format!("no {what} returned")))
+        NonNull::new(p)
+            .map(Handle)
+            .ok_or_else(|| Error::new(Code::Internal, format!("no {what} returned")))
     }
 
     /// A handle from a constructor that returns NULL only when out of memory.
     pub(crate) fn allocated(p: *mut T) -> Result<Handle<T>> {
-        NonNull::new(p).map(Handle).ok_or_else(|| Error::new(Code::ResourceExhausted, "out of memory"))
+        NonNull::new(p)
+            .map(Handle)
+            .ok_or_else(|| Error::new(Code::ResourceExhausted, "out of memory"))
     }
 
     pub(crate) fn as_ptr(&self) -> *mut T {

@@ -57,8 +57,8 @@
 //!
 //! See docs/rust.md in the repository for building, threads and lifetimes.
 
-mod batcher;
 mod aoti;
+mod batcher;
 mod call;
 mod callbacks;
 mod cancel;
@@ -87,12 +87,13 @@ use std::path::Path;
 pub use aoti::AotiModule;
 pub use batcher::{Batcher, BatcherBuilder};
 pub use call::{Args, Arguments, CallOptions, CallOptionsBuilder, KeywordArguments, Kwargs};
-pub use cancel::CancelToken;
 pub use callbacks::{InputKind, OpCallback, OpCallbackRegistration, OpCallbacks, OpEvent, OpInput};
+pub use cancel::CancelToken;
 pub use error::{code_label, Code, Error, Result};
 pub use future::CallFuture;
 pub use metadata::{
-    archive_list_files, archive_read_file, archive_save_copy, clear_export_hook, set_export_hook, ExportHook,
+    archive_list_files, archive_read_file, archive_save_copy, clear_export_hook, set_export_hook,
+    ExportHook,
 };
 pub use object::Object;
 pub use package::Package;
@@ -102,7 +103,10 @@ pub use script::ScriptModule;
 pub use serving::{CodeCounts, DrainResult, DurationHistogram, PoolStats, RequestMetrics};
 pub use tensor::{Complex32, Complex64, DType, Element, Tensor, BF16, F16};
 pub use trampoline::callback_panics;
-pub use trust::{clear_host_archive_trust, set_host_archive_trust, ArchiveTrust, ArchiveTrustBuilder, ArchiveVerifier};
+pub use trust::{
+    clear_host_archive_trust, set_host_archive_trust, ArchiveTrust, ArchiveTrustBuilder,
+    ArchiveVerifier,
+};
 pub use usage::{clear_api_usage_handler, log_api_usage, set_api_usage_handler, ApiUsageHandler};
 pub use value::Value;
 pub use version::{check_library_version, library_version};
@@ -149,7 +153,16 @@ mod thread_safety {
     #[test]
     fn handles_the_header_calls_thread_safe_are_send_and_sync() {
         // A tuple is Send + Sync only if each of its types is.
-        send_sync::<(Pool, Package, Object, ScriptModule, AotiModule, ArchiveTrust, CallOptions, CancelToken)>();
+        send_sync::<(
+            Pool,
+            Package,
+            Object,
+            ScriptModule,
+            AotiModule,
+            ArchiveTrust,
+            CallOptions,
+            CancelToken,
+        )>();
         send_sync::<(Profiler, Tensor, Value, Args, Kwargs, Error)>();
         send_sync::<(Batcher, CallFuture)>();
         send_sync::<(PoolStats, RequestMetrics, DrainResult)>();

@@ -17,7 +17,9 @@ use crate::version::check_library_version;
 pub fn archive_list_files(path: impl AsRef<Path>) -> Result<Vec<String>> {
     check_library_version()?;
     let path = crate::path_c_string(path.as_ref())?;
-    strings(value_result(|out| unsafe { sys::manypy_archive_list_files(path.as_ptr(), out) })?)
+    strings(value_result(|out| unsafe {
+        sys::manypy_archive_list_files(path.as_ptr(), out)
+    })?)
 }
 
 /// One record's bytes (extra files are `"extra/<name>"`); [`Code::NoSuchName`] if absent.
@@ -39,12 +41,22 @@ pub fn archive_read_file(path: impl AsRef<Path>, name: &str) -> Result<Vec<u8>> 
 /// list it anew. Errors as [`archive_list_files`], [`Code::NotFound`] for a
 /// `new_path` that cannot be written, and [`Code::InvalidArgument`] for an
 /// extra file that is neither bytes nor a string.
-pub fn archive_save_copy(path: impl AsRef<Path>, new_path: impl AsRef<Path>, extra_files: &[(&str, Value)]) -> Result<()> {
+pub fn archive_save_copy(
+    path: impl AsRef<Path>,
+    new_path: impl AsRef<Path>,
+    extra_files: &[(&str, Value)],
+) -> Result<()> {
     check_library_version()?;
     let path = crate::path_c_string(path.as_ref())?;
     let new_path = crate::path_c_string(new_path.as_ref())?;
     let extra = self::extra_files(extra_files)?;
-    unsafe { Error::check(sys::manypy_archive_save_copy(path.as_ptr(), new_path.as_ptr(), extra.as_ptr())) }
+    unsafe {
+        Error::check(sys::manypy_archive_save_copy(
+            path.as_ptr(),
+            new_path.as_ptr(),
+            extra.as_ptr(),
+        ))
+    }
 }
 
 /// Extra files for a save: a C dict, or none when empty.
@@ -54,10 +66,24 @@ pub(crate) fn extra_files(files: &[(&str, Value)]) -> Result<ExtraFiles> {
     }
     for (name, v) in files {
         if !matches!(v, Value::Bytes(_) | Value::Str(_)) {
-            return Err(Error::new(Code::InvalidArgument, format!("extra file {name:?} is a {}, not bytes or str", v.kind_name())));
+            return Err(Error::new(
+                Code::InvalidArgument,
+                format!(
+                    "extra file {name:?} is a {}, not bytes or str",
+                    v.kind_name()
+                ),
+            ));
         }
     }
-    Ok(ExtraFiles(Some(Value::Dict(files.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()).to_c()?)))
+    Ok(ExtraFiles(Some(
+        Value::Dict(
+            files
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
+        )
+        .to_c()?,
+    )))
 }
 
 pub(crate) struct ExtraFiles(Option<CValue>);
@@ -78,17 +104,31 @@ pub type ExportHook = Box<dyn Fn() -> Vec<(String, Value)> + Send + Sync + 'stat
 /// interpreter. It runs under a lock on the writing thread: keep it quick,
 /// and do not call manypy from it. A hook that panics, or returns a value
 /// that is not bytes or a string, adds no files.
-pub fn set_export_hook(hook: impl Fn() -> Vec<(String, Value)> + Send + Sync + 'static) -> Result<()> {
+pub fn set_export_hook(
+    hook: impl Fn() -> Vec<(String, Value)> + Send + Sync + 'static,
+) -> Result<()> {
     check_library_version()?;
     let hook: ExportHook = Box::new(hook);
     let user_data = Box::into_raw(Box::new(hook)) as *mut c_void;
-    unsafe { Error::check(sys::manypy_set_export_hook(Some(export), user_data, Some(free_hook))) }
+    unsafe {
+        Error::check(sys::manypy_set_export_hook(
+            Some(export),
+            user_data,
+            Some(free_hook),
+        ))
+    }
 }
 
 /// Removes the export hook.
 pub fn clear_export_hook() -> Result<()> {
     check_library_version()?;
-    unsafe { Error::check(sys::manypy_set_export_hook(None, std::ptr::null_mut(), None)) }
+    unsafe {
+        Error::check(sys::manypy_set_export_hook(
+            None,
+            std::ptr::null_mut(),
+            None,
+        ))
+    }
 }
 
 unsafe extern "C" fn export(user_data: *mut c_void) -> *mut sys::manypy_value {

@@ -21,10 +21,18 @@ impl Tensor {
         // validate the elements once, then view them in place.
         let copy = self.to_vec::<T>()?; // checks dtype and bool bytes, and freezes
         drop(copy);
-        let strides: Vec<usize> = self.strides().unwrap_or(&[]).iter().map(|&s| s as usize).collect();
+        let strides: Vec<usize> = self
+            .strides()
+            .unwrap_or(&[])
+            .iter()
+            .map(|&s| s as usize)
+            .collect();
         let ptr = self.data_ptr() as *const T;
         if (ptr as usize) % std::mem::align_of::<T>() != 0 {
-            return Err(Error::new(Code::BadTensor, "the tensor's data is not aligned for its dtype"));
+            return Err(Error::new(
+                Code::BadTensor,
+                "the tensor's data is not aligned for its dtype",
+            ));
         }
         // Safety: every element the shape and strides reach lies within the
         // tensor's memory, which lives as long as `self`, and which nothing
@@ -40,7 +48,12 @@ impl Tensor {
             let (data, offset) = array.into_raw_vec_and_offset();
             match offset {
                 Some(0) | None => return Tensor::from_vec(data, &shape),
-                Some(start) => return Tensor::from_slice(&data[start..start + shape.iter().product::<i64>() as usize], &shape),
+                Some(start) => {
+                    return Tensor::from_slice(
+                        &data[start..start + shape.iter().product::<i64>() as usize],
+                        &shape,
+                    )
+                }
             }
         }
         Tensor::from_vec(array.iter().copied().collect(), &shape)

@@ -1,7 +1,9 @@
 //! Replicated objects (models) unpickled from a package.
 use manypy_sys as sys;
 
-use crate::call::{call_value, options_ptr, value_result, Arguments, CallOptions, KeywordArguments};
+use crate::call::{
+    call_value, options_ptr, value_result, Arguments, CallOptions, KeywordArguments,
+};
 use crate::error::{Error, Result};
 use crate::future::{submit, CallFuture};
 use crate::handle::Handle;
@@ -40,7 +42,10 @@ pub struct Object {
 
 impl Object {
     pub(crate) fn new(raw: *mut sys::manypy_object, package: Package) -> Result<Object> {
-        Ok(Object { raw: Handle::returned(raw, "object")?, package })
+        Ok(Object {
+            raw: Handle::returned(raw, "object")?,
+            package,
+        })
     }
 
     /// The C handle, for calls through the raw API ([`crate::sys`]). It is
@@ -79,9 +84,15 @@ impl Object {
         A: Arguments + ?Sized,
         K: KeywordArguments + ?Sized,
     {
-        call_value(method, args, kwargs, options, |method, args, kwargs, options, out| unsafe {
-            sys::manypy_object_call(self.raw.as_ptr(), method, args, kwargs, options, out)
-        })
+        call_value(
+            method,
+            args,
+            kwargs,
+            options,
+            |method, args, kwargs, options, out| unsafe {
+                sys::manypy_object_call(self.raw.as_ptr(), method, args, kwargs, options, out)
+            },
+        )
     }
 
     /// Submits a call of the object itself, as [`call`](Self::call), and
@@ -104,7 +115,11 @@ impl Object {
 
     /// Submits a call of the method `method`, as [`call_method`](Self::call_method)
     /// (see [`call_async`](Self::call_async)).
-    pub fn call_method_async<A: Arguments + ?Sized>(&self, method: &str, args: &A) -> Result<CallFuture> {
+    pub fn call_method_async<A: Arguments + ?Sized>(
+        &self,
+        method: &str,
+        args: &A,
+    ) -> Result<CallFuture> {
         self.call_with_async(Some(method), args, &(), None)
     }
 
@@ -123,9 +138,23 @@ impl Object {
         A: Arguments + ?Sized,
         K: KeywordArguments + ?Sized,
     {
-        submit(method, args, kwargs, options, |method, args, kwargs, options, done, user_data| unsafe {
-            sys::manypy_object_call_async(self.raw.as_ptr(), method, args, kwargs, options, done, user_data)
-        })
+        submit(
+            method,
+            args,
+            kwargs,
+            options,
+            |method, args, kwargs, options, done, user_data| unsafe {
+                sys::manypy_object_call_async(
+                    self.raw.as_ptr(),
+                    method,
+                    args,
+                    kwargs,
+                    options,
+                    done,
+                    user_data,
+                )
+            },
+        )
     }
 
     /// The attribute `name`, converted to a value (a property runs Python,
@@ -141,7 +170,13 @@ impl Object {
     pub fn hasattr(&self, name: &str) -> Result<bool> {
         let name = c_string(name)?;
         let mut has = 0;
-        unsafe { Error::check(sys::manypy_object_hasattr(self.raw.as_ptr(), name.as_ptr(), &mut has))? };
+        unsafe {
+            Error::check(sys::manypy_object_hasattr(
+                self.raw.as_ptr(),
+                name.as_ptr(),
+                &mut has,
+            ))?
+        };
         Ok(has != 0)
     }
 }

@@ -45,20 +45,29 @@ impl Package {
         let (module, name) = (c_string(module)?, c_string(name)?);
         let mut out = std::ptr::null_mut();
         unsafe {
-            Error::check(sys::manypy_package_load_pickle(self.ptr(), module.as_ptr(), name.as_ptr(), &mut out))?
+            Error::check(sys::manypy_package_load_pickle(
+                self.ptr(),
+                module.as_ptr(),
+                name.as_ptr(),
+                &mut out,
+            ))?
         };
         Object::new(out, self.clone())
     }
 
     /// The names of every record in the archive, read without Python.
     pub fn list_files(&self) -> Result<Vec<String>> {
-        strings(value_result(|out| unsafe { sys::manypy_package_list_files(self.ptr(), out) })?)
+        strings(value_result(|out| unsafe {
+            sys::manypy_package_list_files(self.ptr(), out)
+        })?)
     }
 
     /// One record's bytes, read without Python ([`Code::NoSuchName`] if absent).
     pub fn read_file(&self, name: &str) -> Result<Vec<u8>> {
         let name = c_string(name)?;
-        let v = value_result(|out| unsafe { sys::manypy_package_read_file(self.ptr(), name.as_ptr(), out) })?;
+        let v = value_result(|out| unsafe {
+            sys::manypy_package_read_file(self.ptr(), name.as_ptr(), out)
+        })?;
         Vec::<u8>::try_from(v)
     }
 
@@ -67,7 +76,13 @@ impl Package {
     pub fn save(&self, path: impl AsRef<Path>, extra_files: &[(&str, Value)]) -> Result<()> {
         let path = crate::path_c_string(path.as_ref())?;
         let extra = crate::metadata::extra_files(extra_files)?;
-        unsafe { Error::check(sys::manypy_package_save_file(self.ptr(), path.as_ptr(), extra.as_ptr())) }
+        unsafe {
+            Error::check(sys::manypy_package_save_file(
+                self.ptr(),
+                path.as_ptr(),
+                extra.as_ptr(),
+            ))
+        }
     }
 }
 

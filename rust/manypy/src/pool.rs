@@ -10,8 +10,8 @@ use crate::error::{Code, Error, Result};
 use crate::handle::Handle;
 use crate::package::Package;
 use crate::serving::{
-    failed_user_data, free_failed, interpreter_failed, take_request_metrics, DrainResult, InterpreterFailedCallback,
-    PoolStats, RequestMetrics,
+    failed_user_data, free_failed, interpreter_failed, take_request_metrics, DrainResult,
+    InterpreterFailedCallback, PoolStats, RequestMetrics,
 };
 use crate::trust::{ArchiveTrust, ArchiveTrustBuilder};
 use crate::value::{c_string, Value};
@@ -208,7 +208,10 @@ impl PoolBuilder {
     ///   the pool would hold itself, and stay for the rest of the process.
     ///
     /// Replaces an earlier callback.
-    pub fn on_interpreter_failed(mut self, callback: impl Fn(usize, Error) + Send + Sync + 'static) -> Self {
+    pub fn on_interpreter_failed(
+        mut self,
+        callback: impl Fn(usize, Error) + Send + Sync + 'static,
+    ) -> Self {
         self.on_interpreter_failed = Some(Arc::new(callback));
         self
     }
@@ -225,7 +228,10 @@ impl PoolBuilder {
                 Error::check(sys::manypy_pool_options_set_interpreters(o, n))?;
             }
             for path in &self.sys_paths {
-                Error::check(sys::manypy_pool_options_add_sys_path(o, c_string(path)?.as_ptr()))?;
+                Error::check(sys::manypy_pool_options_add_sys_path(
+                    o,
+                    c_string(path)?.as_ptr(),
+                ))?;
             }
             if let Some(threads) = self.intra_op_threads {
                 Error::check(sys::manypy_pool_options_set_intra_op_threads(o, threads))?;
@@ -237,23 +243,41 @@ impl PoolBuilder {
             Error::check(sys::manypy_pool_options_set_thread_mode(o, mode))?;
             // Copied by the options (the verifier is shared): the trust may go.
             let trust = self.trust.build()?;
-            Error::check(sys::manypy_pool_options_set_archive_trust(o, trust.as_ptr()))?;
-            Error::check(sys::manypy_pool_options_set_allow_process_exit(o, self.allow_process_exit as i32))?;
+            Error::check(sys::manypy_pool_options_set_archive_trust(
+                o,
+                trust.as_ptr(),
+            ))?;
+            Error::check(sys::manypy_pool_options_set_allow_process_exit(
+                o,
+                self.allow_process_exit as i32,
+            ))?;
             if let Some(grace) = self.stop_grace {
-                Error::check(sys::manypy_pool_options_set_stop_grace(o, nanos(grace, "stop grace")?))?;
+                Error::check(sys::manypy_pool_options_set_stop_grace(
+                    o,
+                    nanos(grace, "stop grace")?,
+                ))?;
             }
             if let Some(limit) = self.queue_limit {
                 Error::check(sys::manypy_pool_options_set_queue_limit(o, limit))?;
             }
-            Error::check(sys::manypy_pool_options_set_serve_early(o, self.serve_early as i32))?;
+            Error::check(sys::manypy_pool_options_set_serve_early(
+                o,
+                self.serve_early as i32,
+            ))?;
             if let Some(max) = self.max_interpreters {
                 Error::check(sys::manypy_pool_options_set_max_interpreters(o, max))?;
             }
             if let Some(wait) = self.grow_after {
-                Error::check(sys::manypy_pool_options_set_grow_after(o, nanos(wait, "grow_after")?))?;
+                Error::check(sys::manypy_pool_options_set_grow_after(
+                    o,
+                    nanos(wait, "grow_after")?,
+                ))?;
             }
             if let Some(name) = &self.name {
-                Error::check(sys::manypy_pool_options_set_name(o, c_string(name)?.as_ptr()))?;
+                Error::check(sys::manypy_pool_options_set_name(
+                    o,
+                    c_string(name)?.as_ptr(),
+                ))?;
             }
             // Set before the pool exists: with serve_early, a background
             // start may fail before manypy_pool_create returns. Owned by C
@@ -272,7 +296,10 @@ impl PoolBuilder {
             let mut pool = std::ptr::null_mut();
             Error::check(sys::manypy_pool_create(o, &mut pool))?;
             let raw = Handle::returned(pool, "pool")?;
-            Ok(Pool(Arc::new(PoolInner { raw, name: self.name })))
+            Ok(Pool(Arc::new(PoolInner {
+                raw,
+                name: self.name,
+            })))
         }
     }
 }
@@ -385,12 +412,19 @@ impl Pool {
             Some(timeout) => {
                 let now = unsafe { sys::manypy_monotonic_ns() };
                 now.checked_add(nanos(timeout, "drain timeout")?)
-                    .ok_or_else(|| Error::new(Code::OutOfRange, format!("drain timeout {timeout:?}")))?
+                    .ok_or_else(|| {
+                        Error::new(Code::OutOfRange, format!("drain timeout {timeout:?}"))
+                    })?
             }
         };
         let mut out = DrainResult::default();
         unsafe {
-            Error::check(sys::manypy_pool_drain(self.ptr(), deadline, &mut out.finished, &mut out.cancelled))?;
+            Error::check(sys::manypy_pool_drain(
+                self.ptr(),
+                deadline,
+                &mut out.finished,
+                &mut out.cancelled,
+            ))?;
         }
         Ok(out)
     }
@@ -402,7 +436,11 @@ impl Pool {
     pub fn request_metrics(&self) -> Result<Vec<RequestMetrics>> {
         let (mut metrics, mut count) = (std::ptr::null_mut(), 0usize);
         unsafe {
-            Error::check(sys::manypy_pool_request_metrics(self.ptr(), &mut metrics, &mut count))?;
+            Error::check(sys::manypy_pool_request_metrics(
+                self.ptr(),
+                &mut metrics,
+                &mut count,
+            ))?;
             take_request_metrics(metrics, count)
         }
     }
@@ -418,7 +456,9 @@ impl Pool {
     /// ([`PoolBuilder::name`]). A service on the `prometheus` crate
     /// registers the `manypy-prometheus` collector instead.
     pub fn prometheus_text(&self) -> Result<String> {
-        String::try_from(value_result(|out| unsafe { sys::manypy_pool_prometheus(self.ptr(), out) })?)
+        String::try_from(value_result(|out| unsafe {
+            sys::manypy_pool_prometheus(self.ptr(), out)
+        })?)
     }
 
     /// Calls waiting for an interpreter now: what
@@ -455,7 +495,13 @@ impl Pool {
     /// (`None`: any interpreter).
     pub fn exec(&self, interpreter: Option<usize>, source: &str) -> Result<()> {
         let source = c_string(source)?;
-        unsafe { Error::check(sys::manypy_pool_exec(self.ptr(), index(interpreter)?, source.as_ptr())) }
+        unsafe {
+            Error::check(sys::manypy_pool_exec(
+                self.ptr(),
+                index(interpreter)?,
+                source.as_ptr(),
+            ))
+        }
     }
 
     /// Runs Python statements as [`exec`](Self::exec), with call options
@@ -467,7 +513,13 @@ impl Pool {
     /// of what it runs report the options' context.
     pub fn exec_with(&self, source: &str, options: Option<&CallOptions>) -> Result<()> {
         let source = c_string(source)?;
-        unsafe { Error::check(sys::manypy_pool_exec_with_options(self.ptr(), source.as_ptr(), options_ptr(options))) }
+        unsafe {
+            Error::check(sys::manypy_pool_exec_with_options(
+                self.ptr(),
+                source.as_ptr(),
+                options_ptr(options),
+            ))
+        }
     }
 
     /// Runs the same statements in every interpreter, in order; stops at the
@@ -481,7 +533,9 @@ impl Pool {
     pub fn eval(&self, interpreter: Option<usize>, expression: &str) -> Result<Value> {
         let expression = c_string(expression)?;
         let i = index(interpreter)?;
-        value_result(|out| unsafe { sys::manypy_pool_eval(self.ptr(), i, expression.as_ptr(), out) })
+        value_result(|out| unsafe {
+            sys::manypy_pool_eval(self.ptr(), i, expression.as_ptr(), out)
+        })
     }
 
     /// Evaluates a Python expression as [`eval`](Self::eval), with call
@@ -490,7 +544,12 @@ impl Pool {
     pub fn eval_with(&self, expression: &str, options: Option<&CallOptions>) -> Result<Value> {
         let expression = c_string(expression)?;
         value_result(|out| unsafe {
-            sys::manypy_pool_eval_with_options(self.ptr(), expression.as_ptr(), options_ptr(options), out)
+            sys::manypy_pool_eval_with_options(
+                self.ptr(),
+                expression.as_ptr(),
+                options_ptr(options),
+                out,
+            )
         })
     }
 
@@ -500,7 +559,13 @@ impl Pool {
     pub fn load_package(&self, path: impl AsRef<Path>) -> Result<Package> {
         let path = crate::path_c_string(path.as_ref())?;
         let mut out = std::ptr::null_mut();
-        unsafe { Error::check(sys::manypy_package_load_file(self.ptr(), path.as_ptr(), &mut out))? };
+        unsafe {
+            Error::check(sys::manypy_package_load_file(
+                self.ptr(),
+                path.as_ptr(),
+                &mut out,
+            ))?
+        };
         Package::new(out, self.clone())
     }
 
@@ -508,7 +573,12 @@ impl Pool {
     pub fn load_package_bytes(&self, bytes: &[u8]) -> Result<Package> {
         let mut out = std::ptr::null_mut();
         unsafe {
-            Error::check(sys::manypy_package_load_bytes(self.ptr(), bytes.as_ptr().cast(), bytes.len(), &mut out))?
+            Error::check(sys::manypy_package_load_bytes(
+                self.ptr(),
+                bytes.as_ptr().cast(),
+                bytes.len(),
+                &mut out,
+            ))?
         };
         Package::new(out, self.clone())
     }
@@ -516,7 +586,10 @@ impl Pool {
 
 impl std::fmt::Debug for Pool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pool").field("name", &self.name()).field("size", &self.size()).finish()
+        f.debug_struct("Pool")
+            .field("name", &self.name())
+            .field("size", &self.size())
+            .finish()
     }
 }
 
@@ -524,6 +597,7 @@ impl std::fmt::Debug for Pool {
 pub(crate) fn index(interpreter: Option<usize>) -> Result<i32> {
     match interpreter {
         None => Ok(sys::MANYPY_ANY_INTERPRETER),
-        Some(i) => i32::try_from(i).map_err(|_| Error::new(Code::OutOfRange, format!("interpreter index {i}"))),
+        Some(i) => i32::try_from(i)
+            .map_err(|_| Error::new(Code::OutOfRange, format!("interpreter index {i}"))),
     }
 }

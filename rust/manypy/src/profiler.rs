@@ -38,7 +38,11 @@ impl Profiler {
     pub fn snapshot(&self) -> Result<Vec<ProfileEntry>> {
         let (mut entries, mut count) = (std::ptr::null_mut(), 0usize);
         unsafe {
-            Error::check(sys::manypy_profiler_snapshot(self.0.as_ptr(), &mut entries, &mut count))?;
+            Error::check(sys::manypy_profiler_snapshot(
+                self.0.as_ptr(),
+                &mut entries,
+                &mut count,
+            ))?;
             let out = (0..count)
                 .map(|i| {
                     let e = &*sys::manypy_profile_entry_at(entries, i);
@@ -59,12 +63,16 @@ impl Profiler {
 
     /// The aggregates in the Prometheus text format.
     pub fn prometheus(&self) -> Result<String> {
-        String::try_from(value_result(|out| unsafe { sys::manypy_profiler_prometheus(self.0.as_ptr(), out) })?)
+        String::try_from(value_result(|out| unsafe {
+            sys::manypy_profiler_prometheus(self.0.as_ptr(), out)
+        })?)
     }
 
     /// The latest sampled events as Chrome trace-event JSON.
     pub fn chrome_trace(&self) -> Result<String> {
-        String::try_from(value_result(|out| unsafe { sys::manypy_profiler_chrome_trace(self.0.as_ptr(), out) })?)
+        String::try_from(value_result(|out| unsafe {
+            sys::manypy_profiler_chrome_trace(self.0.as_ptr(), out)
+        })?)
     }
 }
 

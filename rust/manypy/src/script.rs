@@ -52,19 +52,36 @@ impl ScriptModule {
     }
 
     // A NULL trust checks the host trust, if any: manypy_script_load_file.
-    fn load_file_with(path: &Path, trust: *const sys::manypy_archive_trust) -> Result<ScriptModule> {
+    fn load_file_with(
+        path: &Path,
+        trust: *const sys::manypy_archive_trust,
+    ) -> Result<ScriptModule> {
         check_library_version()?;
         let path = crate::path_c_string(path)?;
         let mut out = std::ptr::null_mut();
-        unsafe { Error::check(sys::manypy_script_load_file_trusted(path.as_ptr(), trust, &mut out))? };
+        unsafe {
+            Error::check(sys::manypy_script_load_file_trusted(
+                path.as_ptr(),
+                trust,
+                &mut out,
+            ))?
+        };
         Self::wrap(out)
     }
 
-    fn load_bytes_with(bytes: &[u8], trust: *const sys::manypy_archive_trust) -> Result<ScriptModule> {
+    fn load_bytes_with(
+        bytes: &[u8],
+        trust: *const sys::manypy_archive_trust,
+    ) -> Result<ScriptModule> {
         check_library_version()?;
         let mut out = std::ptr::null_mut();
         unsafe {
-            Error::check(sys::manypy_script_load_bytes_trusted(bytes.as_ptr().cast(), bytes.len(), trust, &mut out))?
+            Error::check(sys::manypy_script_load_bytes_trusted(
+                bytes.as_ptr().cast(),
+                bytes.len(),
+                trust,
+                &mut out,
+            ))?
         };
         Self::wrap(out)
     }
@@ -91,9 +108,15 @@ impl ScriptModule {
         A: Arguments + ?Sized,
         K: KeywordArguments + ?Sized,
     {
-        call_value(method, args, kwargs, options, |method, args, kwargs, options, out| unsafe {
-            sys::manypy_script_call(self.0.as_ptr(), method, args, kwargs, options, out)
-        })
+        call_value(
+            method,
+            args,
+            kwargs,
+            options,
+            |method, args, kwargs, options, out| unsafe {
+                sys::manypy_script_call(self.0.as_ptr(), method, args, kwargs, options, out)
+            },
+        )
     }
 
     /// Submits a call of `forward`, as [`call`](Self::call), and returns at
@@ -116,9 +139,23 @@ impl ScriptModule {
         A: Arguments + ?Sized,
         K: KeywordArguments + ?Sized,
     {
-        submit(method, args, kwargs, options, |method, args, kwargs, options, done, user_data| unsafe {
-            sys::manypy_script_call_async(self.0.as_ptr(), method, args, kwargs, options, done, user_data)
-        })
+        submit(
+            method,
+            args,
+            kwargs,
+            options,
+            |method, args, kwargs, options, done, user_data| unsafe {
+                sys::manypy_script_call_async(
+                    self.0.as_ptr(),
+                    method,
+                    args,
+                    kwargs,
+                    options,
+                    done,
+                    user_data,
+                )
+            },
+        )
     }
 
     /// Saves the module (`torch.jit.save`) with `extra_files` stored as
@@ -126,7 +163,13 @@ impl ScriptModule {
     pub fn save(&self, path: impl AsRef<Path>, extra_files: &[(&str, Value)]) -> Result<()> {
         let path = crate::path_c_string(path.as_ref())?;
         let extra = crate::metadata::extra_files(extra_files)?;
-        unsafe { Error::check(sys::manypy_script_save_file(self.0.as_ptr(), path.as_ptr(), extra.as_ptr())) }
+        unsafe {
+            Error::check(sys::manypy_script_save_file(
+                self.0.as_ptr(),
+                path.as_ptr(),
+                extra.as_ptr(),
+            ))
+        }
     }
 }
 

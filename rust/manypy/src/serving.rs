@@ -47,7 +47,11 @@ impl CodeCounts {
     /// The codes with a count, as (raw code, count), in code order: 0 is
     /// success, and [`crate::code_label`] gives each its metrics label.
     pub fn iter(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
-        self.0.iter().enumerate().filter(|(_, &n)| n > 0).map(|(code, &n)| (code as u32, n))
+        self.0
+            .iter()
+            .enumerate()
+            .filter(|(_, &n)| n > 0)
+            .map(|(code, &n)| (code as u32, n))
     }
 
     /// The counts as (metrics label, count), as `manypy_requests_total`'s
@@ -196,7 +200,10 @@ pub(crate) unsafe fn take_request_metrics(
         return if count == 0 {
             Ok(Vec::new())
         } else {
-            Err(Error::new(Code::Internal, "the library returned no request metrics"))
+            Err(Error::new(
+                Code::Internal,
+                "the library returned no request metrics",
+            ))
         };
     }
     // Copied before the free, which runs even if a copy panicked (out of
@@ -208,7 +215,9 @@ pub(crate) unsafe fn take_request_metrics(
         }
     }
     let _free = Free(metrics, count);
-    Ok((0..count).map(|i| RequestMetrics::from_raw(&*sys::manypy_request_metrics_at(metrics, i))).collect())
+    Ok((0..count)
+        .map(|i| RequestMetrics::from_raw(&*sys::manypy_request_metrics_at(metrics, i)))
+        .collect())
 }
 
 /// The callback of [`PoolBuilder::on_interpreter_failed`](crate::PoolBuilder::on_interpreter_failed).
@@ -241,7 +250,10 @@ pub(crate) unsafe extern "C" fn interpreter_failed(
     guard(|| {
         let callback = &*(user_data as *const InterpreterFailedCallback);
         let error = if why.is_null() {
-            Error::new(Code::Internal, "an interpreter failed to start, without a status")
+            Error::new(
+                Code::Internal,
+                "an interpreter failed to start, without a status",
+            )
         } else {
             Error::borrowed(why)
         };
@@ -302,19 +314,36 @@ mod tests {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let sink = seen.clone();
         let user_data = failed_user_data(Arc::new(move |i, e: Error| {
-            sink.lock().unwrap().push((i, e.code(), e.message().to_owned()));
+            sink.lock()
+                .unwrap()
+                .push((i, e.code(), e.message().to_owned()));
         }));
-        let why = status(sys::MANYPY_ERR_STATIC_TLS, "interpreter 2: out of static TLS");
+        let why = status(
+            sys::MANYPY_ERR_STATIC_TLS,
+            "interpreter 2: out of static TLS",
+        );
         unsafe { interpreter_failed(user_data, 2, why) };
         unsafe { interpreter_failed(user_data, 3, std::ptr::null()) };
         unsafe { sys::manypy_status_free(why) };
-        assert_eq!(Arc::strong_count(&seen), 2, "held by the callback until freed");
+        assert_eq!(
+            Arc::strong_count(&seen),
+            2,
+            "held by the callback until freed"
+        );
         unsafe { free_failed(user_data) };
         assert_eq!(
             *seen.lock().unwrap(),
             vec![
-                (2, Code::StaticTls, "interpreter 2: out of static TLS".to_owned()),
-                (3, Code::Internal, "an interpreter failed to start, without a status".to_owned()),
+                (
+                    2,
+                    Code::StaticTls,
+                    "interpreter 2: out of static TLS".to_owned()
+                ),
+                (
+                    3,
+                    Code::Internal,
+                    "an interpreter failed to start, without a status".to_owned()
+                ),
             ]
         );
         // The closure went with the free.
@@ -398,7 +427,12 @@ mod tests {
         // A NULL callback removes the callback, and frees what it was given.
         let (ignored, ignored_drops) = counted_callback();
         let s = unsafe {
-            sys::manypy_pool_options_set_on_interpreter_failed(o, None, failed_user_data(ignored), Some(free_failed))
+            sys::manypy_pool_options_set_on_interpreter_failed(
+                o,
+                None,
+                failed_user_data(ignored),
+                Some(free_failed),
+            )
         };
         unsafe { Error::check(s) }.unwrap();
         assert_eq!(ignored_drops.load(Ordering::SeqCst), 1);
@@ -406,7 +440,11 @@ mod tests {
         let (third, third_drops) = counted_callback();
         unsafe { Error::check(set(o, third)) }.unwrap();
         unsafe { sys::manypy_pool_options_free(o) };
-        assert_eq!(third_drops.load(Ordering::SeqCst), 1, "freed with the options");
+        assert_eq!(
+            third_drops.load(Ordering::SeqCst),
+            1,
+            "freed with the options"
+        );
         assert_eq!(first_drops.load(Ordering::SeqCst), 1);
         assert_eq!(second_drops.load(Ordering::SeqCst), 1);
     }

@@ -63,14 +63,21 @@ impl DType {
 
     pub(crate) fn to_dl(self) -> sys::DLDataType {
         let (_, code, bits) = Self::DL[self as usize];
-        sys::DLDataType { code: code as u8, bits, lanes: 1 }
+        sys::DLDataType {
+            code: code as u8,
+            bits,
+            lanes: 1,
+        }
     }
 
     pub(crate) fn from_dl(dt: sys::DLDataType) -> Option<DType> {
         if dt.lanes != 1 {
             return None;
         }
-        Self::DL.iter().find(|&&(_, code, bits)| code == dt.code as u32 && bits == dt.bits).map(|&(d, ..)| d)
+        Self::DL
+            .iter()
+            .find(|&&(_, code, bits)| code == dt.code as u32 && bits == dt.bits)
+            .map(|&(d, ..)| d)
     }
 }
 
@@ -140,7 +147,10 @@ impl Element for bool {
 enum Owner {
     /// A Rust buffer (`Box<B>` as a raw pointer, so that nothing retags it
     /// while Python uses the memory), dropped on release by `drop`.
-    Rust { buffer: *mut (), drop: unsafe fn(*mut ()) },
+    Rust {
+        buffer: *mut (),
+        drop: unsafe fn(*mut ()),
+    },
     /// A DLPack tensor from the C library: its deleter runs on release.
     DLPack(*mut sys::DLManagedTensor),
 }
@@ -321,11 +331,18 @@ impl Tensor {
         if count.checked_mul(dtype.size()) != Some(bytes.len()) {
             return Err(Error::new(
                 Code::BadTensor,
-                format!("shape {shape:?} of {dtype:?} needs {count} elements of {} bytes, got {} bytes", dtype.size(), bytes.len()),
+                format!(
+                    "shape {shape:?} of {dtype:?} needs {count} elements of {} bytes, got {} bytes",
+                    dtype.size(),
+                    bytes.len()
+                ),
             ));
         }
         if dtype == DType::Bool && !bool::valid(bytes) {
-            return Err(Error::new(Code::BadTensor, "a bool tensor's bytes must be 0 or 1"));
+            return Err(Error::new(
+                Code::BadTensor,
+                "a bool tensor's bytes must be 0 or 1",
+            ));
         }
         // u64 storage keeps every dtype aligned (complex128 needs 8).
         let storage = vec![0u64; bytes.len().div_ceil(8)];
@@ -355,7 +372,10 @@ impl Tensor {
             dtype,
             shape: shape.to_vec(),
             strides: None,
-            owner: Owner::Rust { buffer: raw.cast(), drop: drop_boxed::<B> },
+            owner: Owner::Rust {
+                buffer: raw.cast(),
+                drop: drop_boxed::<B>,
+            },
             access: AtomicU8::new(FREE),
         };
         // Safety: `raw` is the only pointer to the buffer.
@@ -388,10 +408,21 @@ impl Tensor {
             access: AtomicU8::new(FREE),
         };
         let dtype = DType::from_dl(t.dtype).ok_or_else(|| {
-            Error::new(Code::BadTensor, format!("unsupported DLPack dtype {:?}", (t.dtype.code, t.dtype.bits, t.dtype.lanes)))
+            Error::new(
+                Code::BadTensor,
+                format!(
+                    "unsupported DLPack dtype {:?}",
+                    (t.dtype.code, t.dtype.bits, t.dtype.lanes)
+                ),
+            )
         })?;
-        let ndim = usize::try_from(t.ndim).map_err(|_| Error::new(Code::BadTensor, "negative ndim"))?;
-        let shape = if ndim == 0 { Vec::new() } else { std::slice::from_raw_parts(t.shape, ndim).to_vec() };
+        let ndim =
+            usize::try_from(t.ndim).map_err(|_| Error::new(Code::BadTensor, "negative ndim"))?;
+        let shape = if ndim == 0 {
+            Vec::new()
+        } else {
+            std::slice::from_raw_parts(t.shape, ndim).to_vec()
+        };
         let strides = if t.strides.is_null() || ndim == 0 {
             None
         } else {
@@ -472,18 +503,27 @@ impl Tensor {
         if !self.is_contiguous() {
             return Err(Error::new(
                 Code::BadTensor,
-                format!("the tensor is not contiguous (strides {:?}): use to_vec", self.strides()),
+                format!(
+                    "the tensor is not contiguous (strides {:?}): use to_vec",
+                    self.strides()
+                ),
             ));
         }
         let bytes = self.as_bytes()?;
         if !T::valid(bytes) {
-            return Err(Error::new(Code::BadTensor, "a bool tensor holds a byte that is neither 0 nor 1"));
+            return Err(Error::new(
+                Code::BadTensor,
+                "a bool tensor holds a byte that is neither 0 nor 1",
+            ));
         }
         if bytes.is_empty() {
             return Ok(&[]);
         }
         if (bytes.as_ptr() as usize) % std::mem::align_of::<T>() != 0 {
-            return Err(Error::new(Code::BadTensor, "the tensor's data is not aligned for its dtype"));
+            return Err(Error::new(
+                Code::BadTensor,
+                "the tensor's data is not aligned for its dtype",
+            ));
         }
         Ok(unsafe { std::slice::from_raw_parts(bytes.as_ptr() as *const T, self.len()) })
     }
@@ -492,7 +532,10 @@ impl Tensor {
     /// Freezes the tensor; `Err` (`TensorLent`) while Python may write it.
     pub fn as_bytes(&self) -> Result<&[u8]> {
         if !self.is_contiguous() {
-            return Err(Error::new(Code::BadTensor, "the tensor is not contiguous: use to_vec"));
+            return Err(Error::new(
+                Code::BadTensor,
+                "the tensor is not contiguous: use to_vec",
+            ));
         }
         self.freeze()?;
         if self.0.extent == 0 {
@@ -510,7 +553,10 @@ impl Tensor {
         self.check_type::<T>()?;
         let bytes = self.c_order_bytes()?;
         if !T::valid(&bytes) {
-            return Err(Error::new(Code::BadTensor, "a bool tensor holds a byte that is neither 0 nor 1"));
+            return Err(Error::new(
+                Code::BadTensor,
+                "a bool tensor holds a byte that is neither 0 nor 1",
+            ));
         }
         Ok(bytes
             .chunks_exact(std::mem::size_of::<T>())
@@ -533,7 +579,9 @@ impl Tensor {
         for _ in 0..self.len() {
             let offset: i64 = index.iter().zip(strides).map(|(i, s)| i * s).sum();
             // Within `extent`: checked when the tensor was made.
-            let element = unsafe { std::slice::from_raw_parts(self.0.data.add(offset as usize * size), size) };
+            let element = unsafe {
+                std::slice::from_raw_parts(self.0.data.add(offset as usize * size), size)
+            };
             out.extend_from_slice(element);
             for d in (0..shape.len()).rev() {
                 index[d] += 1;
@@ -572,14 +620,25 @@ impl Tensor {
             inner.access.store(FREE, Ordering::Release);
         }
         let inner = &*self.0;
-        let lend = inner.access.compare_exchange(FREE, LENT, Ordering::AcqRel, Ordering::Acquire).is_ok();
-        let (copy, release, ctx): (i32, Option<unsafe extern "C" fn(*mut std::ffi::c_void)>, _) = if lend {
-            (0, Some(release), Arc::into_raw(self.0.clone()) as *mut std::ffi::c_void)
-        } else {
-            (1, None, std::ptr::null_mut())
-        };
+        let lend = inner
+            .access
+            .compare_exchange(FREE, LENT, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+        let (copy, release, ctx): (i32, Option<unsafe extern "C" fn(*mut std::ffi::c_void)>, _) =
+            if lend {
+                (
+                    0,
+                    Some(release),
+                    Arc::into_raw(self.0.clone()) as *mut std::ffi::c_void,
+                )
+            } else {
+                (1, None, std::ptr::null_mut())
+            };
         let mut out = std::ptr::null_mut();
-        let strides = inner.strides.as_ref().map_or(std::ptr::null(), |s| s.as_ptr());
+        let strides = inner
+            .strides
+            .as_ref()
+            .map_or(std::ptr::null(), |s| s.as_ptr());
         // On failure the C library calls `release` at once. A copy is made
         // before this returns; the C library only reads the memory for it.
         unsafe {
@@ -628,8 +687,9 @@ impl PartialEq for Tensor {
 
 fn element_count(shape: &[i64]) -> Result<usize> {
     shape.iter().try_fold(1usize, |acc, &d| {
-        let d = usize::try_from(d)
-            .map_err(|_| Error::new(Code::BadTensor, format!("negative size in shape {shape:?}")))?;
+        let d = usize::try_from(d).map_err(|_| {
+            Error::new(Code::BadTensor, format!("negative size in shape {shape:?}"))
+        })?;
         acc.checked_mul(d)
             .ok_or_else(|| Error::new(Code::BadTensor, format!("shape {shape:?} overflows")))
     })
@@ -684,7 +744,21 @@ mod tests {
             assert_eq!(dtype as usize, i, "{dtype:?}");
             assert_eq!(DType::from_dl(dtype.to_dl()), Some(dtype));
         }
-        assert_eq!(DType::from_dl(sys::DLDataType { code: sys::kDLFloat as u8, bits: 32, lanes: 2 }), None);
-        assert_eq!(DType::from_dl(sys::DLDataType { code: sys::kDLFloat as u8, bits: 8, lanes: 1 }), None);
+        assert_eq!(
+            DType::from_dl(sys::DLDataType {
+                code: sys::kDLFloat as u8,
+                bits: 32,
+                lanes: 2
+            }),
+            None
+        );
+        assert_eq!(
+            DType::from_dl(sys::DLDataType {
+                code: sys::kDLFloat as u8,
+                bits: 8,
+                lanes: 1
+            }),
+            None
+        );
     }
 }

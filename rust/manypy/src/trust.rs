@@ -51,7 +51,10 @@ impl ArchiveTrustBuilder {
     /// manypy. A panic in it refuses the archive
     /// ([`callback_panics`](crate::callback_panics) counts it). Dropped once,
     /// when the builder, the trust and every pool made from them are gone.
-    pub fn verifier(mut self, verifier: impl Fn(&[u8; 32], &str) -> bool + Send + Sync + 'static) -> Self {
+    pub fn verifier(
+        mut self,
+        verifier: impl Fn(&[u8; 32], &str) -> bool + Send + Sync + 'static,
+    ) -> Self {
         self.verifier = Some(Arc::new(verifier));
         self
     }
@@ -64,18 +67,37 @@ impl ArchiveTrustBuilder {
         let raw = Handle::allocated(unsafe { sys::manypy_archive_trust_new() })?; // freed on every path out
         let t = raw.as_ptr();
         for digest in &self.sha256 {
-            unsafe { Error::check(sys::manypy_archive_trust_add_sha256(t, c_string(digest)?.as_ptr()))? };
+            unsafe {
+                Error::check(sys::manypy_archive_trust_add_sha256(
+                    t,
+                    c_string(digest)?.as_ptr(),
+                ))?
+            };
         }
         if let Some(verifier) = &self.verifier {
             let user_data = Box::into_raw(Box::new(Arc::clone(verifier))) as *mut c_void;
             // The C library frees it (free_verifier) exactly once, even on failure.
-            unsafe { Error::check(sys::manypy_archive_trust_set_verifier(t, Some(verify), user_data, Some(free_verifier)))? };
+            unsafe {
+                Error::check(sys::manypy_archive_trust_set_verifier(
+                    t,
+                    Some(verify),
+                    user_data,
+                    Some(free_verifier),
+                ))?
+            };
         }
-        Ok(ArchiveTrust { raw: Arc::new(raw), spec: self })
+        Ok(ArchiveTrust {
+            raw: Arc::new(raw),
+            spec: self,
+        })
     }
 }
 
-unsafe extern "C" fn verify(sha256: *const u8, origin: *const c_char, user_data: *mut c_void) -> i32 {
+unsafe extern "C" fn verify(
+    sha256: *const u8,
+    origin: *const c_char,
+    user_data: *mut c_void,
+) -> i32 {
     let verifier = &*(user_data as *const SharedVerifier);
     let digest = &*(sha256 as *const [u8; 32]);
     let origin = crate::error::owned(origin);

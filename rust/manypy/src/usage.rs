@@ -22,14 +22,21 @@ pub fn set_api_usage_handler(handler: impl Fn(&str) + Send + Sync + 'static) -> 
     let handler: ApiUsageHandler = Box::new(handler);
     let user_data = Box::into_raw(Box::new(handler)) as *mut c_void;
     // free_handler runs exactly once, when the handler is replaced or removed.
-    let status = unsafe { sys::manypy_set_api_usage_handler(Some(on_key), user_data, Some(free_handler)) };
+    let status =
+        unsafe { sys::manypy_set_api_usage_handler(Some(on_key), user_data, Some(free_handler)) };
     unsafe { Error::check(status) }
 }
 
 /// Removes the API usage handler.
 pub fn clear_api_usage_handler() -> Result<()> {
     check_library_version()?;
-    unsafe { Error::check(sys::manypy_set_api_usage_handler(None, std::ptr::null_mut(), None)) }
+    unsafe {
+        Error::check(sys::manypy_set_api_usage_handler(
+            None,
+            std::ptr::null_mut(),
+            None,
+        ))
+    }
 }
 
 /// Logs a key of the caller's; a key already seen is ignored.

@@ -73,7 +73,11 @@ impl Value {
                 Value::Bytes(b) => fresh(sys::manypy_value_new_bytes(b.as_ptr().cast(), b.len())),
                 Value::Str(s) => {
                     let mut out = std::ptr::null_mut();
-                    Error::check(sys::manypy_value_new_string(s.as_ptr().cast(), s.len(), &mut out))?;
+                    Error::check(sys::manypy_value_new_string(
+                        s.as_ptr().cast(),
+                        s.len(),
+                        &mut out,
+                    ))?;
                     fresh(out)
                 }
                 Value::Tensor(t) => fresh(t.to_c_value()?),
@@ -104,7 +108,10 @@ impl Value {
         if container && depth >= sys::MANYPY_VALUE_MAX_DEPTH as usize {
             return Err(Error::new(
                 Code::InvalidArgument,
-                format!("a value nests more than {} containers", sys::MANYPY_VALUE_MAX_DEPTH),
+                format!(
+                    "a value nests more than {} containers",
+                    sys::MANYPY_VALUE_MAX_DEPTH
+                ),
             ));
         }
         self.to_c_at(depth + container as usize)
@@ -141,7 +148,11 @@ impl Value {
             sys::MANYPY_VALUE_BYTES => {
                 let (mut p, mut n) = (std::ptr::null(), 0usize);
                 Error::check(sys::manypy_value_get_bytes(v, &mut p, &mut n))?;
-                Value::Bytes(if n == 0 { Vec::new() } else { std::slice::from_raw_parts(p as *const u8, n).to_vec() })
+                Value::Bytes(if n == 0 {
+                    Vec::new()
+                } else {
+                    std::slice::from_raw_parts(p as *const u8, n).to_vec()
+                })
             }
             sys::MANYPY_VALUE_TENSOR => {
                 let mut managed = std::ptr::null_mut();
@@ -154,7 +165,11 @@ impl Value {
                 for i in 0..n {
                     items.push(Value::from_c(item(v, i)?)?);
                 }
-                if kind == sys::MANYPY_VALUE_LIST { Value::List(items) } else { Value::Tuple(items) }
+                if kind == sys::MANYPY_VALUE_LIST {
+                    Value::List(items)
+                } else {
+                    Value::Tuple(items)
+                }
             }
             sys::MANYPY_VALUE_DICT => {
                 let n = length(v)?;
@@ -167,7 +182,10 @@ impl Value {
                 Value::Dict(entries)
             }
             other => {
-                return Err(Error::new(Code::UnsupportedType, format!("a value of unknown kind {other}")))
+                return Err(Error::new(
+                    Code::UnsupportedType,
+                    format!("a value of unknown kind {other}"),
+                ))
             }
         })
     }
@@ -189,8 +207,12 @@ unsafe fn utf8(p: *const c_char, n: usize) -> Result<String> {
     if n == 0 {
         return Ok(String::new());
     }
-    String::from_utf8(std::slice::from_raw_parts(p as *const u8, n).to_vec())
-        .map_err(|_| Error::new(Code::Internal, "the library returned a string that is not UTF-8"))
+    String::from_utf8(std::slice::from_raw_parts(p as *const u8, n).to_vec()).map_err(|_| {
+        Error::new(
+            Code::Internal,
+            "the library returned a string that is not UTF-8",
+        )
+    })
 }
 
 /// An owned C value, freed on drop. `Send + Sync`: the C API lets any
@@ -221,7 +243,12 @@ impl CValue {
     pub(crate) fn dict_set(&self, key: &str, item: CValue) -> Result<()> {
         let item = std::mem::ManuallyDrop::new(item);
         unsafe {
-            Error::check(sys::manypy_value_dict_set_n(self.as_ptr(), key.as_ptr().cast(), key.len(), item.as_ptr()))
+            Error::check(sys::manypy_value_dict_set_n(
+                self.as_ptr(),
+                key.as_ptr().cast(),
+                key.len(),
+                item.as_ptr(),
+            ))
         }
     }
 
@@ -239,12 +266,16 @@ impl Drop for CValue {
 
 /// A NUL-terminated copy of `s`; an interior NUL is `InvalidArgument`.
 pub(crate) fn c_string(s: &str) -> Result<CString> {
-    CString::new(s).map_err(|_| Error::new(Code::InvalidArgument, format!("{s:?} contains a NUL byte")))
+    CString::new(s)
+        .map_err(|_| Error::new(Code::InvalidArgument, format!("{s:?} contains a NUL byte")))
 }
 
 /// A list of strings from the library (record names).
 pub(crate) fn strings(v: Value) -> Result<Vec<String>> {
-    Vec::<Value>::try_from(v)?.into_iter().map(String::try_from).collect()
+    Vec::<Value>::try_from(v)?
+        .into_iter()
+        .map(String::try_from)
+        .collect()
 }
 
 // ---- conversions ------------------------------------------------------------
@@ -281,7 +312,10 @@ impl<T: Into<Value>> From<Option<T>> for Value {
 }
 
 fn wrong_kind(v: &Value, wanted: &str) -> Error {
-    Error::new(Code::WrongKind, format!("expected {wanted}, got {}", v.kind_name()))
+    Error::new(
+        Code::WrongKind,
+        format!("expected {wanted}, got {}", v.kind_name()),
+    )
 }
 
 macro_rules! try_from_impl {

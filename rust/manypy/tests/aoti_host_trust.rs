@@ -17,9 +17,22 @@ use common::archive;
 use manypy::{AotiModule, ArchiveTrust, Code, ScriptModule, Tensor, Value};
 
 fn sha256_hex(path: &Path) -> String {
-    let out = std::process::Command::new("sha256sum").arg(path).output().expect("sha256sum (coreutils) runs");
-    assert!(out.status.success(), "sha256sum {}: {:?}", path.display(), out);
-    String::from_utf8(out.stdout).unwrap().split_whitespace().next().unwrap().to_owned()
+    let out = std::process::Command::new("sha256sum")
+        .arg(path)
+        .output()
+        .expect("sha256sum (coreutils) runs");
+    assert!(
+        out.status.success(),
+        "sha256sum {}: {:?}",
+        path.display(),
+        out
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_owned()
 }
 
 /// Clears the host trust when dropped, a failed assertion included.
@@ -34,7 +47,10 @@ impl Drop for ClearHostTrust {
 fn untrusted<T: std::fmt::Debug>(result: manypy::Result<T>, digest: &str, what: &str) {
     let e = result.expect_err(what);
     assert_eq!(e.code(), Code::UntrustedArchive, "{what}: {e}");
-    assert!(e.message().contains(digest), "{what}: {e} should give the digest {digest}");
+    assert!(
+        e.message().contains(digest),
+        "{what}: {e} should give the digest {digest}"
+    );
 }
 
 /// invert_script.pt's forward: ~mask.
@@ -50,27 +66,57 @@ fn the_host_trust_covers_every_host_load_given_none() {
     let script = archive("invert_script.pt");
     let script_digest = sha256_hex(&script);
     let script_bytes = std::fs::read(&script).unwrap();
-    let other = ArchiveTrust::builder().sha256("0".repeat(64)).build().unwrap();
-    let right = ArchiveTrust::builder().sha256(&script_digest).build().unwrap();
+    let other = ArchiveTrust::builder()
+        .sha256("0".repeat(64))
+        .build()
+        .unwrap();
+    let right = ArchiveTrust::builder()
+        .sha256(&script_digest)
+        .build()
+        .unwrap();
 
     // No host trust: nothing is checked.
     check_inverts(&ScriptModule::load(&script).unwrap());
 
     // TorchScript: loads given no trust check the host trust.
     manypy::set_host_archive_trust(&other).unwrap();
-    untrusted(ScriptModule::load(&script), &script_digest, "ScriptModule::load");
-    untrusted(ScriptModule::load_bytes(&script_bytes), &script_digest, "ScriptModule::load_bytes");
+    untrusted(
+        ScriptModule::load(&script),
+        &script_digest,
+        "ScriptModule::load",
+    );
+    untrusted(
+        ScriptModule::load_bytes(&script_bytes),
+        &script_digest,
+        "ScriptModule::load_bytes",
+    );
     // The library keeps a copy: dropping the caller's changes nothing.
     drop(other);
-    untrusted(ScriptModule::load(&script), &script_digest, "after the trust was dropped");
+    untrusted(
+        ScriptModule::load(&script),
+        &script_digest,
+        "after the trust was dropped",
+    );
     // A trust given to the load cannot widen the host trust: both must accept.
-    untrusted(ScriptModule::load_trusted(&script, &right), &script_digest, "a trust of the load's own");
-    untrusted(ScriptModule::load_bytes_trusted(&script_bytes, &right), &script_digest, "the same, bytes");
+    untrusted(
+        ScriptModule::load_trusted(&script, &right),
+        &script_digest,
+        "a trust of the load's own",
+    );
+    untrusted(
+        ScriptModule::load_bytes_trusted(&script_bytes, &right),
+        &script_digest,
+        "the same, bytes",
+    );
     // Setting another replaces it; with both accepting, a load's own trust loads.
     manypy::set_host_archive_trust(&right).unwrap();
     check_inverts(&ScriptModule::load_bytes(&script_bytes).unwrap());
     check_inverts(&ScriptModule::load_trusted(&script, &right).unwrap());
-    untrusted(ScriptModule::load(archive("loop_script.pt")), &sha256_hex(&archive("loop_script.pt")), "loop_script.pt");
+    untrusted(
+        ScriptModule::load(archive("loop_script.pt")),
+        &sha256_hex(&archive("loop_script.pt")),
+        "loop_script.pt",
+    );
 
     // A verifier in the host trust is asked with the load's origin.
     let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
@@ -84,12 +130,22 @@ fn the_host_trust_covers_every_host_load_given_none() {
         .unwrap();
     manypy::set_host_archive_trust(&verifying).unwrap();
     drop(verifying);
-    untrusted(ScriptModule::load(&script), &script_digest, "refused by the host verifier");
+    untrusted(
+        ScriptModule::load(&script),
+        &script_digest,
+        "refused by the host verifier",
+    );
     check_inverts(&ScriptModule::load_bytes(&script_bytes).unwrap());
-    assert_eq!(*asked.lock().unwrap(), vec![script.to_str().unwrap().to_owned(), "<bytes>".to_owned()]);
+    assert_eq!(
+        *asked.lock().unwrap(),
+        vec![script.to_str().unwrap().to_owned(), "<bytes>".to_owned()]
+    );
 
     // AOTInductor packages: the same, where this build runs them.
-    let other = ArchiveTrust::builder().sha256("0".repeat(64)).build().unwrap();
+    let other = ArchiveTrust::builder()
+        .sha256("0".repeat(64))
+        .build()
+        .unwrap();
     manypy::set_host_archive_trust(&other).unwrap();
     let package = archive("python_heavy.pt2");
     if package.exists() {
@@ -97,16 +153,32 @@ fn the_host_trust_covers_every_host_load_given_none() {
         let bytes = std::fs::read(&package).unwrap();
         let right = ArchiveTrust::builder().sha256(&digest).build().unwrap();
         untrusted(AotiModule::load(&package), &digest, "AotiModule::load");
-        untrusted(AotiModule::load_bytes(&bytes), &digest, "AotiModule::load_bytes");
+        untrusted(
+            AotiModule::load_bytes(&bytes),
+            &digest,
+            "AotiModule::load_bytes",
+        );
         // Both must accept: a trust of the load's own does not widen the host's.
-        untrusted(AotiModule::load_trusted(&package, &right), &digest, "a trust of the load's own");
-        untrusted(AotiModule::load_bytes_trusted(&bytes, &right), &digest, "the same, bytes");
+        untrusted(
+            AotiModule::load_trusted(&package, &right),
+            &digest,
+            "a trust of the load's own",
+        );
+        untrusted(
+            AotiModule::load_bytes_trusted(&bytes, &right),
+            &digest,
+            "the same, bytes",
+        );
         // A trust given to the load is checked too, and refuses what the host
         // trust accepts.
         manypy::set_host_archive_trust(&right).unwrap();
         AotiModule::load(&package).unwrap();
         AotiModule::load_bytes_trusted(&bytes, &right).unwrap();
-        untrusted(AotiModule::load_trusted(&package, &other), &digest, "a refusing trust given to the load");
+        untrusted(
+            AotiModule::load_trusted(&package, &other),
+            &digest,
+            "a refusing trust given to the load",
+        );
         manypy::clear_host_archive_trust().unwrap();
         AotiModule::load_bytes(&bytes).unwrap();
     } else {
@@ -114,7 +186,10 @@ fn the_host_trust_covers_every_host_load_given_none() {
         // for the version (the header does not order the two), and for the
         // version once the host trust is cleared.
         let e = AotiModule::load(&script).unwrap_err();
-        assert!(matches!(e.code(), Code::UntrustedArchive | Code::UnsupportedVersion), "{e}");
+        assert!(
+            matches!(e.code(), Code::UntrustedArchive | Code::UnsupportedVersion),
+            "{e}"
+        );
         manypy::clear_host_archive_trust().unwrap();
         let e = AotiModule::load(&script).unwrap_err();
         assert_eq!(e.code(), Code::UnsupportedVersion, "{e}");

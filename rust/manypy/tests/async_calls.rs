@@ -28,7 +28,11 @@ fn tokio_multi_thread_runtime_drives_many_concurrent_calls() {
     let pool = Pool::new(2).unwrap();
     let batching = Arc::new(load(&pool, "batching.pt"));
     let heavy = Arc::new(load(&pool, "python_heavy.pt"));
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .unwrap();
     runtime.block_on(async {
         let mut tasks = Vec::new();
         for i in 0..400 {
@@ -45,7 +49,9 @@ fn tokio_multi_thread_runtime_drives_many_concurrent_calls() {
             let model = heavy.clone();
             tasks.push(tokio::spawn(async move {
                 let (x, kwargs) = common::python_heavy_case();
-                let out = model.call_with_async(None, &[Value::from(x)], &kwargs, None)?.await?;
+                let out = model
+                    .call_with_async(None, &[Value::from(x)], &kwargs, None)?
+                    .await?;
                 common::check_python_heavy(&out);
                 Ok(())
             }));
@@ -54,9 +60,17 @@ fn tokio_multi_thread_runtime_drives_many_concurrent_calls() {
             task.await.expect("the task panicked").unwrap();
         }
         // A timeout that never passes does not hurt (tokio's own timer too).
-        let options = CallOptions::builder().timeout(Duration::from_secs(60)).build().unwrap();
-        let call = batching.call_with_async(None, &[Value::from(row(3.0, 4))], &(), Some(&options)).unwrap();
-        let out = tokio::time::timeout(Duration::from_secs(60), call).await.expect("a hang").unwrap();
+        let options = CallOptions::builder()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .unwrap();
+        let call = batching
+            .call_with_async(None, &[Value::from(row(3.0, 4))], &(), Some(&options))
+            .unwrap();
+        let out = tokio::time::timeout(Duration::from_secs(60), call)
+            .await
+            .expect("a hang")
+            .unwrap();
         expect_forward(&out, 3.0);
     });
     assert_eq!(pool.in_flight(), 0);
@@ -67,29 +81,61 @@ fn block_on_drives_calls_on_objects_and_script_modules() {
     let _serial = serial();
     // HANDOFF here, DIRECT elsewhere: asynchronous calls run on the home
     // threads in both.
-    let pool = Pool::builder().interpreters(2).thread_mode(ThreadMode::Handoff).build().unwrap();
+    let pool = Pool::builder()
+        .interpreters(2)
+        .thread_mode(ThreadMode::Handoff)
+        .build()
+        .unwrap();
     let batching = load(&pool, "batching.pt");
-    let futures: Vec<_> = (0..200).map(|i| batching.call_async(&[Value::from(row(i as f32, 4))]).unwrap()).collect();
+    let futures: Vec<_> = (0..200)
+        .map(|i| {
+            batching
+                .call_async(&[Value::from(row(i as f32, 4))])
+                .unwrap()
+        })
+        .collect();
     for (i, out) in block_on(join_all(futures)).into_iter().enumerate() {
         expect_forward(&out.unwrap(), i as f32);
     }
     // A method and a non-tensor argument.
-    let out = block_on(batching.call_method_async("scale", &[Value::from(row(2.0, 3)), Value::Float(1.5)]).unwrap());
-    assert_eq!(tensor_of(&out.unwrap()).as_slice::<f32>().unwrap(), &[3.0; 3]);
+    let out = block_on(
+        batching
+            .call_method_async("scale", &[Value::from(row(2.0, 3)), Value::Float(1.5)])
+            .unwrap(),
+    );
+    assert_eq!(
+        tensor_of(&out.unwrap()).as_slice::<f32>().unwrap(),
+        &[3.0; 3]
+    );
 
     // TorchScript on the host's worker threads, with kwargs.
     let script = ScriptModule::load(archive("python_heavy_script.pt")).unwrap();
     let (x, kwargs) = common::python_heavy_case();
-    let calls: Vec<_> =
-        (0..8).map(|_| script.call_with_async(None, &[Value::from(&x)], &kwargs, None).unwrap()).collect();
+    let calls: Vec<_> = (0..8)
+        .map(|_| {
+            script
+                .call_with_async(None, &[Value::from(&x)], &kwargs, None)
+                .unwrap()
+        })
+        .collect();
     for out in block_on(join_all(calls)) {
         common::check_python_heavy(&out.unwrap());
     }
     let resnet = ScriptModule::load(archive("resnet18_script.pt")).unwrap();
-    common::check_resnet(&block_on(resnet.call_async(&[Value::from(common::resnet_input())]).unwrap()).unwrap());
+    common::check_resnet(
+        &block_on(
+            resnet
+                .call_async(&[Value::from(common::resnet_input())])
+                .unwrap(),
+        )
+        .unwrap(),
+    );
     // A missing method: refused at submission (TorchScript knows its
     // methods), and either way an Err with its code.
-    let e = script.call_with_async(Some("no_such"), &(), &(), None).and_then(block_on).unwrap_err();
+    let e = script
+        .call_with_async(Some("no_such"), &(), &(), None)
+        .and_then(block_on)
+        .unwrap_err();
     assert_eq!(e.code(), Code::NoSuchName, "{e}");
 }
 
@@ -106,10 +152,14 @@ fn refusals_come_from_call_async_and_failures_from_the_future() {
     let token = CancelToken::new().unwrap();
     token.cancel();
     let cancelled = CallOptions::builder().cancel_token(&token).build().unwrap();
-    let e = batching.call_with_async(None, &x(), &(), Some(&cancelled)).unwrap_err();
+    let e = batching
+        .call_with_async(None, &x(), &(), Some(&cancelled))
+        .unwrap_err();
     assert_eq!(e.code(), Code::Cancelled, "{e}");
     let pinned = CallOptions::builder().interpreter(5).build().unwrap();
-    let e = batching.call_with_async(None, &x(), &(), Some(&pinned)).unwrap_err();
+    let e = batching
+        .call_with_async(None, &x(), &(), Some(&pinned))
+        .unwrap_err();
     assert_eq!(e.code(), Code::OutOfRange, "{e}");
 
     // Accepted, then failed: the error comes from the future.
@@ -120,7 +170,11 @@ fn refusals_come_from_call_async_and_failures_from_the_future() {
     assert_eq!(e.python_type(), Some("ValueError"));
     assert!(e.traceback().unwrap_or("").contains("in fail"), "{e:?}");
     let e = block_on(batching.call_method_async("scale", &x()).unwrap()).unwrap_err();
-    assert_eq!(e.python_type(), Some("TypeError"), "a missing argument: {e}");
+    assert_eq!(
+        e.python_type(),
+        Some("TypeError"),
+        "a missing argument: {e}"
+    );
 
     // is_complete, and a future that completed before its first poll.
     let call = batching.call_async(&x()).unwrap();
@@ -156,12 +210,18 @@ fn a_panicking_waker_loses_no_completion() {
     // Queued behind spin: certainly pending, so the completion must wake.
     let panicking = Arc::new(PanickingWaker(AtomicBool::new(false)));
     let waker = Waker::from(panicking.clone());
-    assert!(std::pin::Pin::new(&mut call).poll(&mut Context::from_waker(&waker)).is_pending());
+    assert!(std::pin::Pin::new(&mut call)
+        .poll(&mut Context::from_waker(&waker))
+        .is_pending());
     drop(waker);
     let panics = manypy::callback_panics();
     held.token.cancel();
-    wait_until("the panicking waker to be woken", || panicking.0.load(Ordering::SeqCst));
-    wait_until("the panic to be counted", || manypy::callback_panics() > panics);
+    wait_until("the panicking waker to be woken", || {
+        panicking.0.load(Ordering::SeqCst)
+    });
+    wait_until("the panic to be counted", || {
+        manypy::callback_panics() > panics
+    });
     // The outcome was stored before the waker ran: the next poll has it.
     let counting = Arc::new(CountingWaker(AtomicUsize::new(0)));
     let waker = Waker::from(counting.clone());
@@ -173,7 +233,10 @@ fn a_panicking_waker_loses_no_completion() {
     // The interpreter's home thread survived the panic and serves on.
     let e = block_on(held.spin).unwrap_err();
     assert_eq!(e.code(), Code::Cancelled, "{e}");
-    expect_forward(&block_on(batching.call_async(&[Value::from(row(5.0, 4))]).unwrap()).unwrap(), 5.0);
+    expect_forward(
+        &block_on(batching.call_async(&[Value::from(row(5.0, 4))]).unwrap()).unwrap(),
+        5.0,
+    );
     // A waker replaced by a later poll is not the one woken.
     let held = held_pool(0);
     let batching = load(&held.pool, "batching.pt");
@@ -182,10 +245,14 @@ fn a_panicking_waker_loses_no_completion() {
     let second = Arc::new(CountingWaker(AtomicUsize::new(0)));
     for w in [&first, &second] {
         let waker = Waker::from(w.clone());
-        assert!(std::pin::Pin::new(&mut call).poll(&mut Context::from_waker(&waker)).is_pending());
+        assert!(std::pin::Pin::new(&mut call)
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending());
     }
     held.token.cancel();
-    wait_until("the latest waker to be woken", || second.0.load(Ordering::SeqCst) == 1);
+    wait_until("the latest waker to be woken", || {
+        second.0.load(Ordering::SeqCst) == 1
+    });
     assert_eq!(first.0.load(Ordering::SeqCst), 0);
     expect_forward(&block_on(call).unwrap(), 6.0);
     held.release();
@@ -200,7 +267,9 @@ fn calls_past_the_queue_limit_are_overloaded() {
     let b = batching.call_async(&[Value::from(row(2.0, 4))]).unwrap();
     assert_eq!((held.pool.queued(), held.pool.in_flight()), (2, 3));
     // The queue is full: refused at once, asynchronous or not.
-    let e = batching.call_async(&[Value::from(row(3.0, 4))]).unwrap_err();
+    let e = batching
+        .call_async(&[Value::from(row(3.0, 4))])
+        .unwrap_err();
     assert_eq!(e.code(), Code::Overloaded, "{e}");
     assert_eq!(e.code().name(), "MANYPY_ERR_OVERLOADED");
     let e = batching.call(&[Value::from(row(3.0, 4))]).unwrap_err();
@@ -214,7 +283,10 @@ fn calls_past_the_queue_limit_are_overloaded() {
     wait_until("the pool to drain", || pool.in_flight() == 0);
     assert_eq!(pool.queued(), 0);
     // Once drained, accepted again.
-    expect_forward(&block_on(batching.call_async(&[Value::from(row(3.0, 4))]).unwrap()).unwrap(), 3.0);
+    expect_forward(
+        &block_on(batching.call_async(&[Value::from(row(3.0, 4))]).unwrap()).unwrap(),
+        3.0,
+    );
 }
 
 #[test]
@@ -225,8 +297,13 @@ fn every_handle_dropped_with_thousands_of_calls_in_flight() {
     let pool = Pool::new(2).unwrap();
     let package = pool.load_package(archive("batching.pt")).unwrap();
     let batching = package.load_pickle("model", "model.pkl").unwrap();
-    let futures: Vec<_> =
-        (0..CALLS).map(|i| batching.call_async(&[Value::from(row(i as f32, 4))]).unwrap()).collect();
+    let futures: Vec<_> = (0..CALLS)
+        .map(|i| {
+            batching
+                .call_async(&[Value::from(row(i as f32, 4))])
+                .unwrap()
+        })
+        .collect();
     drop(batching);
     drop(package);
     drop(pool);
@@ -239,11 +316,19 @@ fn every_handle_dropped_with_thousands_of_calls_in_flight() {
     // Pool first this time, then the object, from another thread, under tokio.
     let pool = Pool::new(2).unwrap();
     let batching = load(&pool, "batching.pt");
-    let futures: Vec<_> =
-        (0..CALLS).map(|i| batching.call_async(&[Value::from(row(i as f32, 4))]).unwrap()).collect();
+    let futures: Vec<_> = (0..CALLS)
+        .map(|i| {
+            batching
+                .call_async(&[Value::from(row(i as f32, 4))])
+                .unwrap()
+        })
+        .collect();
     drop(pool);
     std::thread::spawn(move || drop(batching)).join().unwrap();
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .unwrap();
     let tasks: Vec<_> = futures.into_iter().map(|f| runtime.spawn(f)).collect();
     for (i, task) in tasks.into_iter().enumerate() {
         expect_forward(&runtime.block_on(task).unwrap().unwrap(), i as f32);
@@ -253,11 +338,19 @@ fn every_handle_dropped_with_thousands_of_calls_in_flight() {
     // every completion arrives (the pool drains).
     let pool = Pool::new(2).unwrap();
     let batching = load(&pool, "batching.pt");
-    let futures: Vec<_> =
-        (0..CALLS).map(|i| batching.call_async(&[Value::from(row(i as f32, 4))]).unwrap()).collect();
+    let futures: Vec<_> = (0..CALLS)
+        .map(|i| {
+            batching
+                .call_async(&[Value::from(row(i as f32, 4))])
+                .unwrap()
+        })
+        .collect();
     drop(futures);
     wait_until("every dropped call to complete", || pool.in_flight() == 0);
-    expect_forward(&block_on(batching.call_async(&[Value::from(row(1.0, 4))]).unwrap()).unwrap(), 1.0);
+    expect_forward(
+        &block_on(batching.call_async(&[Value::from(row(1.0, 4))]).unwrap()).unwrap(),
+        1.0,
+    );
 }
 
 #[test]
@@ -291,7 +384,10 @@ fn a_result_nobody_takes_is_freed() {
     // The future goes with its result untaken: the result goes with it.
     drop(call);
     wait_until("the tensor to be released", || !x.is_lent());
-    assert_eq!(x.as_slice::<f32>().unwrap(), &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    assert_eq!(
+        x.as_slice::<f32>().unwrap(),
+        &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    );
 }
 
 /// xorshift64*: the stress test's choices, reproducible from its seed.
@@ -323,14 +419,20 @@ fn stress_drops_timeouts_and_cancels_racing_completions() {
                     let args = [Value::from(row(v, 4))];
                     match choices.next(5) {
                         // Awaited: the right rows.
-                        0 => expect_forward(&block_on(batching.call_async(&args).unwrap()).unwrap(), v),
+                        0 => expect_forward(
+                            &block_on(batching.call_async(&args).unwrap()).unwrap(),
+                            v,
+                        ),
                         // Dropped at once, racing its completion.
                         1 => drop(batching.call_async(&args).unwrap()),
                         // A timeout of 0 to 2 ms: the rows or DeadlineExceeded.
                         2 => {
                             let timeout = Duration::from_micros(1 + choices.next(2000));
                             let options = CallOptions::builder().timeout(timeout).build().unwrap();
-                            match batching.call_with_async(None, &args, &(), Some(&options)).and_then(block_on) {
+                            match batching
+                                .call_with_async(None, &args, &(), Some(&options))
+                                .and_then(block_on)
+                            {
                                 Ok(out) => expect_forward(&out, v),
                                 Err(e) => assert_eq!(e.code(), Code::DeadlineExceeded, "{e}"),
                             }
@@ -338,7 +440,8 @@ fn stress_drops_timeouts_and_cancels_racing_completions() {
                         // The caller's token cancelled right after submission.
                         3 => {
                             let token = CancelToken::new().unwrap();
-                            let options = CallOptions::builder().cancel_token(&token).build().unwrap();
+                            let options =
+                                CallOptions::builder().cancel_token(&token).build().unwrap();
                             let call = batching.call_with_async(None, &args, &(), Some(&options));
                             token.cancel();
                             match call.and_then(block_on) {
@@ -350,7 +453,8 @@ fn stress_drops_timeouts_and_cancels_racing_completions() {
                         _ => {
                             let mut call = batching.call_async(&args).unwrap();
                             let waker = Waker::from(Arc::new(CountingWaker(AtomicUsize::new(0))));
-                            let _ = std::pin::Pin::new(&mut call).poll(&mut Context::from_waker(&waker));
+                            let _ = std::pin::Pin::new(&mut call)
+                                .poll(&mut Context::from_waker(&waker));
                         }
                     }
                 }
@@ -359,5 +463,8 @@ fn stress_drops_timeouts_and_cancels_racing_completions() {
     });
     // Every completion arrived, the dropped calls' included.
     wait_until("the pool to drain", || pool.in_flight() == 0);
-    expect_forward(&block_on(batching.call_async(&[Value::from(row(1.0, 4))]).unwrap()).unwrap(), 1.0);
+    expect_forward(
+        &block_on(batching.call_async(&[Value::from(row(1.0, 4))]).unwrap()).unwrap(),
+        1.0,
+    );
 }

@@ -18,8 +18,8 @@ use std::time::Duration;
 use common::{expect_forward, held_pool, load, row, serial, wait_until};
 use futures::executor::block_on;
 use manypy::{
-    CallFuture, CallOptions, CallOptionsBuilder, CancelToken, Code, Object, OpCallbackRegistration, OpCallbacks, Tensor,
-    Value,
+    CallFuture, CallOptions, CallOptionsBuilder, CancelToken, Code, Object, OpCallbackRegistration,
+    OpCallbacks, Tensor, Value,
 };
 
 /// Counts the operators run per request id.
@@ -35,21 +35,35 @@ impl Ran {
         let registration = OpCallbacks::new()
             .on_enter(move |e| {
                 if e.request_id().starts_with("async-cancel-") {
-                    *log.lock().unwrap().entry(e.request_id().to_owned()).or_default() += 1;
+                    *log.lock()
+                        .unwrap()
+                        .entry(e.request_id().to_owned())
+                        .or_default() += 1;
                 }
             })
             .register()
             .unwrap();
-        Ran { counts, _registration: registration }
+        Ran {
+            counts,
+            _registration: registration,
+        }
     }
 
     fn operators(&self, request: &str) -> usize {
-        self.counts.lock().unwrap().get(request).copied().unwrap_or(0)
+        self.counts
+            .lock()
+            .unwrap()
+            .get(request)
+            .copied()
+            .unwrap_or(0)
     }
 }
 
 fn context(request: &str) -> CallOptions {
-    CallOptions::builder().context("batching", request).build().unwrap()
+    CallOptions::builder()
+        .context("batching", request)
+        .build()
+        .unwrap()
 }
 
 /// Submits stuck.pt's `spin_torch` (a loop of torch operators, stopped
@@ -58,7 +72,9 @@ fn context(request: &str) -> CallOptions {
 fn running(ran: &Ran, stuck: &Object, request: &str, options: CallOptionsBuilder) -> CallFuture {
     let x = Tensor::from_vec(vec![0.5f32, 0.0, 0.0, 0.5], &[2, 2]).unwrap();
     let options = options.context("stuck", request).build().unwrap();
-    let call = stuck.call_with_async(Some("spin_torch"), &[Value::from(x)], &(), Some(&options)).unwrap();
+    let call = stuck
+        .call_with_async(Some("spin_torch"), &[Value::from(x)], &(), Some(&options))
+        .unwrap();
     wait_until("spin_torch to run", || ran.operators(request) > 0);
     call
 }
@@ -70,18 +86,31 @@ fn a_dropped_future_whose_call_waits_never_runs() {
     let held = held_pool(0);
     let batching = load(&held.pool, "batching.pt");
     let x = || [Value::from(row(1.0, 4))];
-    let dropped = batching.call_with_async(None, &x(), &(), Some(&context("async-cancel-dropped"))).unwrap();
+    let dropped = batching
+        .call_with_async(None, &x(), &(), Some(&context("async-cancel-dropped")))
+        .unwrap();
     assert_eq!(held.pool.queued(), 1);
     drop(dropped);
     // Its completion (Cancelled, not run) arrives while spin still runs.
-    wait_until("the dropped call to complete", || held.pool.in_flight() == 1);
+    wait_until("the dropped call to complete", || {
+        held.pool.in_flight() == 1
+    });
     let pool = held.pool.clone();
     held.release();
     // A later call on the one interpreter runs after anything queued before it.
-    let after = batching.call_with_async(None, &x(), &(), Some(&context("async-cancel-after"))).unwrap();
+    let after = batching
+        .call_with_async(None, &x(), &(), Some(&context("async-cancel-after")))
+        .unwrap();
     expect_forward(&block_on(after).unwrap(), 1.0);
-    assert!(ran.operators("async-cancel-after") > 0, "the callbacks see forward's operators");
-    assert_eq!(ran.operators("async-cancel-dropped"), 0, "the dropped call ran");
+    assert!(
+        ran.operators("async-cancel-after") > 0,
+        "the callbacks see forward's operators"
+    );
+    assert_eq!(
+        ran.operators("async-cancel-dropped"),
+        0,
+        "the dropped call ran"
+    );
     wait_until("the pool to drain", || pool.in_flight() == 0);
 }
 
@@ -92,13 +121,25 @@ fn a_dropped_future_stops_its_running_call() {
     let pool = manypy::Pool::new(1).unwrap();
     let stuck = load(&pool, "stuck.pt");
     let token = CancelToken::new().unwrap();
-    let call = running(&ran, &stuck, "async-cancel-running", CallOptions::builder().cancel_token(&token));
+    let call = running(
+        &ran,
+        &stuck,
+        "async-cancel-running",
+        CallOptions::builder().cancel_token(&token),
+    );
     // Dropping its future stops it, and the interpreter serves.
     drop(call);
     wait_until("the stopped call to complete", || pool.in_flight() == 0);
     let batching = load(&pool, "batching.pt");
-    let bounded = CallOptions::builder().timeout(Duration::from_secs(60)).build().unwrap();
-    let out = block_on(batching.call_with_async(None, &[Value::from(row(2.0, 4))], &(), Some(&bounded)).unwrap());
+    let bounded = CallOptions::builder()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let out = block_on(
+        batching
+            .call_with_async(None, &[Value::from(row(2.0, 4))], &(), Some(&bounded))
+            .unwrap(),
+    );
     expect_forward(&out.unwrap(), 2.0);
     // The caller's token was never cancelled: only the dropped call stopped.
     assert!(!token.is_cancelled());
@@ -117,10 +158,18 @@ fn the_callers_token_stops_queued_and_running_async_calls() {
     let batching = load(&held.pool, "batching.pt");
     // One token shared by a queued call and, later, a running one.
     let token = CancelToken::new().unwrap();
-    let options =
-        CallOptions::builder().cancel_token(&token).context("batching", "async-cancel-token").build().unwrap();
-    let queued = batching.call_with_async(None, &[Value::from(row(1.0, 4))], &(), Some(&options)).unwrap();
-    let spinning = held.stuck.call_with_async(Some("spin"), &(), &(), Some(&options)).unwrap();
+    let options = CallOptions::builder()
+        .cancel_token(&token)
+        .context("batching", "async-cancel-token")
+        .build()
+        .unwrap();
+    let queued = batching
+        .call_with_async(None, &[Value::from(row(1.0, 4))], &(), Some(&options))
+        .unwrap();
+    let spinning = held
+        .stuck
+        .call_with_async(Some("spin"), &(), &(), Some(&options))
+        .unwrap();
     assert_eq!(held.pool.queued(), 2);
     // Cancelled from another thread.
     let other = token.clone();
@@ -129,24 +178,45 @@ fn the_callers_token_stops_queued_and_running_async_calls() {
     let pool = held.pool.clone();
     held.release();
     assert_eq!(block_on(spinning).unwrap_err().code(), Code::Cancelled);
-    assert_eq!(ran.operators("async-cancel-token"), 0, "a cancelled queued call ran");
+    assert_eq!(
+        ran.operators("async-cancel-token"),
+        0,
+        "a cancelled queued call ran"
+    );
 
     // The token stops a running call, asked after it started.
     let token = CancelToken::new().unwrap();
     let options = CallOptions::builder().cancel_token(&token).build().unwrap();
     let stuck = load(&pool, "stuck.pt");
-    let call = running(&ran, &stuck, "async-cancel-running-token", CallOptions::builder().cancel_token(&token));
+    let call = running(
+        &ran,
+        &stuck,
+        "async-cancel-running-token",
+        CallOptions::builder().cancel_token(&token),
+    );
     token.cancel();
     let e = block_on(call).unwrap_err();
     assert_eq!(e.code(), Code::Cancelled, "{e}");
-    assert_eq!(e.python_type(), Some("manypy.Cancelled"), "stopped in Python: {e:?}");
+    assert_eq!(
+        e.python_type(),
+        Some("manypy.Cancelled"),
+        "stopped in Python: {e:?}"
+    );
     // Calls made with the cancelled token are refused at once.
-    assert_eq!(stuck.call_with_async(None, &[Value::from(row(1.0, 1))], &(), Some(&options)).unwrap_err().code(), Code::Cancelled);
+    assert_eq!(
+        stuck
+            .call_with_async(None, &[Value::from(row(1.0, 1))], &(), Some(&options))
+            .unwrap_err()
+            .code(),
+        Code::Cancelled
+    );
     // Many calls through one token: dropping their futures does not cancel it.
     let token = CancelToken::new().unwrap();
     let options = CallOptions::builder().cancel_token(&token).build().unwrap();
     for i in 0..300 {
-        let call = batching.call_with_async(None, &[Value::from(row(i as f32, 4))], &(), Some(&options)).unwrap();
+        let call = batching
+            .call_with_async(None, &[Value::from(row(i as f32, 4))], &(), Some(&options))
+            .unwrap();
         if i % 2 == 0 {
             expect_forward(&block_on(call).unwrap(), i as f32);
         }
@@ -166,7 +236,9 @@ fn a_deadline_passing_while_queued_completes_without_running() {
         .context("batching", "async-cancel-late")
         .build()
         .unwrap();
-    let late = batching.call_with_async(None, &[Value::from(row(1.0, 4))], &(), Some(&options)).unwrap();
+    let late = batching
+        .call_with_async(None, &[Value::from(row(1.0, 4))], &(), Some(&options))
+        .unwrap();
     // Spin holds the interpreter until after the deadline has passed and
     // been reported.
     let e = block_on(late).unwrap_err();
@@ -186,10 +258,15 @@ fn a_deadline_passing_while_queued_completes_without_running() {
         .build()
         .unwrap();
     let x = Tensor::from_vec(vec![0.5f32, 0.0, 0.0, 0.5], &[2, 2]).unwrap();
-    let call = stuck.call_with_async(Some("spin_torch"), &[Value::from(x)], &(), Some(&options)).unwrap();
+    let call = stuck
+        .call_with_async(Some("spin_torch"), &[Value::from(x)], &(), Some(&options))
+        .unwrap();
     let e = block_on(call).unwrap_err();
     assert_eq!(e.code(), Code::DeadlineExceeded, "{e}");
-    assert!(ran.operators("async-cancel-running-late") > 0, "spin_torch never ran: {e:?}");
+    assert!(
+        ran.operators("async-cancel-running-late") > 0,
+        "spin_torch never ran: {e:?}"
+    );
 }
 
 #[test]
@@ -199,10 +276,22 @@ fn a_dropped_future_stops_a_script_call_on_the_host() {
     // loop_script.pt: forward(x, n) adds 1 n times, stopped before its next
     // operator; here it would run for days.
     let script = manypy::ScriptModule::load(common::archive("loop_script.pt")).unwrap();
-    let options = CallOptions::builder().context("loop", "async-cancel-script").build().unwrap();
+    let options = CallOptions::builder()
+        .context("loop", "async-cancel-script")
+        .build()
+        .unwrap();
     let x = Tensor::from_vec(vec![0.0f32], &[1]).unwrap();
-    let call = script.call_with_async(None, &[Value::from(&x), Value::Int(1 << 50)], &(), Some(&options)).unwrap();
-    wait_until("the script to run", || ran.operators("async-cancel-script") > 0);
+    let call = script
+        .call_with_async(
+            None,
+            &[Value::from(&x), Value::Int(1 << 50)],
+            &(),
+            Some(&options),
+        )
+        .unwrap();
+    wait_until("the script to run", || {
+        ran.operators("async-cancel-script") > 0
+    });
     drop(call);
     // Stopped: its operators stop coming (checked over a few intervals, so
     // that one still running when the cancel came is not counted).
@@ -216,6 +305,11 @@ fn a_dropped_future_stops_a_script_call_on_the_host() {
         stable >= 4
     });
     // The host's workers serve on.
-    let out = block_on(script.call_async(&[Value::from(&x), Value::Int(3)]).unwrap()).unwrap();
+    let out = block_on(
+        script
+            .call_async(&[Value::from(&x), Value::Int(3)])
+            .unwrap(),
+    )
+    .unwrap();
     assert_eq!(common::tensor_of(&out).as_slice::<f32>().unwrap(), &[3.0]);
 }

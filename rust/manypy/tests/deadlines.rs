@@ -24,42 +24,75 @@ fn stuck(mode: ThreadMode, stop_grace: Option<Duration>) -> (Pool, Object) {
         builder = builder.stop_grace(grace);
     }
     let pool = builder.build().unwrap();
-    let object = pool.load_package(archive("stuck.pt")).unwrap().load_pickle("model", "model.pkl").unwrap();
+    let object = pool
+        .load_package(archive("stuck.pt"))
+        .unwrap()
+        .load_pickle("model", "model.pkl")
+        .unwrap();
     serves(&object, Some(0));
     serves(&object, Some(1));
     (pool, object)
 }
 
 fn pinned(interpreter: usize) -> CallOptions {
-    CallOptions::builder().interpreter(interpreter).build().unwrap()
+    CallOptions::builder()
+        .interpreter(interpreter)
+        .build()
+        .unwrap()
 }
 
 /// stuck's forward(x) gives x * 2 on `interpreter` (`None`: any).
 fn serves(object: &Object, interpreter: Option<usize>) {
     let x = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap();
     let options = interpreter.map(pinned);
-    let out = object.call_with(None, &[Value::from(x)], &(), options.as_ref()).unwrap();
-    assert_eq!(common::tensor_of(&out).as_slice::<f32>().unwrap(), &[2.0, 4.0]);
+    let out = object
+        .call_with(None, &[Value::from(x)], &(), options.as_ref())
+        .unwrap();
+    assert_eq!(
+        common::tensor_of(&out).as_slice::<f32>().unwrap(),
+        &[2.0, 4.0]
+    );
 }
 
 fn expect_stop(e: &Error, code: Code, python_type: &str, method: &str) {
     assert_eq!(e.code(), code, "{method}: {e}");
     assert_eq!(e.python_type(), Some(python_type), "{method}: {e}");
-    assert!(e.traceback().unwrap_or("").contains(method), "{method}: the traceback shows where it stopped");
+    assert!(
+        e.traceback().unwrap_or("").contains(method),
+        "{method}: the traceback shows where it stopped"
+    );
 }
 
 /// Stops that the model lets end it: the interpreter serves on.
 fn deadlines(object: &Object) {
     let timeout = Duration::from_millis(200);
-    let options = CallOptions::builder().interpreter(0).timeout(timeout).build().unwrap();
+    let options = CallOptions::builder()
+        .interpreter(0)
+        .timeout(timeout)
+        .build()
+        .unwrap();
     let start = Instant::now();
-    let e = object.call_with(Some("spin"), &(), &(), Some(&options)).unwrap_err();
+    let e = object
+        .call_with(Some("spin"), &(), &(), Some(&options))
+        .unwrap_err();
     assert!(start.elapsed() >= timeout);
-    expect_stop(&e, Code::DeadlineExceeded, "manypy.DeadlineExceeded", "spin");
+    expect_stop(
+        &e,
+        Code::DeadlineExceeded,
+        "manypy.DeadlineExceeded",
+        "spin",
+    );
     assert!(!e.message().contains("retired"), "{e}");
     // A property that loops, bounded the same way.
-    let e = object.getattr("spinning_property", Some(&options)).unwrap_err();
-    expect_stop(&e, Code::DeadlineExceeded, "manypy.DeadlineExceeded", "spinning_property");
+    let e = object
+        .getattr("spinning_property", Some(&options))
+        .unwrap_err();
+    expect_stop(
+        &e,
+        Code::DeadlineExceeded,
+        "manypy.DeadlineExceeded",
+        "spinning_property",
+    );
     serves(object, Some(0));
 }
 
@@ -77,7 +110,12 @@ fn cancellation(object: &Object) {
     });
     assert!(token.is_cancelled());
     // A cancelled token fails later calls at once.
-    let e = object.call_with(None, &[Value::from(Tensor::from_vec(vec![1.0f32], &[1]).unwrap())], &(), Some(&options));
+    let e = object.call_with(
+        None,
+        &[Value::from(Tensor::from_vec(vec![1.0f32], &[1]).unwrap())],
+        &(),
+        Some(&options),
+    );
     assert_eq!(e.unwrap_err().code(), Code::Cancelled);
     serves(object, Some(0));
     serves(object, Some(1));
@@ -87,28 +125,56 @@ fn cancellation(object: &Object) {
 /// call ends, and interpreter 1 is retired. Last: it never serves again.
 fn catching_the_stop_retires_the_interpreter(pool: &Pool, object: &Object, grace: Duration) {
     let timeout = Duration::from_millis(200);
-    let options = CallOptions::builder().interpreter(1).timeout(timeout).build().unwrap();
+    let options = CallOptions::builder()
+        .interpreter(1)
+        .timeout(timeout)
+        .build()
+        .unwrap();
     let start = Instant::now();
-    let e = object.call_with(Some("spin_catching"), &(), &(), Some(&options)).unwrap_err();
+    let e = object
+        .call_with(Some("spin_catching"), &(), &(), Some(&options))
+        .unwrap_err();
     let elapsed = start.elapsed();
-    expect_stop(&e, Code::DeadlineExceeded, "manypy.DeadlineExceeded", "spin_catching");
-    assert!(elapsed >= timeout + grace, "escalated after {elapsed:?}, before the grace ({grace:?}) had passed");
-    assert!(elapsed <= timeout + grace + Duration::from_millis(500), "escalated after {elapsed:?}");
+    expect_stop(
+        &e,
+        Code::DeadlineExceeded,
+        "manypy.DeadlineExceeded",
+        "spin_catching",
+    );
+    assert!(
+        elapsed >= timeout + grace,
+        "escalated after {elapsed:?}, before the grace ({grace:?}) had passed"
+    );
+    assert!(
+        elapsed <= timeout + grace + Duration::from_millis(500),
+        "escalated after {elapsed:?}"
+    );
     assert!(e.message().contains("the interpreter was retired"), "{e}");
     let grace_text = format!("within its {} ms grace period", grace.as_millis());
     assert!(e.message().contains(&grace_text), "{e}");
 
     let broken = pool.check_interpreter(1).unwrap_err();
     assert_eq!(broken.code(), Code::InterpreterBroken);
-    assert!(broken.message().contains("retired") && broken.message().contains(&grace_text), "{broken}");
+    assert!(
+        broken.message().contains("retired") && broken.message().contains(&grace_text),
+        "{broken}"
+    );
     pool.check_interpreter(0).unwrap();
-    assert_eq!(pool.check_interpreter(2).unwrap_err().code(), Code::OutOfRange);
-    assert_eq!(pool.check_interpreter(usize::MAX).unwrap_err().code(), Code::OutOfRange);
+    assert_eq!(
+        pool.check_interpreter(2).unwrap_err().code(),
+        Code::OutOfRange
+    );
+    assert_eq!(
+        pool.check_interpreter(usize::MAX).unwrap_err().code(),
+        Code::OutOfRange
+    );
 
     // Pinned to it: refused at once, without running; anywhere: served by
     // interpreter 0.
     let x = Tensor::from_vec(vec![1.0f32], &[1]).unwrap();
-    let e = object.call_with(None, &[Value::from(x)], &(), Some(&pinned(1))).unwrap_err();
+    let e = object
+        .call_with(None, &[Value::from(x)], &(), Some(&pinned(1)))
+        .unwrap_err();
     assert_eq!(e.code(), Code::InterpreterBroken, "{e}");
     for _ in 0..4 {
         serves(object, None);
@@ -139,14 +205,26 @@ fn stops_handoff() {
 
 #[test]
 fn options_out_of_range_are_errs() {
-    let e = CallOptions::builder().interpreter(usize::MAX).build().unwrap_err();
+    let e = CallOptions::builder()
+        .interpreter(usize::MAX)
+        .build()
+        .unwrap_err();
     assert_eq!(e.code(), Code::OutOfRange);
-    let e = CallOptions::builder().timeout(Duration::MAX).build().unwrap_err();
+    let e = CallOptions::builder()
+        .timeout(Duration::MAX)
+        .build()
+        .unwrap_err();
     assert_eq!(e.code(), Code::OutOfRange);
-    let e = CallOptions::builder().context("a\0", "b").build().unwrap_err();
+    let e = CallOptions::builder()
+        .context("a\0", "b")
+        .build()
+        .unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
     // Refused before a pool is made: no interpreter starts.
-    let e = Pool::builder().stop_grace(Duration::MAX).build().unwrap_err();
+    let e = Pool::builder()
+        .stop_grace(Duration::MAX)
+        .build()
+        .unwrap_err();
     assert_eq!(e.code(), Code::OutOfRange);
     assert!(e.message().contains("stop grace"), "{e}");
 }

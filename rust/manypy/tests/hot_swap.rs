@@ -26,7 +26,9 @@ struct Version {
 }
 
 fn load_version(pool: &Pool, name: &str, number: i64) -> Result<Arc<Version>> {
-    let model = pool.load_package(archive(name))?.load_pickle("model", "model.pkl")?;
+    let model = pool
+        .load_package(archive(name))?
+        .load_pickle("model", "model.pkl")?;
     Ok(Arc::new(Version { number, model }))
 }
 
@@ -46,7 +48,10 @@ fn request(version: Arc<Version>, k: u64, asynchronous: bool) -> std::result::Re
     let out = if k % 5 == 0 {
         version.model.call_method("version", &())
     } else if asynchronous {
-        let future = version.model.call_async(&[Value::from(x)]).map_err(|e| format!("refused: {e}"))?;
+        let future = version
+            .model
+            .call_async(&[Value::from(x)])
+            .map_err(|e| format!("refused: {e}"))?;
         drop(version);
         futures::executor::block_on(future)
     } else {
@@ -62,7 +67,11 @@ fn request(version: Arc<Version>, k: u64, asynchronous: bool) -> std::result::Re
             if t.shape() == shape && t.as_slice::<f32>().unwrap() == expected.as_slice() {
                 Ok(())
             } else {
-                Err(format!("version {number} gave {:?} {:?}", t.shape(), t.as_slice::<f32>()))
+                Err(format!(
+                    "version {number} gave {:?} {:?}",
+                    t.shape(),
+                    t.as_slice::<f32>()
+                ))
             }
         }
     }
@@ -99,18 +108,29 @@ fn versions_swap_under_load_and_every_call_gets_the_version_it_used() {
             thread::sleep(Duration::from_millis(200));
             if swaps % 4 == 3 {
                 // A version that fails to load: the old one serves on.
-                let e = load_version(&pool, "malformed/not_a_zip.pt", 99).err().expect("a bad archive loads");
+                let e = load_version(&pool, "malformed/not_a_zip.pt", 99)
+                    .err()
+                    .expect("a bad archive loads");
                 assert_eq!(e.code(), Code::BadArchive, "{e}");
-                let e = load_version(&pool, "no_such_version.pt", 99).err().expect("a missing archive loads");
+                let e = load_version(&pool, "no_such_version.pt", 99)
+                    .err()
+                    .expect("a missing archive loads");
                 assert_eq!(e.code(), Code::NotFound, "{e}");
                 refused += 1;
             } else {
                 // Loaded beside the old version, outside the lock; then
                 // switched, and the old one let go of.
-                let name = if next == 1 { "version_1.pt" } else { "version_2.pt" };
+                let name = if next == 1 {
+                    "version_1.pt"
+                } else {
+                    "version_2.pt"
+                };
                 let new = load_version(&pool, name, next).unwrap();
                 let old = std::mem::replace(&mut *slot.write().unwrap(), new);
-                retired.lock().unwrap().push((old.number, Arc::downgrade(&old)));
+                retired
+                    .lock()
+                    .unwrap()
+                    .push((old.number, Arc::downgrade(&old)));
                 drop(old);
                 next = 3 - next;
             }
@@ -121,20 +141,37 @@ fn versions_swap_under_load_and_every_call_gets_the_version_it_used() {
 
     let failures = failures.into_inner().unwrap();
     let calls = calls.into_inner();
-    eprintln!("{calls} calls, {swaps} swaps ({refused} refused), {} failures", failures.len());
-    assert!(failures.is_empty(), "{} of {calls} calls failed; first: {:?}", failures.len(), &failures[..failures.len().min(5)]);
+    eprintln!(
+        "{calls} calls, {swaps} swaps ({refused} refused), {} failures",
+        failures.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} of {calls} calls failed; first: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(5)]
+    );
     assert!(swaps >= 10, "only {swaps} swaps");
     assert!(refused >= 2);
     assert!(calls > 100, "only {calls} calls in 5 s");
     // Every version swapped out was unloaded once its last call ended.
     for (number, old) in retired.into_inner().unwrap() {
-        assert!(old.upgrade().is_none(), "version {number} is still held after every request ended");
+        assert!(
+            old.upgrade().is_none(),
+            "version {number} is still held after every request ended"
+        );
     }
     // The current one still serves, on both interpreters.
     let version = current(&slot);
     for i in 0..2 {
-        let pinned = manypy::CallOptions::builder().interpreter(i).build().unwrap();
-        let out = version.model.call_with(Some("version"), &(), &(), Some(&pinned)).unwrap();
+        let pinned = manypy::CallOptions::builder()
+            .interpreter(i)
+            .build()
+            .unwrap();
+        let out = version
+            .model
+            .call_with(Some("version"), &(), &(), Some(&pinned))
+            .unwrap();
         assert_eq!(out, Value::Int(version.number));
     }
     let stats = pool.stats().unwrap();

@@ -17,7 +17,12 @@ fn models() -> &'static (Pool, Object, Object) {
     static MODELS: OnceLock<(Pool, Object, Object)> = OnceLock::new();
     MODELS.get_or_init(|| {
         let pool = Pool::new(2).unwrap();
-        let load = |name| pool.load_package(common::archive(name)).unwrap().load_pickle("model", "model.pkl").unwrap();
+        let load = |name| {
+            pool.load_package(common::archive(name))
+                .unwrap()
+                .load_pickle("model", "model.pkl")
+                .unwrap()
+        };
         let hostile = load("hostile.pt");
         let identity = load("identity.pt");
         (pool, hostile, identity)
@@ -26,7 +31,12 @@ fn models() -> &'static (Pool, Object, Object) {
 
 fn scale_in_place(x: &Tensor) {
     let (_, hostile, _) = models();
-    assert_eq!(hostile.call_method("scale_in_place", &[Value::from(x)]).unwrap(), Value::None);
+    assert_eq!(
+        hostile
+            .call_method("scale_in_place", &[Value::from(x)])
+            .unwrap(),
+        Value::None
+    );
 }
 
 fn echo(x: &Tensor) -> Tensor {
@@ -70,8 +80,17 @@ impl ReadOnlyMap {
                 0,
             )
         };
-        assert_ne!(addr, libc::MAP_FAILED, "mmap: {}", std::io::Error::last_os_error());
-        ReadOnlyMap { path, addr, len: bytes.len() }
+        assert_ne!(
+            addr,
+            libc::MAP_FAILED,
+            "mmap: {}",
+            std::io::Error::last_os_error()
+        );
+        ReadOnlyMap {
+            path,
+            addr,
+            len: bytes.len(),
+        }
     }
 
     fn as_slice(&self) -> &[f32] {
@@ -128,7 +147,11 @@ fn a_tensor_rust_reads_is_never_written_under_the_reader() {
     scale_in_place(&x);
     scale_in_place(&x);
     assert_eq!(view, &[1.0, 2.0, 3.0], "the model got a copy");
-    assert_ne!(echo(&x).data_ptr(), x.data_ptr(), "a frozen tensor crosses as a copy");
+    assert_ne!(
+        echo(&x).data_ptr(),
+        x.data_ptr(),
+        "a frozen tensor crosses as a copy"
+    );
     assert!(!x.is_lent());
 }
 
@@ -149,7 +172,11 @@ fn a_tensor_python_holds_cannot_be_read() {
     assert_ne!(echo(&x).data_ptr(), x.data_ptr());
     drop(args);
     assert!(!x.is_lent());
-    assert_eq!(x.as_slice::<f32>().unwrap(), &[4.0, 8.0], "both calls wrote it");
+    assert_eq!(
+        x.as_slice::<f32>().unwrap(),
+        &[4.0, 8.0],
+        "both calls wrote it"
+    );
 
     // A result that is a view of a lent tensor holds it too.
     let y = Tensor::from_vec(vec![3.0f32], &[1]).unwrap();
@@ -204,8 +231,14 @@ fn reads_and_calls_from_many_threads_never_overlap() {
             };
             frozen.store(true, Ordering::SeqCst);
             let first = view.to_vec();
-            assert!(first[0] > 1.0, "no call was lent the memory before the read");
-            assert!(first.iter().all(|&v| v == first[0]), "a torn read: {first:?}");
+            assert!(
+                first[0] > 1.0,
+                "no call was lent the memory before the read"
+            );
+            assert!(
+                first.iter().all(|&v| v == first[0]),
+                "a torn read: {first:?}"
+            );
             while callers_done.load(Ordering::SeqCst) < 4 {
                 assert_eq!(view, &first[..], "written under the reader");
                 std::thread::yield_now();
@@ -221,13 +254,24 @@ fn a_result_the_model_keeps_never_changes_under_its_reader() {
     // kept: in place, or by giving it new storage. Its list is per interpreter.
     let (_, hostile, _) = models();
     let on0 = CallOptions::builder().interpreter(0).build().unwrap();
-    let call = |method: &str, arg: Value| hostile.call_with(Some(method), &[arg], &(), Some(&on0)).unwrap();
+    let call = |method: &str, arg: Value| {
+        hostile
+            .call_with(Some(method), &[arg], &(), Some(&on0))
+            .unwrap()
+    };
     for how in ["fill", "resize", "set", "out"] {
         let kept = common::tensor_of(&call("keep", Value::Int(4)));
         let kept_view = common::tensor_of(&call("keep_and_return_a_view", Value::Int(4)));
-        let (view, part) = (kept.as_slice::<f32>().unwrap(), kept_view.as_slice::<f32>().unwrap());
+        let (view, part) = (
+            kept.as_slice::<f32>().unwrap(),
+            kept_view.as_slice::<f32>().unwrap(),
+        );
         assert_eq!(call("change_kept", Value::from(how)), Value::None);
-        assert_eq!(view, &[0.0, 1.0, 2.0, 3.0], "{how}: the model changed a result");
+        assert_eq!(
+            view,
+            &[0.0, 1.0, 2.0, 3.0],
+            "{how}: the model changed a result"
+        );
         assert_eq!(part, &[1.0, 2.0, 3.0], "{how}: the model changed a result");
     }
 }
@@ -246,11 +290,18 @@ fn a_tensor_in_concurrent_calls_from_many_threads_is_not_copied() {
             let (args, start, x) = (&args, &start, &x);
             s.spawn(move || {
                 // Both interpreters serve at once; the pinned ones overlap.
-                let options = CallOptions::builder().interpreter(t % pool.size()).build().unwrap();
+                let options = CallOptions::builder()
+                    .interpreter(t % pool.size())
+                    .build()
+                    .unwrap();
                 start.wait();
                 for _ in 0..50 {
                     let out = identity.call_with(None, args, &(), Some(&options)).unwrap();
-                    assert_eq!(common::tensor_of(&out).data_ptr(), x.data_ptr(), "the same memory, no copy");
+                    assert_eq!(
+                        common::tensor_of(&out).data_ptr(),
+                        x.data_ptr(),
+                        "the same memory, no copy"
+                    );
                 }
             });
         }

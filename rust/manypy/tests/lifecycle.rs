@@ -36,18 +36,28 @@ fn stats_and_request_metrics_count_calls_by_code() {
     assert_eq!(pool.name(), Some("svc"));
     assert_eq!(Pool::new(1).unwrap().name(), None);
     let s = pool.stats().unwrap();
-    assert_eq!((s.interpreters, s.ready, s.busy, s.starting, s.broken), (2, 2, 0, 0, 0), "{s:?}");
+    assert_eq!(
+        (s.interpreters, s.ready, s.busy, s.starting, s.broken),
+        (2, 2, 0, 0, 0),
+        "{s:?}"
+    );
     assert_eq!((s.in_flight, s.queued, s.draining), (0, 0, false));
     assert_eq!(s.completed.total(), 0);
 
     for _ in 0..3 {
-        pool.exec_with("x = 1", Some(&as_model("m1", None))).unwrap();
+        pool.exec_with("x = 1", Some(&as_model("m1", None)))
+            .unwrap();
     }
-    let e = pool.exec_with("raise ValueError('no')", Some(&as_model("m1", Some(0)))).unwrap_err();
+    let e = pool
+        .exec_with("raise ValueError('no')", Some(&as_model("m1", Some(0))))
+        .unwrap_err();
     assert_eq!(e.code(), Code::Python);
-    let e = pool.exec_with("x = 1", Some(&as_model("m1", Some(7)))).unwrap_err();
+    let e = pool
+        .exec_with("x = 1", Some(&as_model("m1", Some(7))))
+        .unwrap_err();
     assert_eq!(e.code(), Code::OutOfRange);
-    pool.exec_with("y = 2", Some(&as_model("m2", Some(1)))).unwrap();
+    pool.exec_with("y = 2", Some(&as_model("m2", Some(1))))
+        .unwrap();
     // No context: the model "".
     pool.exec(None, "z = 3").unwrap();
 
@@ -56,7 +66,11 @@ fn stats_and_request_metrics_count_calls_by_code() {
     assert_eq!(s.completed.get(Code::Python), 1);
     assert_eq!(s.completed.get(Code::OutOfRange), 1);
     assert_eq!(s.completed.get(Code::Draining), 0);
-    assert_eq!(s.completed.get(Code::TensorLent), 0, "binding codes are never counted");
+    assert_eq!(
+        s.completed.get(Code::TensorLent),
+        0,
+        "binding codes are never counted"
+    );
     assert_eq!(s.completed.total(), 7);
     assert_eq!(
         s.completed.labelled().collect::<Vec<_>>(),
@@ -66,7 +80,10 @@ fn stats_and_request_metrics_count_calls_by_code() {
 
     let metrics = pool.request_metrics().unwrap();
     let by_model = |model: &str| -> &RequestMetrics {
-        metrics.iter().find(|m| m.model == model).unwrap_or_else(|| panic!("no {model:?} in {metrics:?}"))
+        metrics
+            .iter()
+            .find(|m| m.model == model)
+            .unwrap_or_else(|| panic!("no {model:?} in {metrics:?}"))
     };
     assert_eq!(metrics.len(), 3, "{metrics:?}");
     let m1 = by_model("m1");
@@ -75,12 +92,21 @@ fn stats_and_request_metrics_count_calls_by_code() {
     assert_eq!(m1.completed.get(Code::OutOfRange), 1);
     // The refusal is not timed: 4 requests, 4 queue times.
     assert_eq!((m1.request.count, m1.queue.count), (4, 4));
-    assert!(m1.request.sum_seconds > 0.0 && m1.request.sum_seconds < 10.0, "{m1:?}");
+    assert!(
+        m1.request.sum_seconds > 0.0 && m1.request.sum_seconds < 10.0,
+        "{m1:?}"
+    );
     for h in [&m1.request, &m1.queue] {
         assert!(h.bounds.len() > 4, "{h:?}");
         assert_eq!(h.cumulative.len(), h.bounds.len());
-        assert!(h.bounds.windows(2).all(|w| w[0] < w[1]), "ascending bounds: {h:?}");
-        assert!(h.cumulative.windows(2).all(|w| w[0] <= w[1]), "cumulative: {h:?}");
+        assert!(
+            h.bounds.windows(2).all(|w| w[0] < w[1]),
+            "ascending bounds: {h:?}"
+        );
+        assert!(
+            h.cumulative.windows(2).all(|w| w[0] <= w[1]),
+            "cumulative: {h:?}"
+        );
         assert!(*h.cumulative.last().unwrap() <= h.count);
     }
     assert_eq!(by_model("m2").completed.ok(), 1);
@@ -105,21 +131,41 @@ fn a_busy_interpreter_and_a_queued_call_show_in_the_stats() {
     let _serial = serial();
     // HANDOFF: the interpreter's home thread runs one call after the other
     // (in DIRECT mode a sleeping call would let the next one take the GIL).
-    let pool = Pool::builder().interpreters(1).thread_mode(ThreadMode::Handoff).build().unwrap();
+    let pool = Pool::builder()
+        .interpreters(1)
+        .thread_mode(ThreadMode::Handoff)
+        .build()
+        .unwrap();
     thread::scope(|s| {
         let calls: Vec<_> = (0..2)
-            .map(|_| s.spawn(|| pool.exec_with("import time\ntime.sleep(0.3)", Some(&as_model("slow", None)))))
+            .map(|_| {
+                s.spawn(|| {
+                    pool.exec_with(
+                        "import time\ntime.sleep(0.3)",
+                        Some(&as_model("slow", None)),
+                    )
+                })
+            })
             .collect();
         wait_until("two calls in flight", || pool.in_flight() == 2);
         let st = pool.stats().unwrap();
-        assert_eq!((st.busy, st.ready, st.in_flight, st.queued), (1, 0, 2, 1), "{st:?}");
+        assert_eq!(
+            (st.busy, st.ready, st.in_flight, st.queued),
+            (1, 0, 2, 1),
+            "{st:?}"
+        );
         for c in calls {
             c.join().unwrap().unwrap();
         }
     });
     let st = pool.stats().unwrap();
     assert_eq!((st.busy, st.ready, st.completed.ok()), (0, 1, 2), "{st:?}");
-    let slow = pool.request_metrics().unwrap().into_iter().find(|m| m.model == "slow").unwrap();
+    let slow = pool
+        .request_metrics()
+        .unwrap()
+        .into_iter()
+        .find(|m| m.model == "slow")
+        .unwrap();
     // One waited about 0.3 s for the other: some queue time is past 0.1 s.
     assert!(slow.queue.sum_seconds > 0.1, "{slow:?}");
     assert!(slow.request.sum_seconds > 0.5, "{slow:?}");
@@ -140,7 +186,12 @@ fn a_pool_that_serves_early_serves_before_all_have_started() {
         .build()
         .unwrap();
     let s = pool.stats().unwrap();
-    eprintln!("serving after {:?}: {} ready, {} starting", start.elapsed(), s.ready, s.starting);
+    eprintln!(
+        "serving after {:?}: {} ready, {} starting",
+        start.elapsed(),
+        s.ready,
+        s.starting
+    );
     assert_eq!(pool.size(), 3);
     assert_eq!(s.interpreters, 3);
     assert!(s.ready + s.busy >= 1, "{s:?}");
@@ -149,9 +200,20 @@ fn a_pool_that_serves_early_serves_before_all_have_started() {
     // Loaded before the others have started, usable in each once it has: a
     // call pinned to the last waits for its start, within its deadline.
     let model = version_of(&pool, "version_1.pt");
-    let pinned = CallOptions::builder().interpreter(2).timeout(Duration::from_secs(60)).build().unwrap();
-    assert_eq!(model.call_with(Some("version"), &(), &(), Some(&pinned)).unwrap(), Value::Int(1));
-    wait_until("every interpreter to start", || pool.stats().unwrap().starting == 0);
+    let pinned = CallOptions::builder()
+        .interpreter(2)
+        .timeout(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    assert_eq!(
+        model
+            .call_with(Some("version"), &(), &(), Some(&pinned))
+            .unwrap(),
+        Value::Int(1)
+    );
+    wait_until("every interpreter to start", || {
+        pool.stats().unwrap().starting == 0
+    });
     let s = pool.stats().unwrap();
     assert_eq!(s.ready + s.busy, 3, "{s:?}");
     for i in 0..3 {
@@ -160,7 +222,12 @@ fn a_pool_that_serves_early_serves_before_all_have_started() {
     assert_eq!(failures.load(Ordering::SeqCst), 0, "no interpreter failed");
 
     // Dropped at once, while interpreters may still start.
-    let early = Pool::builder().interpreters(2).serve_early(true).thread_mode(ThreadMode::Handoff).build().unwrap();
+    let early = Pool::builder()
+        .interpreters(2)
+        .serve_early(true)
+        .thread_mode(ThreadMode::Handoff)
+        .build()
+        .unwrap();
     drop(early);
 }
 
@@ -176,7 +243,9 @@ fn a_pool_grows_when_calls_wait_long() {
         .unwrap();
     assert_eq!(pool.size(), 1);
     thread::scope(|s| {
-        let calls: Vec<_> = (0..4).map(|_| s.spawn(|| pool.exec(None, "import time\ntime.sleep(0.1)"))).collect();
+        let calls: Vec<_> = (0..4)
+            .map(|_| s.spawn(|| pool.exec(None, "import time\ntime.sleep(0.1)")))
+            .collect();
         for c in calls {
             c.join().unwrap().unwrap();
         }
@@ -187,15 +256,28 @@ fn a_pool_grows_when_calls_wait_long() {
     assert_eq!(pool.eval(Some(1), "1 + 1").unwrap(), Value::Int(2));
 
     // Limits are checked by build, with the C library's messages.
-    let e = Pool::builder().interpreters(2).max_interpreters(1).build().unwrap_err();
+    let e = Pool::builder()
+        .interpreters(2)
+        .max_interpreters(1)
+        .build()
+        .unwrap_err();
     assert_eq!(e.code(), Code::OutOfRange, "{e}");
     assert!(e.message().contains("most interpreters"), "{e}");
     let max = manypy::max_interpreters().unwrap();
-    let e = Pool::builder().max_interpreters(max + 1).build().unwrap_err();
+    let e = Pool::builder()
+        .max_interpreters(max + 1)
+        .build()
+        .unwrap_err();
     assert_eq!(e.code(), Code::OutOfRange, "{e}");
-    let e = Pool::builder().grow_after(Duration::ZERO).build().unwrap_err();
+    let e = Pool::builder()
+        .grow_after(Duration::ZERO)
+        .build()
+        .unwrap_err();
     assert_eq!(e.code(), Code::OutOfRange, "{e}");
-    let e = Pool::builder().grow_after(Duration::MAX).build().unwrap_err();
+    let e = Pool::builder()
+        .grow_after(Duration::MAX)
+        .build()
+        .unwrap_err();
     assert_eq!(e.code(), Code::OutOfRange, "{e}");
     let e = Pool::builder().name("a\0b").build().unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument, "{e}");
@@ -221,10 +303,17 @@ fn resize_grows_and_shrinks_within_the_process_limit() {
         assert_eq!(pool.size(), 2);
         assert_eq!(pool.stats().unwrap().ready, 2);
         // The object, loaded before the pool grew, serves on the new member.
-        assert_eq!(model.call_with(Some("version"), &(), &(), Some(&on_1)).unwrap(), Value::Int(1));
+        assert_eq!(
+            model
+                .call_with(Some("version"), &(), &(), Some(&on_1))
+                .unwrap(),
+            Value::Int(1)
+        );
         pool.resize(1).unwrap();
         assert_eq!(pool.size(), 1);
-        let e = model.call_with(Some("version"), &(), &(), Some(&on_1)).unwrap_err();
+        let e = model
+            .call_with(Some("version"), &(), &(), Some(&on_1))
+            .unwrap_err();
         assert_eq!(e.code(), Code::OutOfRange, "{e}");
         assert!(e.message().contains("the pool has 1"), "{e}");
         pool.resize(1).unwrap();
@@ -242,7 +331,12 @@ fn a_drain_finishes_calls_then_refuses_new_ones() {
             .into_iter()
             .map(|i| {
                 let pool = &pool;
-                s.spawn(move || pool.exec_with("import time\ntime.sleep(0.3)", Some(&as_model("slow", Some(i)))))
+                s.spawn(move || {
+                    pool.exec_with(
+                        "import time\ntime.sleep(0.3)",
+                        Some(&as_model("slow", Some(i))),
+                    )
+                })
             })
             .collect();
         wait_until("three calls in flight", || pool.in_flight() == 3);
@@ -259,51 +353,79 @@ fn a_drain_finishes_calls_then_refuses_new_ones() {
     assert_eq!(e.code(), Code::Draining, "{e}");
     assert!(e.message().contains("draining"), "{e}");
     assert_eq!(pool.eval(None, "1").unwrap_err().code(), Code::Draining);
-    assert_eq!(model.call_method("version", &()).unwrap_err().code(), Code::Draining);
+    assert_eq!(
+        model.call_method("version", &()).unwrap_err().code(),
+        Code::Draining
+    );
     let refused = model.call_method_async("version", &()).unwrap_err();
-    assert_eq!(refused.code(), Code::Draining, "refused by call_async itself: {refused}");
+    assert_eq!(
+        refused.code(),
+        Code::Draining,
+        "refused by call_async itself: {refused}"
+    );
     assert_eq!(pool.resize(1).unwrap_err().code(), Code::Draining);
     let s = pool.stats().unwrap();
     assert!(s.draining);
     assert_eq!(s.completed.ok(), 3);
     assert_eq!(s.completed.get(Code::Draining), 4, "{s:?}");
-    assert!(pool.prometheus_text().unwrap().contains("manypy_draining 1\n"));
+    assert!(pool
+        .prometheus_text()
+        .unwrap()
+        .contains("manypy_draining 1\n"));
 
     // Again, and from several threads at once: nothing left, nothing counted.
     assert_eq!(pool.drain(None).unwrap(), Default::default());
     thread::scope(|s| {
-        let drains: Vec<_> = (0..3).map(|_| s.spawn(|| pool.drain(Some(Duration::ZERO)))).collect();
+        let drains: Vec<_> = (0..3)
+            .map(|_| s.spawn(|| pool.drain(Some(Duration::ZERO))))
+            .collect();
         for d in drains {
             let d = d.join().unwrap().unwrap();
             assert_eq!((d.finished, d.cancelled), (0, 0));
         }
     });
     // A timeout C cannot hold.
-    assert_eq!(pool.drain(Some(Duration::MAX)).unwrap_err().code(), Code::OutOfRange);
+    assert_eq!(
+        pool.drain(Some(Duration::MAX)).unwrap_err().code(),
+        Code::OutOfRange
+    );
 }
 
 #[test]
 fn a_drain_deadline_cancels_endless_calls() {
     let _serial = serial();
     // HANDOFF: the second call surely waits in the home thread's queue.
-    let pool = Pool::builder().interpreters(1).thread_mode(ThreadMode::Handoff).build().unwrap();
+    let pool = Pool::builder()
+        .interpreters(1)
+        .thread_mode(ThreadMode::Handoff)
+        .build()
+        .unwrap();
     let start = Instant::now();
     let (drained, outcomes) = thread::scope(|s| {
         // One runs a pure Python loop; the other waits for the interpreter
         // behind it, then would sleep forever.
-        let running = s.spawn(|| pool.exec_with("while True: pass", Some(&as_model("endless", Some(0)))));
+        let running =
+            s.spawn(|| pool.exec_with("while True: pass", Some(&as_model("endless", Some(0)))));
         wait_until("the loop to run", || pool.in_flight() == 1);
         let queued = s.spawn(|| {
-            pool.exec_with("import time\nwhile True:\n    time.sleep(0.01)", Some(&as_model("endless", Some(0))))
+            pool.exec_with(
+                "import time\nwhile True:\n    time.sleep(0.01)",
+                Some(&as_model("endless", Some(0))),
+            )
         });
-        wait_until("a call to wait", || pool.in_flight() == 2 && pool.queued() == 1);
+        wait_until("a call to wait", || {
+            pool.in_flight() == 2 && pool.queued() == 1
+        });
         let drained = pool.drain(Some(Duration::from_millis(300))).unwrap();
         (drained, [running.join().unwrap(), queued.join().unwrap()])
     });
     let took = start.elapsed();
     eprintln!("drained in {took:?}");
     assert_eq!((drained.finished, drained.cancelled), (0, 2));
-    assert!(took >= Duration::from_millis(300) && took < Duration::from_secs(10), "{took:?}");
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_secs(10),
+        "{took:?}"
+    );
     for outcome in outcomes {
         let e = outcome.unwrap_err();
         assert_eq!(e.code(), Code::Cancelled, "{e}");
@@ -312,7 +434,12 @@ fn a_drain_deadline_cancels_endless_calls() {
     let s = pool.stats().unwrap();
     assert_eq!(s.completed.get(Code::Cancelled), 2, "{s:?}");
     assert_eq!((s.in_flight, s.queued, s.broken), (0, 0, 0), "{s:?}");
-    let endless = pool.request_metrics().unwrap().into_iter().find(|m| m.model == "endless").unwrap();
+    let endless = pool
+        .request_metrics()
+        .unwrap()
+        .into_iter()
+        .find(|m| m.model == "endless")
+        .unwrap();
     assert_eq!(endless.completed.get(Code::Cancelled), 2);
     assert_eq!(pool.exec(None, "x = 1").unwrap_err().code(), Code::Draining);
 }
@@ -330,7 +457,9 @@ fn a_drain_races_the_drop_of_every_other_handle() {
         let pool = Pool::new(2).unwrap();
         let package = pool.load_package(archive("stuck.pt")).unwrap();
         let model = package.load_pickle("model", "model.pkl").unwrap();
-        let sleeping = model.call_method_async("sleep", &[Value::Float(0.5)]).unwrap();
+        let sleeping = model
+            .call_method_async("sleep", &[Value::Float(0.5)])
+            .unwrap();
         let busy = pool.clone();
         let exec = thread::spawn(move || busy.exec(Some(0), "import time\ntime.sleep(0.5)"));
         wait_until("two calls in flight", || pool.in_flight() == 2);
@@ -357,10 +486,17 @@ fn a_drain_races_the_drop_of_every_other_handle() {
             }
         }
         let drained = drain.join().unwrap().unwrap();
-        assert_eq!(drained.finished + drained.cancelled, 2, "round {round}: {drained:?}");
+        assert_eq!(
+            drained.finished + drained.cancelled,
+            2,
+            "round {round}: {drained:?}"
+        );
         assert_eq!(drained.cancelled, 0);
         exec.join().unwrap().unwrap();
-        assert_eq!(futures::executor::block_on(sleeping).unwrap(), Value::Float(0.5));
+        assert_eq!(
+            futures::executor::block_on(sleeping).unwrap(),
+            Value::Float(0.5)
+        );
     }
 }
 
@@ -396,7 +532,10 @@ impl Drop for DropCounter {
 }
 
 /// A callback owning a `DropCounter`, and the count of its drops.
-fn counted_callback() -> (impl Fn(usize, manypy::Error) + Send + Sync + 'static, Arc<AtomicUsize>) {
+fn counted_callback() -> (
+    impl Fn(usize, manypy::Error) + Send + Sync + 'static,
+    Arc<AtomicUsize>,
+) {
     let drops = Arc::new(AtomicUsize::new(0));
     let counter = DropCounter(drops.clone());
     (
@@ -430,7 +569,11 @@ fn the_interpreter_failed_callback_is_dropped_once_when_the_pool_is_gone() {
     drop(pool);
     drop(clone);
     drop(model); // and its package
-    assert_eq!(drops.load(Ordering::SeqCst), 0, "the batcher holds the pool");
+    assert_eq!(
+        drops.load(Ordering::SeqCst),
+        0,
+        "the batcher holds the pool"
+    );
     let out = batcher.call(&[Value::from(common::row(1.0, 4))]).unwrap();
     common::expect_forward(&out, 1.0);
     drop(batcher);
@@ -439,17 +582,27 @@ fn the_interpreter_failed_callback_is_dropped_once_when_the_pool_is_gone() {
     // thread is the last holder.
     wait_until("the callback dropped", || drops.load(Ordering::SeqCst) == 1);
     thread::sleep(Duration::from_millis(50));
-    assert_eq!(drops.load(Ordering::SeqCst), 1, "dropped once, with the pool's last holder");
+    assert_eq!(
+        drops.load(Ordering::SeqCst),
+        1,
+        "dropped once, with the pool's last holder"
+    );
     assert_eq!(Arc::strong_count(&witness), 1);
 
     // An asynchronous call holds the pool too: the callback goes after it
     // completes, on the manypy thread that completes it.
     let (callback, drops) = counted_callback();
-    let pool = Pool::builder().interpreters(1).on_interpreter_failed(callback).build().unwrap();
+    let pool = Pool::builder()
+        .interpreters(1)
+        .on_interpreter_failed(callback)
+        .build()
+        .unwrap();
     let stuck = load(&pool, "stuck.pt");
     let token = manypy::CancelToken::new().unwrap();
     let options = CallOptions::builder().cancel_token(&token).build().unwrap();
-    let spin = stuck.call_with_async(Some("spin"), &(), &(), Some(&options)).unwrap();
+    let spin = stuck
+        .call_with_async(Some("spin"), &(), &(), Some(&options))
+        .unwrap();
     wait_until("spin to run", || pool.in_flight() == 1);
     drop(pool);
     drop(stuck);
@@ -464,7 +617,12 @@ fn the_interpreter_failed_callback_is_dropped_once_when_the_pool_is_gone() {
 
     // The same callback in a pool and its clones is dropped once too.
     let (callback, drops) = counted_callback();
-    let pool = Pool::builder().interpreters(1).serve_early(true).on_interpreter_failed(callback).build().unwrap();
+    let pool = Pool::builder()
+        .interpreters(1)
+        .serve_early(true)
+        .on_interpreter_failed(callback)
+        .build()
+        .unwrap();
     let clones: Vec<Pool> = (0..3).map(|_| pool.clone()).collect();
     drop(pool);
     assert_eq!(drops.load(Ordering::SeqCst), 0);
@@ -477,14 +635,19 @@ fn the_interpreter_failed_callback_is_dropped_when_no_pool_is_made() {
     let _serial = serial();
     // A builder dropped without building.
     let (callback, drops) = counted_callback();
-    let builder = Pool::builder().interpreters(1).on_interpreter_failed(callback);
+    let builder = Pool::builder()
+        .interpreters(1)
+        .on_interpreter_failed(callback);
     drop(builder);
     assert_eq!(drops.load(Ordering::SeqCst), 1);
 
     // Replaced by a later callback: dropped at once, the later one with the pool.
     let (first, first_drops) = counted_callback();
     let (second, second_drops) = counted_callback();
-    let pool = Pool::builder().interpreters(1).on_interpreter_failed(first).on_interpreter_failed(second);
+    let pool = Pool::builder()
+        .interpreters(1)
+        .on_interpreter_failed(first)
+        .on_interpreter_failed(second);
     assert_eq!(first_drops.load(Ordering::SeqCst), 1);
     let pool = pool.build().unwrap();
     assert_eq!(second_drops.load(Ordering::SeqCst), 0);
@@ -493,17 +656,30 @@ fn the_interpreter_failed_callback_is_dropped_when_no_pool_is_made() {
 
     // A build that fails in manypy_pool_create, after C took the callback.
     let (callback, drops) = counted_callback();
-    let e = Pool::builder().interpreters(2).max_interpreters(1).on_interpreter_failed(callback).build().unwrap_err();
+    let e = Pool::builder()
+        .interpreters(2)
+        .max_interpreters(1)
+        .on_interpreter_failed(callback)
+        .build()
+        .unwrap_err();
     assert_eq!(e.code(), Code::OutOfRange, "{e}");
     assert_eq!(drops.load(Ordering::SeqCst), 1);
 
     // A build that fails before C took it.
     let (callback, drops) = counted_callback();
-    let e = Pool::builder().name("a\0b").on_interpreter_failed(callback).build().unwrap_err();
+    let e = Pool::builder()
+        .name("a\0b")
+        .on_interpreter_failed(callback)
+        .build()
+        .unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument, "{e}");
     assert_eq!(drops.load(Ordering::SeqCst), 1);
     let (callback, drops) = counted_callback();
-    let e = Pool::builder().grow_after(Duration::ZERO).on_interpreter_failed(callback).build().unwrap_err();
+    let e = Pool::builder()
+        .grow_after(Duration::ZERO)
+        .on_interpreter_failed(callback)
+        .build()
+        .unwrap_err();
     assert_eq!(e.code(), Code::OutOfRange, "{e}");
     assert_eq!(drops.load(Ordering::SeqCst), 1);
 }

@@ -9,7 +9,9 @@ use common::archive;
 use manypy::{CallOptions, CancelToken, Pool, Tensor, Value};
 
 fn identity_args() -> [Value; 1] {
-    [Value::from(Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]).unwrap())]
+    [Value::from(
+        Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]).unwrap(),
+    )]
 }
 
 #[test]
@@ -20,7 +22,10 @@ fn an_object_outlives_its_pool_and_package_handles() {
     drop(pool);
     drop(package);
     let out = object.call(&identity_args()).unwrap();
-    assert_eq!(common::tensor_of(&out).as_slice::<f32>().unwrap(), &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    assert_eq!(
+        common::tensor_of(&out).as_slice::<f32>().unwrap(),
+        &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    );
     // The package is still reachable through the object.
     assert!(!object.package().list_files().unwrap().is_empty());
     assert_eq!(object.package().pool().size(), 1);
@@ -44,11 +49,20 @@ fn handles_drop_in_every_order() {
         let k = p.load_package(archive("identity.pt")).unwrap();
         let o = k.load_pickle("model", "model.pkl").unwrap();
         let token = CancelToken::new().unwrap();
-        let c = CallOptions::builder().cancel_token(&token).timeout(std::time::Duration::from_secs(30)).build().unwrap();
+        let c = CallOptions::builder()
+            .cancel_token(&token)
+            .timeout(std::time::Duration::from_secs(30))
+            .build()
+            .unwrap();
         drop(token);
         let t = common::tensor_of(&o.call_with(None, &identity_args(), &(), Some(&c)).unwrap());
-        let mut slots: Vec<Option<Box<dyn std::any::Any>>> =
-            vec![Some(Box::new(p)), Some(Box::new(k)), Some(Box::new(o)), Some(Box::new(t.clone())), Some(Box::new(c))];
+        let mut slots: Vec<Option<Box<dyn std::any::Any>>> = vec![
+            Some(Box::new(p)),
+            Some(Box::new(k)),
+            Some(Box::new(o)),
+            Some(Box::new(t.clone())),
+            Some(Box::new(c)),
+        ];
         for i in order {
             slots[i] = None;
         }
@@ -60,7 +74,12 @@ fn handles_drop_in_every_order() {
 #[test]
 fn an_object_shared_by_threads_is_freed_by_the_last() {
     let pool = Pool::new(2).unwrap();
-    let object = Arc::new(pool.load_package(archive("identity.pt")).unwrap().load_pickle("model", "model.pkl").unwrap());
+    let object = Arc::new(
+        pool.load_package(archive("identity.pt"))
+            .unwrap()
+            .load_pickle("model", "model.pkl")
+            .unwrap(),
+    );
     drop(pool);
     let threads: Vec<_> = (0..4)
         .map(|_| {
@@ -81,7 +100,11 @@ fn an_object_shared_by_threads_is_freed_by_the_last() {
 #[test]
 fn scoped_threads_borrow_an_object_without_arc() {
     let pool = Pool::new(2).unwrap();
-    let object = pool.load_package(archive("identity.pt")).unwrap().load_pickle("model", "model.pkl").unwrap();
+    let object = pool
+        .load_package(archive("identity.pt"))
+        .unwrap()
+        .load_pickle("model", "model.pkl")
+        .unwrap();
     thread::scope(|s| {
         for _ in 0..4 {
             s.spawn(|| object.call(&identity_args()).unwrap());

@@ -20,8 +20,16 @@ use manypy::{ArchiveTrust, Code, Pool, ScriptModule, Tensor, Value};
 /// The archive's SHA-256 as `sha256sum` prints it (the tool users take the
 /// digests from, and none of manypy's code).
 fn sha256_hex(path: &Path) -> String {
-    let out = Command::new("sha256sum").arg(path).output().expect("sha256sum (coreutils) runs");
-    assert!(out.status.success(), "sha256sum {}: {:?}", path.display(), out);
+    let out = Command::new("sha256sum")
+        .arg(path)
+        .output()
+        .expect("sha256sum (coreutils) runs");
+    assert!(
+        out.status.success(),
+        "sha256sum {}: {:?}",
+        path.display(),
+        out
+    );
     let text = String::from_utf8(out.stdout).unwrap();
     let digest = text.split_whitespace().next().unwrap().to_owned();
     assert_eq!(digest.len(), 64, "{text}");
@@ -46,7 +54,10 @@ fn check_inverts(module: &ScriptModule) {
 type Asked = Arc<Mutex<Vec<(String, String)>>>;
 
 /// A verifier that records what it is asked (digest, origin) and refuses.
-fn refusing_recorder() -> (Asked, impl Fn(&[u8; 32], &str) -> bool + Send + Sync + 'static) {
+fn refusing_recorder() -> (
+    Asked,
+    impl Fn(&[u8; 32], &str) -> bool + Send + Sync + 'static,
+) {
     let asked = Asked::default();
     let log = asked.clone();
     let verifier = move |digest: &[u8; 32], origin: &str| {
@@ -62,7 +73,10 @@ fn expect_asked_about_file_then_bytes(asked: &Asked, path: &Path) {
     let digest = sha256_hex(path);
     assert_eq!(
         *asked.lock().unwrap(),
-        vec![(digest.clone(), path.to_str().unwrap().to_owned()), (digest, "<bytes>".to_owned())]
+        vec![
+            (digest.clone(), path.to_str().unwrap().to_owned()),
+            (digest, "<bytes>".to_owned())
+        ]
     );
 }
 
@@ -99,9 +113,17 @@ fn an_allow_list_covers_torchscript_on_the_host() {
     check_inverts(&ScriptModule::load_trusted(&invert, &trust).unwrap());
     check_inverts(&ScriptModule::load_bytes_trusted(&read(&invert), &trust).unwrap());
     // Digits in either case; a clone is the same trust.
-    let upper = ArchiveTrust::builder().sha256(sha256_hex(&invert).to_uppercase()).build().unwrap();
+    let upper = ArchiveTrust::builder()
+        .sha256(sha256_hex(&invert).to_uppercase())
+        .build()
+        .unwrap();
     check_inverts(&ScriptModule::load_trusted(&invert, &upper.clone()).unwrap());
-    assert_eq!(ScriptModule::load_trusted(&looping, &upper).unwrap_err().code(), Code::UntrustedArchive);
+    assert_eq!(
+        ScriptModule::load_trusted(&looping, &upper)
+            .unwrap_err()
+            .code(),
+        Code::UntrustedArchive
+    );
     // An empty trust checks nothing, as the C API's NULL trust.
     ScriptModule::load_trusted(&looping, &ArchiveTrust::builder().build().unwrap()).unwrap();
 }
@@ -110,21 +132,51 @@ fn an_allow_list_covers_torchscript_on_the_host() {
 fn a_verifier_is_asked_about_what_is_not_listed() {
     let (invert, looping) = (archive("invert_script.pt"), archive("loop_script.pt"));
     let (asked, verifier) = refusing_recorder();
-    let trust = ArchiveTrust::builder().sha256(sha256_hex(&invert)).verifier(verifier).build().unwrap();
-    assert_eq!(ScriptModule::load_trusted(&looping, &trust).unwrap_err().code(), Code::UntrustedArchive);
-    assert_eq!(ScriptModule::load_bytes_trusted(&read(&looping), &trust).unwrap_err().code(), Code::UntrustedArchive);
+    let trust = ArchiveTrust::builder()
+        .sha256(sha256_hex(&invert))
+        .verifier(verifier)
+        .build()
+        .unwrap();
+    assert_eq!(
+        ScriptModule::load_trusted(&looping, &trust)
+            .unwrap_err()
+            .code(),
+        Code::UntrustedArchive
+    );
+    assert_eq!(
+        ScriptModule::load_bytes_trusted(&read(&looping), &trust)
+            .unwrap_err()
+            .code(),
+        Code::UntrustedArchive
+    );
     check_inverts(&ScriptModule::load_trusted(&invert, &trust).unwrap()); // listed: not asked
     expect_asked_about_file_then_bytes(&asked, &looping);
 
     // One that accepts: by origin here.
-    let by_path = ArchiveTrust::builder().verifier(|_, origin| origin.ends_with("loop_script.pt")).build().unwrap();
+    let by_path = ArchiveTrust::builder()
+        .verifier(|_, origin| origin.ends_with("loop_script.pt"))
+        .build()
+        .unwrap();
     ScriptModule::load_trusted(&looping, &by_path).unwrap();
-    assert_eq!(ScriptModule::load_bytes_trusted(&read(&looping), &by_path).unwrap_err().code(), Code::UntrustedArchive);
+    assert_eq!(
+        ScriptModule::load_bytes_trusted(&read(&looping), &by_path)
+            .unwrap_err()
+            .code(),
+        Code::UntrustedArchive
+    );
 
     // A panicking verifier refuses, and the panic stays on the Rust side.
     let before = manypy::callback_panics();
-    let panicking = ArchiveTrust::builder().verifier(|_, _| panic!("verifier panics on purpose")).build().unwrap();
-    assert_eq!(ScriptModule::load_trusted(&invert, &panicking).unwrap_err().code(), Code::UntrustedArchive);
+    let panicking = ArchiveTrust::builder()
+        .verifier(|_, _| panic!("verifier panics on purpose"))
+        .build()
+        .unwrap();
+    assert_eq!(
+        ScriptModule::load_trusted(&invert, &panicking)
+            .unwrap_err()
+            .code(),
+        Code::UntrustedArchive
+    );
     assert!(manypy::callback_panics() > before);
 }
 
@@ -145,20 +197,52 @@ fn the_same_trust_serves_pools() {
     let e = pool.load_package(&runs_code).unwrap_err();
     assert_eq!(e.code(), Code::UntrustedArchive);
     assert!(e.message().contains(&sha256_hex(&runs_code)), "{e}");
-    assert_eq!(pool.load_package_bytes(&read(&runs_code)).unwrap_err().code(), Code::UntrustedArchive);
+    assert_eq!(
+        pool.load_package_bytes(&read(&runs_code))
+            .unwrap_err()
+            .code(),
+        Code::UntrustedArchive
+    );
     expect_asked_about_file_then_bytes(&asked, &runs_code);
-    let model = pool.load_package(&identity).unwrap().load_pickle("model", "model.pkl").unwrap();
+    let model = pool
+        .load_package(&identity)
+        .unwrap()
+        .load_pickle("model", "model.pkl")
+        .unwrap();
     let x = Tensor::from_slice(&[1.0f32, 2.0], &[2]).unwrap();
-    assert_eq!(Tensor::try_from(model.call(&[Value::from(&x)]).unwrap()).unwrap().to_vec::<f32>().unwrap(), vec![1.0, 2.0]);
+    assert_eq!(
+        Tensor::try_from(model.call(&[Value::from(&x)]).unwrap())
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap(),
+        vec![1.0, 2.0]
+    );
     drop((model, pool)); // its interpreter goes back: the pools below may take it
 
     // A trust replaces the digests given before it; digests after it add.
-    let only_invert = ArchiveTrust::builder().sha256(sha256_hex(&archive("invert_script.pt"))).build().unwrap();
-    let replaced = Pool::builder().trust_sha256(sha256_hex(&identity)).trust(&only_invert).build().unwrap();
-    assert_eq!(replaced.load_package(&identity).unwrap_err().code(), Code::UntrustedArchive);
-    let added = Pool::builder().trust(&only_invert).trust_sha256(sha256_hex(&identity)).build().unwrap();
+    let only_invert = ArchiveTrust::builder()
+        .sha256(sha256_hex(&archive("invert_script.pt")))
+        .build()
+        .unwrap();
+    let replaced = Pool::builder()
+        .trust_sha256(sha256_hex(&identity))
+        .trust(&only_invert)
+        .build()
+        .unwrap();
+    assert_eq!(
+        replaced.load_package(&identity).unwrap_err().code(),
+        Code::UntrustedArchive
+    );
+    let added = Pool::builder()
+        .trust(&only_invert)
+        .trust_sha256(sha256_hex(&identity))
+        .build()
+        .unwrap();
     added.load_package(&identity).unwrap();
-    assert_eq!(added.load_package(&runs_code).unwrap_err().code(), Code::UntrustedArchive);
+    assert_eq!(
+        added.load_package(&runs_code).unwrap_err().code(),
+        Code::UntrustedArchive
+    );
 }
 
 #[test]
@@ -171,10 +255,21 @@ fn bad_digests_are_invalid_arguments() {
         let e = ArchiveTrust::builder().sha256(bad).build().unwrap_err();
         assert_eq!(e.code(), Code::InvalidArgument, "{bad:?}: {e}");
     }
-    assert_eq!(Pool::builder().trust_sha256("xyz").build().unwrap_err().code(), Code::InvalidArgument);
+    assert_eq!(
+        Pool::builder()
+            .trust_sha256("xyz")
+            .build()
+            .unwrap_err()
+            .code(),
+        Code::InvalidArgument
+    );
     // A good one among them does not help.
     let good = sha256_hex(&archive("identity.pt"));
-    let e = ArchiveTrust::builder().sha256(good).sha256("xyz").build().unwrap_err();
+    let e = ArchiveTrust::builder()
+        .sha256(good)
+        .sha256("xyz")
+        .build()
+        .unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
 }
 
@@ -195,13 +290,23 @@ fn the_verifier_is_released_exactly_once() {
         .unwrap();
     let copy = trust.clone();
     let pool = Pool::builder().trust(&trust).build().unwrap();
-    assert_eq!(ScriptModule::load_trusted(archive("loop_script.pt"), &copy).unwrap_err().code(), Code::UntrustedArchive);
+    assert_eq!(
+        ScriptModule::load_trusted(archive("loop_script.pt"), &copy)
+            .unwrap_err()
+            .code(),
+        Code::UntrustedArchive
+    );
     drop(trust);
     drop(copy);
     // The pool holds the verifier still, and asks it.
     assert_eq!(drops.load(Ordering::SeqCst), 0);
     let before = asked.load(Ordering::SeqCst);
-    assert_eq!(pool.load_package(archive("malformed/runs_code.pt")).unwrap_err().code(), Code::UntrustedArchive);
+    assert_eq!(
+        pool.load_package(archive("malformed/runs_code.pt"))
+            .unwrap_err()
+            .code(),
+        Code::UntrustedArchive
+    );
     assert_eq!(asked.load(Ordering::SeqCst), before + 1);
     drop(pool);
     assert_eq!(drops.load(Ordering::SeqCst), 1);

@@ -23,7 +23,9 @@ struct Options {
 
 fn parse() -> Result<Options, String> {
     let mut options = Options {
-        archives: std::env::var_os("MANYPY_ARCHIVES").map(PathBuf::from).unwrap_or_default(),
+        archives: std::env::var_os("MANYPY_ARCHIVES")
+            .map(PathBuf::from)
+            .unwrap_or_default(),
         threads: 2,
         seconds: 3.0,
     };
@@ -32,8 +34,12 @@ fn parse() -> Result<Options, String> {
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
         match flag.as_str() {
             "--archives" => options.archives = value.into(),
-            "--threads" => options.threads = value.parse().map_err(|e| format!("--threads: {e}"))?,
-            "--seconds" => options.seconds = value.parse().map_err(|e| format!("--seconds: {e}"))?,
+            "--threads" => {
+                options.threads = value.parse().map_err(|e| format!("--threads: {e}"))?
+            }
+            "--seconds" => {
+                options.seconds = value.parse().map_err(|e| format!("--seconds: {e}"))?
+            }
             _ => return Err(format!("unknown option {flag}")),
         }
     }
@@ -48,7 +54,10 @@ fn parse() -> Result<Options, String> {
 
 fn read_f32(path: &Path) -> Result<Vec<f32>, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
+    Ok(bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect())
 }
 
 /// The model's inputs and expected outputs (samples/models/README.md).
@@ -72,11 +81,18 @@ fn case(dir: &Path) -> Result<Case, Box<dyn std::error::Error>> {
 fn close(got: &[f32], expected: &[f32]) -> bool {
     let scale = expected.iter().fold(0f32, |m, e| m.max(e.abs()));
     got.len() == expected.len()
-        && got.iter().zip(expected).all(|(g, e)| (g - e).abs() <= 1e-4 * (e.abs() + scale))
+        && got
+            .iter()
+            .zip(expected)
+            .all(|(g, e)| (g - e).abs() <= 1e-4 * (e.abs() + scale))
 }
 
 /// Checks the model's output on every interpreter of its pool.
-fn check(model: &Object, case: &Case, interpreters: usize) -> Result<(), Box<dyn std::error::Error>> {
+fn check(
+    model: &Object,
+    case: &Case,
+    interpreters: usize,
+) -> Result<(), Box<dyn std::error::Error>> {
     for i in 0..interpreters {
         let options = CallOptions::builder().interpreter(i).build()?;
         let out = model.call_with(None, &case.args, &case.kwargs, Some(&options))?;
@@ -116,7 +132,10 @@ fn serve(model: &Object, case: &Case, threads: usize, seconds: f64) -> Result<Ru
             .collect();
         std::thread::sleep(Duration::from_secs_f64(seconds));
         stop.store(true, Ordering::Relaxed);
-        workers.into_iter().map(|w| w.join().expect("a serving thread panicked")).collect()
+        workers
+            .into_iter()
+            .map(|w| w.join().expect("a serving thread panicked"))
+            .collect()
     });
     let elapsed = start.elapsed();
     let mut latencies = Vec::new();
@@ -124,7 +143,11 @@ fn serve(model: &Object, case: &Case, threads: usize, seconds: f64) -> Result<Ru
         latencies.extend(r?);
     }
     latencies.sort();
-    Ok(Run { calls: latencies.len(), elapsed, latencies })
+    Ok(Run {
+        calls: latencies.len(),
+        elapsed,
+        latencies,
+    })
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
@@ -148,25 +171,39 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let archive = options.archives.join("python_heavy.pt");
     println!(
         "python_heavy.pt from {} threads, {:.1} s per configuration (libmanypy {})",
-        options.threads, options.seconds, manypy::library_version()?
+        options.threads,
+        options.seconds,
+        manypy::library_version()?
     );
-    println!("{:<28} {:>10} {:>10} {:>10}", "configuration", "calls/s", "p50 ms", "p99 ms");
+    println!(
+        "{:<28} {:>10} {:>10} {:>10}",
+        "configuration", "calls/s", "p50 ms", "p99 ms"
+    );
     let mut throughput = Vec::new();
     for interpreters in [1, options.threads] {
         let pool = Pool::new(interpreters)?;
-        let model = pool.load_package(&archive)?.load_pickle("model", "model.pkl")?;
+        let model = pool
+            .load_package(&archive)?
+            .load_pickle("model", "model.pkl")?;
         check(&model, &case, interpreters)?; // also starts every interpreter
         let run = serve(&model, &case, options.threads, options.seconds)?;
         let rate = run.calls as f64 / run.elapsed.as_secs_f64();
         throughput.push(rate);
         println!(
             "{:<28} {:>10.1} {:>10.3} {:>10.3}",
-            format!("{interpreters} interpreter(s) x {} threads", options.threads),
+            format!(
+                "{interpreters} interpreter(s) x {} threads",
+                options.threads
+            ),
             rate,
             percentile(&run.latencies, 0.50),
             percentile(&run.latencies, 0.99)
         );
     }
-    println!("speed-up with {} interpreters: {:.2}x", options.threads, throughput[1] / throughput[0]);
+    println!(
+        "speed-up with {} interpreters: {:.2}x",
+        options.threads,
+        throughput[1] / throughput[0]
+    );
     Ok(())
 }

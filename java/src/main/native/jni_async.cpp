@@ -63,9 +63,8 @@ manypy_status* submit_async(JNIEnv* jenv, jobject completion, Submit submit) {
 
 }  // namespace
 
-manypy_status* manypy_jni_object_call_async(JNIEnv* jenv, manypy_object* object,
-                                            const char* method, const manypy_value* args,
-                                            const manypy_value* kwargs,
+manypy_status* manypy_jni_object_call_async(JNIEnv* jenv, manypy_object* object, const char* method,
+                                            const manypy_value* args, const manypy_value* kwargs,
                                             const manypy_call_options* options,
                                             jobject completion) {
   return submit_async(jenv, completion, [&](jobject ref) {
@@ -85,8 +84,7 @@ manypy_status* manypy_jni_script_call_async(JNIEnv* jenv, manypy_script_module* 
 
 manypy_status* manypy_jni_aoti_call_async(JNIEnv* jenv, manypy_aoti_module* module,
                                           const manypy_value* args, const manypy_value* kwargs,
-                                          const manypy_call_options* options,
-                                          jobject completion) {
+                                          const manypy_call_options* options, jobject completion) {
   return submit_async(jenv, completion, [&](jobject ref) {
     return manypy_aoti_call_async(module, args, kwargs, options, call_done, ref);
   });

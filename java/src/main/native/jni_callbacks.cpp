@@ -45,12 +45,11 @@ void op_event(const manypy_op_event* event, void* target, jboolean enter) {
   jbyteArray request = utf8_or_empty(env, event->request_id);
   jlongArray inputs = encode_inputs(env, event);
   if (!env->ExceptionCheck()) {
-    env->CallStaticVoidMethod(dispatch().type, dispatch().op_event, static_cast<jobject>(target),
-                              enter, name, static_cast<jlong>(event->sequence_number),
-                              static_cast<jlong>(event->thread_id),
-                              static_cast<jint>(event->interpreter),
-                              static_cast<jlong>(event->start_ns),
-                              static_cast<jlong>(event->end_ns), model, request, inputs);
+    env->CallStaticVoidMethod(
+        dispatch().type, dispatch().op_event, static_cast<jobject>(target), enter, name,
+        static_cast<jlong>(event->sequence_number), static_cast<jlong>(event->thread_id),
+        static_cast<jint>(event->interpreter), static_cast<jlong>(event->start_ns),
+        static_cast<jlong>(event->end_ns), model, request, inputs);
   }
   clear_pending_exception(env);
   env->PopLocalFrame(nullptr);
@@ -64,8 +63,8 @@ void api_usage(const char* key, void* handler) {
   if (!env || env->PushLocalFrame(kLocalFrame) != JNI_OK) return;
   jbyteArray bytes = utf8_or_empty(env, key);
   if (!env->ExceptionCheck()) {
-    env->CallStaticVoidMethod(dispatch().type, dispatch().api_usage,
-                              static_cast<jobject>(handler), bytes);
+    env->CallStaticVoidMethod(dispatch().type, dispatch().api_usage, static_cast<jobject>(handler),
+                              bytes);
   }
   clear_pending_exception(env);
   env->PopLocalFrame(nullptr);

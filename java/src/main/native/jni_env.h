@@ -18,12 +18,13 @@ JNIEnv* callback_env();
 /* org.manypy.CallbackDispatch and its static methods, resolved at load. */
 struct Dispatch {
   jclass type;
-  jmethodID op_event;    /* (Object, boolean, byte[], long, long, int, long, long, byte[], byte[], long[])V */
+  jmethodID op_event;    /* (Object, boolean, byte[], long, long, int, long, long, byte[], byte[],
+                            long[])V */
   jmethodID api_usage;   /* (Object, byte[])V */
   jmethodID export_hook; /* (Object)J */
-  jmethodID verify_archive; /* (Object, byte[], byte[])Z */
-  jmethodID call_done;      /* (Object, long, long)V: an asynchronous call's outcome */
-  jmethodID call_lost;      /* (Object, Throwable)V: what escaped call_done */
+  jmethodID verify_archive;     /* (Object, byte[], byte[])Z */
+  jmethodID call_done;          /* (Object, long, long)V: an asynchronous call's outcome */
+  jmethodID call_lost;          /* (Object, Throwable)V: what escaped call_done */
   jmethodID interpreter_failed; /* (Object, int, long)V: a background start failed */
 };
 const Dispatch& dispatch();

@@ -101,20 +101,16 @@ int64_t manypy_jni_archive_verifiers_held(void);
  * freed twice. A Throwable that escapes callDone is handed to
  * CallbackDispatch.callLost, so the future still completes. A refused call
  * (a status returned) releases the reference at once: it never completes. */
-manypy_status* manypy_jni_object_call_async(JNIEnv* jenv, manypy_object* object,
-                                            const char* method, const manypy_value* args,
-                                            const manypy_value* kwargs,
-                                            const manypy_call_options* options,
-                                            jobject completion);
+manypy_status* manypy_jni_object_call_async(JNIEnv* jenv, manypy_object* object, const char* method,
+                                            const manypy_value* args, const manypy_value* kwargs,
+                                            const manypy_call_options* options, jobject completion);
 manypy_status* manypy_jni_script_call_async(JNIEnv* jenv, manypy_script_module* module,
                                             const char* method, const manypy_value* args,
                                             const manypy_value* kwargs,
-                                            const manypy_call_options* options,
-                                            jobject completion);
+                                            const manypy_call_options* options, jobject completion);
 manypy_status* manypy_jni_aoti_call_async(JNIEnv* jenv, manypy_aoti_module* module,
                                           const manypy_value* args, const manypy_value* kwargs,
-                                          const manypy_call_options* options,
-                                          jobject completion);
+                                          const manypy_call_options* options, jobject completion);
 manypy_status* manypy_jni_batcher_call_async(JNIEnv* jenv, manypy_batcher* batcher,
                                              const manypy_value* args, const manypy_value* kwargs,
                                              const manypy_call_options* options,
@@ -171,8 +167,7 @@ jbyteArray manypy_jni_request_metrics_model(JNIEnv* jenv, const manypy_request_m
                                             size_t index);
 jlongArray manypy_jni_request_metrics_counts(JNIEnv* jenv, const manypy_request_metrics* metrics,
                                              size_t index);
-jdoubleArray manypy_jni_request_metrics_seconds(JNIEnv* jenv,
-                                                const manypy_request_metrics* metrics,
+jdoubleArray manypy_jni_request_metrics_seconds(JNIEnv* jenv, const manypy_request_metrics* metrics,
                                                 size_t index);
 
 #endif /* MANYPY_JNI_GLUE_H */

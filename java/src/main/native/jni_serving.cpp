@@ -72,7 +72,8 @@ jsize put_counts(JNIEnv* jenv, jlongArray array, jsize at, const uint64_t* count
 
 manypy_status* manypy_jni_pool_get_stats(JNIEnv* jenv, const manypy_pool* pool, jlongArray out) {
   if (!out || jenv->GetArrayLength(out) < MANYPY_JNI_POOL_STATS_LENGTH) {
-    return invalid_argument("manypy: pool stats need an array of MANYPY_JNI_POOL_STATS_LENGTH longs");
+    return invalid_argument(
+        "manypy: pool stats need an array of MANYPY_JNI_POOL_STATS_LENGTH longs");
   }
   manypy_pool_stats stats;
   std::memset(&stats, 0, sizeof stats);
@@ -80,11 +81,12 @@ manypy_status* manypy_jni_pool_get_stats(JNIEnv* jenv, const manypy_pool* pool, 
   if (manypy_status* status = manypy_pool_get_stats(pool, &stats)) return status;
   // No allocation here (nothing C++ may throw through JNI).
   jlong values[MANYPY_JNI_POOL_STATS_LENGTH] = {
-      static_cast<jlong>(stats.draining), static_cast<jlong>(stats.interpreters),
-      static_cast<jlong>(stats.starting), static_cast<jlong>(stats.ready),
-      static_cast<jlong>(stats.busy),     static_cast<jlong>(stats.broken),
+      static_cast<jlong>(stats.draining),  static_cast<jlong>(stats.interpreters),
+      static_cast<jlong>(stats.starting),  static_cast<jlong>(stats.ready),
+      static_cast<jlong>(stats.busy),      static_cast<jlong>(stats.broken),
       static_cast<jlong>(stats.in_flight), static_cast<jlong>(stats.queued)};
-  for (int c = 0; c < MANYPY_CODE_SLOTS; ++c) values[8 + c] = static_cast<jlong>(stats.completed[c]);
+  for (int c = 0; c < MANYPY_CODE_SLOTS; ++c)
+    values[8 + c] = static_cast<jlong>(stats.completed[c]);
   jenv->SetLongArrayRegion(out, 0, MANYPY_JNI_POOL_STATS_LENGTH, values);
   return nullptr;
 }
@@ -129,8 +131,7 @@ jlongArray manypy_jni_request_metrics_counts(JNIEnv* jenv, const manypy_request_
   return array;
 }
 
-jdoubleArray manypy_jni_request_metrics_seconds(JNIEnv* jenv,
-                                                const manypy_request_metrics* metrics,
+jdoubleArray manypy_jni_request_metrics_seconds(JNIEnv* jenv, const manypy_request_metrics* metrics,
                                                 size_t index) {
   const manypy_request_metrics& m = *manypy_request_metrics_at(metrics, index);
   jdoubleArray array = jenv->NewDoubleArray(static_cast<jsize>(2 + m.num_buckets));

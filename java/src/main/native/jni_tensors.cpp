@@ -44,8 +44,7 @@ manypy_status* manypy_jni_tensor_new_from_direct_buffer(JNIEnv* jenv, jobject bu
   if (copy) {
     // Copied now (a read-only buffer): manypy's memory, nothing to keep alive.
     return manypy_tensor_new_from_buffer(base, static_cast<size_t>(capacity), dtype, ndim,
-                                         dims.data(), stride_data, 1, nullptr, nullptr,
-                                         out_tensor);
+                                         dims.data(), stride_data, 1, nullptr, nullptr, out_tensor);
   }
   // Lent: the buffer stays reachable through a global reference until
   // manypy no longer needs its memory (after the last reference and value,
@@ -54,8 +53,8 @@ manypy_status* manypy_jni_tensor_new_from_direct_buffer(JNIEnv* jenv, jobject bu
   if (manypy_status* status = manypy_jni::new_global_ref(jenv, buffer, &keep_alive)) return status;
   // On failure manypy calls the release (deleting the reference) at once.
   return manypy_tensor_new_from_buffer(base, static_cast<size_t>(capacity), dtype, ndim,
-                                       dims.data(), stride_data, 0,
-                                       manypy_jni::delete_global_ref, keep_alive, out_tensor);
+                                       dims.data(), stride_data, 0, manypy_jni::delete_global_ref,
+                                       keep_alive, out_tensor);
 }
 
 jlongArray manypy_jni_tensor_layout(JNIEnv* jenv, const manypy_tensor* tensor) {

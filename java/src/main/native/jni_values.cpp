@@ -14,8 +14,7 @@ jbyteArray new_byte_array(JNIEnv* jenv, const void* data, size_t length) {
   }
   jbyteArray array = jenv->NewByteArray(static_cast<jsize>(length));
   if (array && length) {
-    jenv->SetByteArrayRegion(array, 0, static_cast<jsize>(length),
-                             static_cast<const jbyte*>(data));
+    jenv->SetByteArrayRegion(array, 0, static_cast<jsize>(length), static_cast<const jbyte*>(data));
   }
   return array;  // null with OutOfMemoryError pending if the JVM is out of heap
 }
@@ -61,10 +60,10 @@ jbyteArray manypy_jni_value_bytes(JNIEnv* jenv, const manypy_value* value) {
 
 jbyteArray manypy_jni_value_dict_key(JNIEnv* jenv, const manypy_value* value, size_t index) {
   // With its length: a key from Python may contain NUL.
-  return value_bytes<const char*>(
-      jenv, value, [index](const manypy_value* v, const char** key, size_t* length) {
-        return manypy_value_dict_key(v, index, key, length);
-      });
+  return value_bytes<const char*>(jenv, value,
+                                  [index](const manypy_value* v, const char** key, size_t* length) {
+                                    return manypy_value_dict_key(v, index, key, length);
+                                  });
 }
 
 jbyteArray manypy_jni_profile_entry_model(JNIEnv* jenv, const manypy_profile_entry* entries,

@@ -33,8 +33,10 @@ static void* call_once(void* arg) {
 
 /* static native int callFromNewThreads(long model, ByteBuffer input, int threads):
  * the number of calls that failed. */
-JNIEXPORT jint JNICALL Java_org_manypy_NativeThreadsTest_callFromNewThreads(
-    JNIEnv* env, jclass cls, jlong model, jobject input, jint threads) {
+JNIEXPORT jint JNICALL Java_org_manypy_NativeThreadsTest_callFromNewThreads(JNIEnv* env, jclass cls,
+                                                                            jlong model,
+                                                                            jobject input,
+                                                                            jint threads) {
   (void)cls;
   enum { kMax = 16 };
   call calls[kMax];

@@ -14,7 +14,11 @@ pub fn archives() -> PathBuf {
          directory), or set it to <build>/archives",
     );
     let dir = PathBuf::from(dir);
-    assert!(dir.join("identity.pt").exists(), "no identity.pt in {}", dir.display());
+    assert!(
+        dir.join("identity.pt").exists(),
+        "no identity.pt in {}",
+        dir.display()
+    );
     dir
 }
 
@@ -26,7 +30,10 @@ pub fn archive(name: &str) -> PathBuf {
 pub fn read_f32(name: &str) -> Vec<f32> {
     let bytes = std::fs::read(archive(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
     assert_eq!(bytes.len() % 4, 0, "{name}: not float32");
-    bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+    bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect()
 }
 
 /// Asserts `got` is close to `expected` (as the C tests compare: relative
@@ -36,7 +43,10 @@ pub fn assert_close(got: &[f32], expected: &[f32], rtol: f64, what: &str) {
     let scale = expected.iter().fold(0f64, |m, &e| m.max((e as f64).abs()));
     for (k, (&g, &e)) in got.iter().zip(expected).enumerate() {
         let diff = (g as f64 - e as f64).abs();
-        assert!(diff <= rtol * ((e as f64).abs() + scale), "{what}: element {k} is {g}, expected {e}");
+        assert!(
+            diff <= rtol * ((e as f64).abs() + scale),
+            "{what}: element {k} is {g}, expected {e}"
+        );
     }
 }
 
@@ -48,17 +58,30 @@ pub fn tensor_of(v: &Value) -> Tensor {
 /// (not the defaults: a host that drops kwargs fails).
 pub fn python_heavy_case() -> (Tensor, Vec<(&'static str, Value)>) {
     let x = Tensor::from_vec(read_f32("python_heavy.input.bin"), &[4, 64]).unwrap();
-    (x, vec![("steps", Value::Int(5)), ("normalize", Value::Bool(false))])
+    (
+        x,
+        vec![("steps", Value::Int(5)), ("normalize", Value::Bool(false))],
+    )
 }
 
 /// Checks python_heavy's output dict against its expected files.
 pub fn check_python_heavy(out: &Value) {
     let logits = tensor_of(out.get("logits").expect("no logits"));
     assert_eq!(logits.shape(), &[4, 10]);
-    assert_close(&logits.to_vec::<f32>().unwrap(), &read_f32("python_heavy.expected.logits.bin"), 1e-4, "logits");
+    assert_close(
+        &logits.to_vec::<f32>().unwrap(),
+        &read_f32("python_heavy.expected.logits.bin"),
+        1e-4,
+        "logits",
+    );
     let norm = tensor_of(out.get("norm").expect("no norm"));
     assert_eq!(norm.shape(), &[4]);
-    assert_close(&norm.to_vec::<f32>().unwrap(), &read_f32("python_heavy.expected.norm.bin"), 1e-4, "norm");
+    assert_close(
+        &norm.to_vec::<f32>().unwrap(),
+        &read_f32("python_heavy.expected.norm.bin"),
+        1e-4,
+        "norm",
+    );
     assert_eq!(out.get("steps"), Some(&Value::Int(5)));
 }
 
@@ -69,7 +92,12 @@ pub fn resnet_input() -> Tensor {
 pub fn check_resnet(out: &Value) {
     let t = tensor_of(out);
     assert_eq!(t.shape(), &[1, 1000]);
-    assert_close(&t.to_vec::<f32>().unwrap(), &read_f32("resnet18.expected.out.bin"), 1e-4, "resnet18");
+    assert_close(
+        &t.to_vec::<f32>().unwrap(),
+        &read_f32("resnet18.expected.out.bin"),
+        1e-4,
+        "resnet18",
+    );
 }
 
 /// Runs the tests of one file one at a time (each takes the guard): a
@@ -77,7 +105,8 @@ pub fn check_resnet(out: &Value) {
 /// pool's queue on purpose must not share the machine with each other.
 pub fn serial() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Waits for `done` to hold, checking every few milliseconds; a minute
@@ -85,7 +114,10 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
 pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     let start = std::time::Instant::now();
     while !done() {
-        assert!(start.elapsed() < std::time::Duration::from_secs(60), "waited a minute for {what}");
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "waited a minute for {what}"
+        );
         std::thread::sleep(std::time::Duration::from_millis(2));
     }
 }
@@ -96,14 +128,21 @@ pub fn row(v: f32, n: usize) -> Tensor {
 }
 
 pub fn load(pool: &Pool, name: &str) -> Object {
-    pool.load_package(archive(name)).unwrap().load_pickle("model", "model.pkl").unwrap()
+    pool.load_package(archive(name))
+        .unwrap()
+        .load_pickle("model", "model.pkl")
+        .unwrap()
 }
 
 /// batching.pt's forward on [1, 4] rows of `v`: 2v + 1.
 pub fn expect_forward(out: &Value, v: f32) {
     let t = tensor_of(out);
     assert_eq!(t.shape(), &[1, 4]);
-    assert_eq!(t.as_slice::<f32>().unwrap(), &[2.0 * v + 1.0; 4], "forward of {v}");
+    assert_eq!(
+        t.as_slice::<f32>().unwrap(),
+        &[2.0 * v + 1.0; 4],
+        "forward of {v}"
+    );
 }
 
 /// A pool of one interpreter held by stuck.pt's `spin` until the returned
@@ -116,13 +155,26 @@ pub struct Held {
 }
 
 pub fn held_pool(queue_limit: usize) -> Held {
-    let pool = Pool::builder().interpreters(1).queue_limit(queue_limit).build().unwrap();
+    let pool = Pool::builder()
+        .interpreters(1)
+        .queue_limit(queue_limit)
+        .build()
+        .unwrap();
     let stuck = load(&pool, "stuck.pt");
     let token = CancelToken::new().unwrap();
     let options = CallOptions::builder().cancel_token(&token).build().unwrap();
-    let spin = stuck.call_with_async(Some("spin"), &(), &(), Some(&options)).unwrap();
-    wait_until("spin to run", || pool.in_flight() == 1 && pool.queued() == 0);
-    Held { pool, stuck, token, spin }
+    let spin = stuck
+        .call_with_async(Some("spin"), &(), &(), Some(&options))
+        .unwrap();
+    wait_until("spin to run", || {
+        pool.in_flight() == 1 && pool.queued() == 0
+    });
+    Held {
+        pool,
+        stuck,
+        token,
+        spin,
+    }
 }
 
 impl Held {
@@ -133,4 +185,3 @@ impl Held {
         drop(self.stuck);
     }
 }
-

@@ -25,13 +25,20 @@ use crate::Options;
 
 fn read_f32(path: &Path) -> Result<Vec<f32>, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
+    Ok(bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect())
 }
 
 /// As the tests compare: relative to each element plus the largest magnitude.
 fn close(got: &[f32], expected: &[f32]) -> bool {
     let scale = expected.iter().fold(0f32, |m, e| m.max(e.abs()));
-    got.len() == expected.len() && got.iter().zip(expected).all(|(g, e)| (g - e).abs() <= 1e-4 * (e.abs() + scale))
+    got.len() == expected.len()
+        && got
+            .iter()
+            .zip(expected)
+            .all(|(g, e)| (g - e).abs() <= 1e-4 * (e.abs() + scale))
 }
 
 /// One client's keep-alive connection.
@@ -42,23 +49,42 @@ struct Client {
 
 impl Client {
     async fn connect(addr: SocketAddr) -> Result<Client, String> {
-        let stream = tokio::net::TcpStream::connect(addr).await.map_err(|e| format!("connect {addr}: {e}"))?;
+        let stream = tokio::net::TcpStream::connect(addr)
+            .await
+            .map_err(|e| format!("connect {addr}: {e}"))?;
         stream.set_nodelay(true).map_err(|e| e.to_string())?;
-        let (sender, connection) =
-            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|e| e.to_string())?;
+        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| e.to_string())?;
         // Drives the connection; ends when the sender is dropped.
         tokio::spawn(connection);
-        Ok(Client { sender, host: addr.to_string() })
+        Ok(Client {
+            sender,
+            host: addr.to_string(),
+        })
     }
 
-    async fn send(&mut self, method: Method, path: &str, headers: &[(&str, String)], body: Bytes) -> Result<(StatusCode, hyper::HeaderMap, Bytes), String> {
+    async fn send(
+        &mut self,
+        method: Method,
+        path: &str,
+        headers: &[(&str, String)],
+        body: Bytes,
+    ) -> Result<(StatusCode, hyper::HeaderMap, Bytes), String> {
         self.sender.ready().await.map_err(|e| e.to_string())?;
-        let mut request = Request::builder().method(method).uri(path).header("host", &self.host);
+        let mut request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", &self.host);
         for (name, value) in headers {
             request = request.header(*name, value);
         }
         let request = request.body(Full::new(body)).map_err(|e| e.to_string())?;
-        let response = self.sender.send_request(request).await.map_err(|e| e.to_string())?;
+        let response = self
+            .sender
+            .send_request(request)
+            .await
+            .map_err(|e| e.to_string())?;
         let (parts, body) = response.into_parts();
         let body = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
         Ok((parts.status, parts.headers, body))
@@ -74,17 +100,32 @@ struct Case {
 
 impl Case {
     async fn predict(&self, client: &mut Client, id: String) -> Result<(), String> {
-        let headers = [(SHAPE_HEADER, self.shape.clone()), (REQUEST_ID_HEADER, id.clone())];
-        let (status, headers, body) = client.send(Method::POST, "/predict", &headers, self.input.clone()).await?;
+        let headers = [
+            (SHAPE_HEADER, self.shape.clone()),
+            (REQUEST_ID_HEADER, id.clone()),
+        ];
+        let (status, headers, body) = client
+            .send(Method::POST, "/predict", &headers, self.input.clone())
+            .await?;
         if status != StatusCode::OK {
-            return Err(format!("request {id}: {status}: {}", String::from_utf8_lossy(&body).trim()));
+            return Err(format!(
+                "request {id}: {status}: {}",
+                String::from_utf8_lossy(&body).trim()
+            ));
         }
         if headers.get(REQUEST_ID_HEADER).and_then(|v| v.to_str().ok()) != Some(id.as_str()) {
-            return Err(format!("request {id}: the answer does not echo its request id"));
+            return Err(format!(
+                "request {id}: the answer does not echo its request id"
+            ));
         }
-        let got: Vec<f32> = body.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+        let got: Vec<f32> = body
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
         if !close(&got, &self.expected) {
-            return Err(format!("request {id}: the output differs from eager Python's"));
+            return Err(format!(
+                "request {id}: the output differs from eager Python's"
+            ));
         }
         Ok(())
     }
@@ -97,7 +138,13 @@ struct Run {
 
 /// `clients` clients sending requests for `seconds`; the first failure
 /// ends the run with it.
-async fn load(addr: SocketAddr, case: &Arc<Case>, clients: usize, seconds: f64, label: &str) -> Result<Run, String> {
+async fn load(
+    addr: SocketAddr,
+    case: &Arc<Case>,
+    clients: usize,
+    seconds: f64,
+    label: &str,
+) -> Result<Run, String> {
     let start = Instant::now();
     let end = start + Duration::from_secs_f64(seconds);
     let tasks: Vec<_> = (0..clients)
@@ -109,7 +156,8 @@ async fn load(addr: SocketAddr, case: &Arc<Case>, clients: usize, seconds: f64, 
                 let mut latencies = Vec::new();
                 while Instant::now() < end {
                     let t = Instant::now();
-                    case.predict(&mut client, format!("{label}-{c}-{}", latencies.len())).await?;
+                    case.predict(&mut client, format!("{label}-{c}-{}", latencies.len()))
+                        .await?;
                     latencies.push(t.elapsed());
                 }
                 Ok::<_, String>(latencies)
@@ -118,9 +166,15 @@ async fn load(addr: SocketAddr, case: &Arc<Case>, clients: usize, seconds: f64, 
         .collect();
     let mut latencies = Vec::new();
     for task in tasks {
-        latencies.extend(task.await.map_err(|e| format!("a client panicked: {e}"))??);
+        latencies.extend(
+            task.await
+                .map_err(|e| format!("a client panicked: {e}"))??,
+        );
     }
-    Ok(Run { elapsed: start.elapsed(), latencies })
+    Ok(Run {
+        elapsed: start.elapsed(),
+        latencies,
+    })
 }
 
 fn percentile_ms(sorted: &[Duration], p: f64) -> f64 {
@@ -133,11 +187,19 @@ fn percentile_ms(sorted: &[Duration], p: f64) -> f64 {
 /// The sum and count of a metric's samples in exposition text (a summary
 /// or histogram's `_sum` and `_count`, over every label set).
 fn sum_and_count(text: &str, metric: &str) -> (f64, f64) {
-    let value = |line: &str| line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    let value = |line: &str| {
+        line.rsplit(' ')
+            .next()
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
     let total = |suffix: &str| {
         let name = format!("{metric}{suffix}");
         text.lines()
-            .filter(|l| l.strip_prefix(&name).is_some_and(|rest| rest.starts_with(['{', ' '])))
+            .filter(|l| {
+                l.strip_prefix(&name)
+                    .is_some_and(|rest| rest.starts_with(['{', ' ']))
+            })
             .map(value)
             .sum::<f64>()
     };
@@ -147,21 +209,49 @@ fn sum_and_count(text: &str, metric: &str) -> (f64, f64) {
 /// What the service answers besides predictions, checked before the load.
 async fn check_service(addr: SocketAddr) -> Result<(), String> {
     let mut client = Client::connect(addr).await?;
-    let (status, _, _) = client.send(Method::POST, "/predict", &[(SHAPE_HEADER, "1,3".into())], Bytes::from_static(b"abc")).await?;
+    let (status, _, _) = client
+        .send(
+            Method::POST,
+            "/predict",
+            &[(SHAPE_HEADER, "1,3".into())],
+            Bytes::from_static(b"abc"),
+        )
+        .await?;
     if status != StatusCode::BAD_REQUEST {
-        return Err(format!("a body that is not a [1, 3] float32 tensor got {status}, not 400"));
+        return Err(format!(
+            "a body that is not a [1, 3] float32 tensor got {status}, not 400"
+        ));
     }
-    let (status, _, _) = client.send(Method::POST, "/predict", &[(SHAPE_HEADER, "x".into())], Bytes::new()).await?;
+    let (status, _, _) = client
+        .send(
+            Method::POST,
+            "/predict",
+            &[(SHAPE_HEADER, "x".into())],
+            Bytes::new(),
+        )
+        .await?;
     if status != StatusCode::BAD_REQUEST {
         return Err(format!("a bad shape header got {status}, not 400"));
     }
     // A tensor of the wrong shape for the model: the model's error, 400.
     let wrong = Bytes::from(vec![0u8; 4 * 5]);
-    let (status, _, body) = client.send(Method::POST, "/predict", &[(SHAPE_HEADER, "1,5".into())], wrong).await?;
+    let (status, _, body) = client
+        .send(
+            Method::POST,
+            "/predict",
+            &[(SHAPE_HEADER, "1,5".into())],
+            wrong,
+        )
+        .await?;
     if status != StatusCode::BAD_REQUEST {
-        return Err(format!("a [1, 5] input got {status}, not 400: {}", String::from_utf8_lossy(&body)));
+        return Err(format!(
+            "a [1, 5] input got {status}, not 400: {}",
+            String::from_utf8_lossy(&body)
+        ));
     }
-    let (status, _, _) = client.send(Method::GET, "/healthz", &[], Bytes::new()).await?;
+    let (status, _, _) = client
+        .send(Method::GET, "/healthz", &[], Bytes::new())
+        .await?;
     if status != StatusCode::OK {
         return Err(format!("/healthz: {status}"));
     }
@@ -171,11 +261,23 @@ async fn check_service(addr: SocketAddr) -> Result<(), String> {
 /// A service whose pool drains: not ready, and predictions refused (503).
 async fn check_draining(addr: SocketAddr, case: &Case) -> Result<(), String> {
     let mut client = Client::connect(addr).await?;
-    let (status, _, body) = client.send(Method::GET, "/healthz", &[], Bytes::new()).await?;
+    let (status, _, body) = client
+        .send(Method::GET, "/healthz", &[], Bytes::new())
+        .await?;
     if status != StatusCode::SERVICE_UNAVAILABLE {
-        return Err(format!("/healthz of a draining pool: {status}: {}", String::from_utf8_lossy(&body)));
+        return Err(format!(
+            "/healthz of a draining pool: {status}: {}",
+            String::from_utf8_lossy(&body)
+        ));
     }
-    let (status, _, body) = client.send(Method::POST, "/predict", &[(SHAPE_HEADER, case.shape.clone())], case.input.clone()).await?;
+    let (status, _, body) = client
+        .send(
+            Method::POST,
+            "/predict",
+            &[(SHAPE_HEADER, case.shape.clone())],
+            case.input.clone(),
+        )
+        .await?;
     let text = String::from_utf8_lossy(&body);
     if status != StatusCode::SERVICE_UNAVAILABLE || !text.contains("MANYPY_ERR_DRAINING") {
         return Err(format!("a prediction on a draining pool: {status}: {text}"));
@@ -184,7 +286,10 @@ async fn check_draining(addr: SocketAddr, case: &Case) -> Result<(), String> {
 }
 
 async fn scrape(addr: SocketAddr) -> Result<String, String> {
-    let (status, _, body) = Client::connect(addr).await?.send(Method::GET, "/metrics", &[], Bytes::new()).await?;
+    let (status, _, body) = Client::connect(addr)
+        .await?
+        .send(Method::GET, "/metrics", &[], Bytes::new())
+        .await?;
     let text = String::from_utf8(body.to_vec()).map_err(|e| e.to_string())?;
     if status != StatusCode::OK {
         return Err(format!("/metrics: {status}: {text}"));
@@ -214,18 +319,38 @@ pub async fn run(pool: &Pool, model: &Arc<Object>, options: &Options) -> Result<
             .flat_map(|f| f.to_le_bytes())
             .collect::<Vec<u8>>()
             .into(),
-        shape: options.shape.iter().map(i64::to_string).collect::<Vec<_>>().join(","),
+        shape: options
+            .shape
+            .iter()
+            .map(i64::to_string)
+            .collect::<Vec<_>>()
+            .join(","),
         expected: read_f32(&options.archives.join(format!("{name}.expected.out.bin")))?,
     });
     // Every interpreter gives eager Python's output (and is started).
-    let floats: Vec<f32> = case.input.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+    let floats: Vec<f32> = case
+        .input
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
     let x = Tensor::from_vec(floats, &options.shape).map_err(|e| e.to_string())?;
     for i in 0..pool.size() {
-        let pinned = CallOptions::builder().interpreter(i).build().map_err(|e| e.to_string())?;
-        let out = model.call_with_async(None, &[Value::from(&x)], &(), Some(&pinned)).map_err(|e| e.to_string())?;
-        let out = Tensor::try_from(out.await.map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
-        if !close(&out.to_vec::<f32>().map_err(|e| e.to_string())?, &case.expected) {
-            return Err(format!("interpreter {i}: the output differs from eager Python's"));
+        let pinned = CallOptions::builder()
+            .interpreter(i)
+            .build()
+            .map_err(|e| e.to_string())?;
+        let out = model
+            .call_with_async(None, &[Value::from(&x)], &(), Some(&pinned))
+            .map_err(|e| e.to_string())?;
+        let out =
+            Tensor::try_from(out.await.map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+        if !close(
+            &out.to_vec::<f32>().map_err(|e| e.to_string())?,
+            &case.expected,
+        ) {
+            return Err(format!(
+                "interpreter {i}: the output differs from eager Python's"
+            ));
         }
     }
     println!(
@@ -243,13 +368,21 @@ pub async fn run(pool: &Pool, model: &Arc<Object>, options: &Options) -> Result<
     for batched in [false, true] {
         let served_one = Served::start(crate::service(pool, model, options, batched)?).await?;
         check_service(served_one.addr).await?;
-        served.push((batched, served_one, Run { elapsed: Duration::ZERO, latencies: Vec::new() }));
+        served.push((
+            batched,
+            served_one,
+            Run {
+                elapsed: Duration::ZERO,
+                latencies: Vec::new(),
+            },
+        ));
     }
     let slice = options.seconds / options.rounds as f64;
     for round in 0..options.rounds {
         let n = served.len();
         for k in 0..n {
-            let (batched, served_one, total) = &mut served[if round % 2 == 0 { k } else { n - 1 - k }];
+            let (batched, served_one, total) =
+                &mut served[if round % 2 == 0 { k } else { n - 1 - k }];
             let label = if *batched { "batched" } else { "unbatched" };
             let run = load(served_one.addr, &case, options.clients, slice, label).await?;
             total.elapsed += run.elapsed;
@@ -259,17 +392,24 @@ pub async fn run(pool: &Pool, model: &Arc<Object>, options: &Options) -> Result<
     // Stopping as a service stops (SIGTERM): the pool drains, after which
     // both services say they are not ready and refuse predictions with 503.
     let draining = pool.clone();
-    let drained = tokio::task::spawn_blocking(move || draining.drain(Some(Duration::from_secs(10))))
-        .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| e.to_string())?;
+    let drained =
+        tokio::task::spawn_blocking(move || draining.drain(Some(Duration::from_secs(10))))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
     if drained.cancelled != 0 {
-        return Err(format!("the drain after the load cancelled {} calls", drained.cancelled));
+        return Err(format!(
+            "the drain after the load cancelled {} calls",
+            drained.cancelled
+        ));
     }
     for (_, served_one, _) in &served {
         check_draining(served_one.addr, &case).await?;
     }
-    println!("{:<36} {:>9} {:>9} {:>9} {:>11}", "configuration", "req/s", "p50 ms", "p99 ms", "mean batch");
+    println!(
+        "{:<36} {:>9} {:>9} {:>9} {:>11}",
+        "configuration", "req/s", "p50 ms", "p99 ms", "mean batch"
+    );
     let mut rates = Vec::new();
     for (batched, served_one, mut run) in served {
         let metrics = scrape(served_one.addr).await?;
@@ -282,8 +422,17 @@ pub async fn run(pool: &Pool, model: &Arc<Object>, options: &Options) -> Result<
             .filter(|l| l.starts_with("manypy_requests_total{code=\"ok\","))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum();
-        if ok_calls < if batched { 1.0 } else { run.latencies.len() as f64 } {
-            return Err(format!("/metrics counts {ok_calls} successful calls after {} requests", run.latencies.len()));
+        if ok_calls
+            < if batched {
+                1.0
+            } else {
+                run.latencies.len() as f64
+            }
+        {
+            return Err(format!(
+                "/metrics counts {ok_calls} successful calls after {} requests",
+                run.latencies.len()
+            ));
         }
         if !metrics.contains(&format!("manypy_draining{{pool=\"{name}\"}} 1")) {
             return Err("/metrics does not show the pool draining".into());
@@ -296,19 +445,29 @@ pub async fn run(pool: &Pool, model: &Arc<Object>, options: &Options) -> Result<
         let rate = run.latencies.len() as f64 / run.elapsed.as_secs_f64();
         rates.push(rate);
         let configuration = if batched {
-            format!("batched (max {}, wait {:?})", options.max_batch, options.max_wait)
+            format!(
+                "batched (max {}, wait {:?})",
+                options.max_batch, options.max_wait
+            )
         } else {
             "unbatched (one call_async each)".to_owned()
         };
         // The histogram is the process's, whichever service is scraped.
-        let mean_batch = if batched { format!("{:.2}", batch_rows / batches) } else { "-".to_owned() };
+        let mean_batch = if batched {
+            format!("{:.2}", batch_rows / batches)
+        } else {
+            "-".to_owned()
+        };
         println!(
             "{configuration:<36} {rate:>9.1} {:>9.2} {:>9.2} {mean_batch:>11}",
             percentile_ms(&run.latencies, 0.50),
             percentile_ms(&run.latencies, 0.99)
         );
     }
-    println!("batched / unbatched throughput: {:.2}x", rates[1] / rates[0]);
+    println!(
+        "batched / unbatched throughput: {:.2}x",
+        rates[1] / rates[0]
+    );
     Ok(())
 }
 
@@ -321,7 +480,9 @@ struct Served {
 
 impl Served {
     async fn start(service: crate::service::Service) -> Result<Served, String> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|e| e.to_string())?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         let stop = Arc::new(tokio::sync::Notify::new());
         let stopped = stop.clone();
@@ -336,6 +497,9 @@ impl Served {
     /// Stops accepting and waits for the open connections to end.
     async fn stop(self) -> Result<(), String> {
         self.stop.notify_one();
-        self.server.await.map_err(|e| e.to_string())?.map_err(|e| e.to_string())
+        self.server
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())
     }
 }

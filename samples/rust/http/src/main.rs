@@ -57,7 +57,9 @@ pub struct Options {
 
 fn parse() -> Result<Options, String> {
     let mut o = Options {
-        archives: std::env::var_os("MANYPY_ARCHIVES").map(PathBuf::from).unwrap_or_default(),
+        archives: std::env::var_os("MANYPY_ARCHIVES")
+            .map(PathBuf::from)
+            .unwrap_or_default(),
         model: "resnet18".into(),
         shape: vec![1, 3, 224, 224],
         addr: "127.0.0.1:8080".into(),
@@ -78,14 +80,25 @@ fn parse() -> Result<Options, String> {
             continue;
         }
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        let number = |v: &str| v.parse::<f64>().map_err(|e| format!("{flag}: {e}")).and_then(|n| {
-            if n.is_finite() && n >= 0.0 { Ok(n) } else { Err(format!("{flag}: {v} is not a non-negative number")) }
-        });
+        let number = |v: &str| {
+            v.parse::<f64>()
+                .map_err(|e| format!("{flag}: {e}"))
+                .and_then(|n| {
+                    if n.is_finite() && n >= 0.0 {
+                        Ok(n)
+                    } else {
+                        Err(format!("{flag}: {v} is not a non-negative number"))
+                    }
+                })
+        };
         match flag.as_str() {
             "--archives" => o.archives = value.into(),
             "--model" => o.model = value,
             "--shape" => {
-                o.shape = value.split(',').map(|d| d.trim().parse().map_err(|e| format!("--shape: {e}"))).collect::<Result<_, _>>()?
+                o.shape = value
+                    .split(',')
+                    .map(|d| d.trim().parse().map_err(|e| format!("--shape: {e}")))
+                    .collect::<Result<_, _>>()?
             }
             "--addr" => o.addr = value,
             "--interpreters" => o.interpreters = number(&value)? as usize,
@@ -110,7 +123,12 @@ fn parse() -> Result<Options, String> {
 
 /// The service over `pool`'s model, batched or not. Each has its own
 /// metrics (and so its own profiler).
-pub fn service(pool: &Pool, model: &Arc<manypy::Object>, options: &Options, batched: bool) -> Result<Service, String> {
+pub fn service(
+    pool: &Pool,
+    model: &Arc<manypy::Object>,
+    options: &Options,
+    batched: bool,
+) -> Result<Service, String> {
     let batcher = if batched && options.max_batch > 0 {
         let batcher = Batcher::builder()
             .max_batch(options.max_batch)
@@ -161,7 +179,9 @@ async fn run() -> Result<(), String> {
         return loadtest::run(&pool, &model, &options).await;
     }
     let service = Arc::new(service(&pool, &model, &options, true)?);
-    let listener = tokio::net::TcpListener::bind(&options.addr).await.map_err(|e| format!("{}: {e}", options.addr))?;
+    let listener = tokio::net::TcpListener::bind(&options.addr)
+        .await
+        .map_err(|e| format!("{}: {e}", options.addr))?;
     println!(
         "serving {} on http://{} ({} interpreters, batches of up to {} within {:?}; POST /predict, GET /metrics)",
         archive.display(),
@@ -183,6 +203,9 @@ async fn run() -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?
         .map_err(|e| e.to_string())?;
-    println!("drained: {} calls finished, {} cancelled", drained.finished, drained.cancelled);
+    println!(
+        "drained: {} calls finished, {} cancelled",
+        drained.finished, drained.cancelled
+    );
     Ok(())
 }

@@ -9,7 +9,9 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use manypy::{Pool, Profiler};
 use manypy_prometheus::PoolCollector;
-use prometheus::{Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder};
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
+};
 
 pub struct Metrics {
     registry: Registry,
@@ -28,8 +30,11 @@ impl Metrics {
         )
         .map_err(|e| e.to_string())?;
         let latency = HistogramVec::new(
-            HistogramOpts::new("http_request_duration_seconds", "HTTP request latency by route")
-                .buckets(prometheus::exponential_buckets(0.001, 2.0, 14).map_err(|e| e.to_string())?),
+            HistogramOpts::new(
+                "http_request_duration_seconds",
+                "HTTP request latency by route",
+            )
+            .buckets(prometheus::exponential_buckets(0.001, 2.0, 14).map_err(|e| e.to_string())?),
             &["route"],
         )
         .map_err(|e| e.to_string())?;
@@ -43,19 +48,30 @@ impl Metrics {
             registry.register(c).map_err(|e| e.to_string())?;
         }
         let profiler = Profiler::start(sampling).map_err(|e| e.to_string())?;
-        Ok(Metrics { registry, requests, latency, profiler })
+        Ok(Metrics {
+            registry,
+            requests,
+            latency,
+            profiler,
+        })
     }
 
     pub fn observe(&self, route: &str, status: StatusCode, elapsed: Duration) {
-        self.requests.with_label_values(&[route, status.as_str()]).inc();
-        self.latency.with_label_values(&[route]).observe(elapsed.as_secs_f64());
+        self.requests
+            .with_label_values(&[route, status.as_str()])
+            .inc();
+        self.latency
+            .with_label_values(&[route])
+            .observe(elapsed.as_secs_f64());
     }
 
     /// The exposition text: the registry's (the pool read now), then the
     /// profiler's.
     pub fn render(&self) -> Result<String, String> {
         let mut out = Vec::new();
-        TextEncoder::new().encode(&self.registry.gather(), &mut out).map_err(|e| e.to_string())?;
+        TextEncoder::new()
+            .encode(&self.registry.gather(), &mut out)
+            .map_err(|e| e.to_string())?;
         let mut text = String::from_utf8(out).map_err(|e| e.to_string())?;
         text.push_str(&self.profiler.prometheus().map_err(|e| e.to_string())?);
         Ok(text)

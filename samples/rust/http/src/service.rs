@@ -50,10 +50,20 @@ pub fn router(service: Arc<Service>) -> Router {
 
 async fn predict(State(service): State<Arc<Service>>, headers: HeaderMap, body: Bytes) -> Response {
     let start = Instant::now();
-    let request_id = headers.get(REQUEST_ID_HEADER).and_then(|v| v.to_str().ok()).map(str::to_owned);
-    let mut response = match service.predict(&headers, &body, request_id.as_deref()).await {
+    let request_id = headers
+        .get(REQUEST_ID_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let mut response = match service
+        .predict(&headers, &body, request_id.as_deref())
+        .await
+    {
         Ok((shape, data)) => {
-            let shape = shape.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+            let shape = shape
+                .iter()
+                .map(i64::to_string)
+                .collect::<Vec<_>>()
+                .join(",");
             let shape = HeaderValue::from_str(&shape).expect("digits and commas");
             (StatusCode::OK, [(SHAPE_HEADER, shape)], data).into_response()
         }
@@ -65,7 +75,9 @@ async fn predict(State(service): State<Arc<Service>>, headers: HeaderMap, body: 
     if let Some(id) = request_id.and_then(|id| HeaderValue::from_str(&id).ok()) {
         response.headers_mut().insert(REQUEST_ID_HEADER, id);
     }
-    service.metrics.observe("predict", response.status(), start.elapsed());
+    service
+        .metrics
+        .observe("predict", response.status(), start.elapsed());
     response
 }
 
@@ -75,9 +87,17 @@ impl Service {
     /// One prediction: the request's tensor in, the model's output tensor
     /// out. Dropping this future (the client went away, so axum drops the
     /// handler) drops the CallFuture, which cancels the call.
-    async fn predict(&self, headers: &HeaderMap, body: &[u8], request_id: Option<&str>) -> Result<(Vec<i64>, Vec<u8>), Failure> {
+    async fn predict(
+        &self,
+        headers: &HeaderMap,
+        body: &[u8],
+        request_id: Option<&str>,
+    ) -> Result<(Vec<i64>, Vec<u8>), Failure> {
         let shape = match headers.get(SHAPE_HEADER) {
-            Some(v) => parse_shape(v.to_str().map_err(|_| bad_request("the shape header is not text"))?)?,
+            Some(v) => parse_shape(
+                v.to_str()
+                    .map_err(|_| bad_request("the shape header is not text"))?,
+            )?,
             None => self.default_shape.clone(),
         };
         let x = tensor(&shape, body)?;
@@ -95,9 +115,15 @@ impl Service {
         }
         .map_err(|e| status_of(&e))?;
         let out = call.await.map_err(|e| status_of(&e))?;
-        let out = Tensor::try_from(out).map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")))?;
-        let data = out.to_vec::<f32>().map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")))?;
-        Ok((out.shape().to_vec(), data.iter().flat_map(|f| f.to_le_bytes()).collect()))
+        let out = Tensor::try_from(out)
+            .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")))?;
+        let data = out
+            .to_vec::<f32>()
+            .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")))?;
+        Ok((
+            out.shape().to_vec(),
+            data.iter().flat_map(|f| f.to_le_bytes()).collect(),
+        ))
     }
 }
 
@@ -112,29 +138,43 @@ fn parse_shape(text: &str) -> Result<Vec<i64>, Failure> {
         .collect::<Option<_>>()
         .ok_or_else(|| bad_request(format!("bad shape {text:?}: comma-separated sizes")))?;
     if shape.is_empty() || shape.len() > 8 {
-        return Err(bad_request(format!("bad shape {text:?}: 1 to 8 dimensions")));
+        return Err(bad_request(format!(
+            "bad shape {text:?}: 1 to 8 dimensions"
+        )));
     }
     Ok(shape)
 }
 
 /// The body as a float32 tensor of `shape`: its length must match.
 fn tensor(shape: &[i64], body: &[u8]) -> Result<Tensor, Failure> {
-    let elements = shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d as usize));
+    let elements = shape
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d as usize));
     if elements.and_then(|n| n.checked_mul(4)) != Some(body.len()) {
-        return Err(bad_request(format!("a {shape:?} float32 tensor is not {} bytes", body.len())));
+        return Err(bad_request(format!(
+            "a {shape:?} float32 tensor is not {} bytes",
+            body.len()
+        )));
     }
-    let data: Vec<f32> = body.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+    let data: Vec<f32> = body
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
     Tensor::from_vec(data, shape).map_err(|e| bad_request(e.to_string()))
 }
 
 /// An HTTP status for a failed call: the client's fault, the load, or ours.
 pub fn status_of(e: &manypy::Error) -> Failure {
     let status = match e.code() {
-        Code::Overloaded | Code::Draining | Code::InterpreterBroken => StatusCode::SERVICE_UNAVAILABLE,
-        Code::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
-        Code::InvalidArgument | Code::BadTensor | Code::Python | Code::WrongKind | Code::OutOfRange => {
-            StatusCode::BAD_REQUEST
+        Code::Overloaded | Code::Draining | Code::InterpreterBroken => {
+            StatusCode::SERVICE_UNAVAILABLE
         }
+        Code::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
+        Code::InvalidArgument
+        | Code::BadTensor
+        | Code::Python
+        | Code::WrongKind
+        | Code::OutOfRange => StatusCode::BAD_REQUEST,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
     (status, format!("{e}\n"))
@@ -155,7 +195,18 @@ async fn healthz(State(service): State<Arc<Service>>) -> Response {
         Err(e) => return (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
     };
     let serving = stats.ready + stats.busy;
-    let status = if serving > 0 && !stats.draining { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    let status = if serving > 0 && !stats.draining {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
     let draining = if stats.draining { ", draining" } else { "" };
-    (status, format!("{serving} of {} interpreters serving{draining}\n", stats.interpreters)).into_response()
+    (
+        status,
+        format!(
+            "{serving} of {} interpreters serving{draining}\n",
+            stats.interpreters
+        ),
+    )
+        .into_response()
 }

@@ -7,13 +7,13 @@ import java.util.function.LongFunction;
 import org.manypy.internal.ManypyNative;
 
 /**
- * Which archives may run (docs/security.md): those whose SHA-256 digest is listed, and those
- * the {@link ArchiveVerifier} accepts. A pool given one ({@link PoolOptions#trust}), a host
- * load given one ({@link ScriptModule#load(java.nio.file.Path, ArchiveTrust)}, {@link
+ * Which archives may run (docs/security.md): those whose SHA-256 digest is listed, and those the
+ * {@link ArchiveVerifier} accepts. A pool given one ({@link PoolOptions#trust}), a host load given
+ * one ({@link ScriptModule#load(java.nio.file.Path, ArchiveTrust)}, {@link
  * AotiModule#load(java.nio.file.Path, ArchiveTrust)}) and, as the host trust ({@link
- * Manypy#setHostArchiveTrust}), every host load given none refuse any other archive with
- * {@link UntrustedArchiveException}, whose message gives its digest, before any of it runs. One
- * trust can serve every load of a service:
+ * Manypy#setHostArchiveTrust}), every host load given none refuse any other archive with {@link
+ * UntrustedArchiveException}, whose message gives its digest, before any of it runs. One trust can
+ * serve every load of a service:
  *
  * <pre>{@code
  * ArchiveTrust trust = ArchiveTrust.ofSha256("3f2a...", "9c01...")   // as sha256sum prints them
@@ -23,17 +23,16 @@ import org.manypy.internal.ManypyNative;
  * ScriptModule ranker = ScriptModule.load(Path.of("ranker.pt"));
  * }</pre>
  *
- * <p>An immutable value, so thread safe, with nothing to close: each use hands the native
- * library a copy (pools and the host trust keep theirs). Digests are checked there, at use: a
- * digest that is not 64 hex digits makes the load, {@link Pool#create(PoolOptions)} or {@link
- * Manypy#setHostArchiveTrust} throw {@link InvalidArgumentException}. {@link #NONE}, with
- * neither digests nor a verifier, checks nothing: every archive loads.
+ * <p>An immutable value, so thread safe, with nothing to close: each use hands the native library a
+ * copy (pools and the host trust keep theirs). Digests are checked there, at use: a digest that is
+ * not 64 hex digits makes the load, {@link Pool#create(PoolOptions)} or {@link
+ * Manypy#setHostArchiveTrust} throw {@link InvalidArgumentException}. {@link #NONE}, with neither
+ * digests nor a verifier, checks nothing: every archive loads.
  */
 public final class ArchiveTrust {
   /**
-   * Trusts every archive: checks nothing, as a pool without a trust. Given to a host load, it
-   * adds nothing to the host trust ({@link Manypy#setHostArchiveTrust}), which that load still
-   * checks.
+   * Trusts every archive: checks nothing, as a pool without a trust. Given to a host load, it adds
+   * nothing to the host trust ({@link Manypy#setHostArchiveTrust}), which that load still checks.
    */
   public static final ArchiveTrust NONE = new ArchiveTrust(List.of(), null);
 
@@ -60,7 +59,10 @@ public final class ArchiveTrust {
     return new ArchiveTrust(List.copyOf(all), verifier);
   }
 
-  /** This trust with `verifier` deciding about archives not listed (null: none), replacing its verifier. */
+  /**
+   * This trust with `verifier` deciding about archives not listed (null: none), replacing its
+   * verifier.
+   */
   public ArchiveTrust withVerifier(ArchiveVerifier verifier) {
     return new ArchiveTrust(sha256, verifier);
   }
@@ -76,8 +78,8 @@ public final class ArchiveTrust {
   }
 
   /**
-   * Runs `use` with a native copy of this trust, freed when it returns. The one place where
-   * the binding hands digests and verifiers to the native library.
+   * Runs `use` with a native copy of this trust, freed when it returns. The one place where the
+   * binding hands digests and verifiers to the native library.
    */
   <T> T withNative(LongFunction<T> use) {
     long trust = NativeLibrary.newHandle(ManypyNative::manypy_archive_trust_new);
@@ -98,13 +100,16 @@ public final class ArchiveTrust {
 
   static ArchiveTrust require(ArchiveTrust trust) {
     if (trust == null) {
-      throw new IllegalArgumentException("manypy: the trust is null (ArchiveTrust.NONE checks nothing)");
+      throw new IllegalArgumentException(
+          "manypy: the trust is null (ArchiveTrust.NONE checks nothing)");
     }
     return trust;
   }
 
   @Override
   public String toString() {
-    return "ArchiveTrust" + Arrays.toString(sha256.toArray()) + (verifier != null ? " + verifier" : "");
+    return "ArchiveTrust"
+        + Arrays.toString(sha256.toArray())
+        + (verifier != null ? " + verifier" : "");
   }
 }

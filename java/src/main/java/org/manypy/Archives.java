@@ -6,10 +6,9 @@ import java.util.Map;
 import org.manypy.internal.ManypyNative;
 
 /**
- * Reads and copies any PyTorch archive (TorchScript, torch.package or an
- * AOTInductor .pt2 package) with libtorch's reader and writer, without Python
- * and without running any of it: for example the metadata an export hook
- * stamped. Thread safe.
+ * Reads and copies any PyTorch archive (TorchScript, torch.package or an AOTInductor .pt2 package)
+ * with libtorch's reader and writer, without Python and without running any of it: for example the
+ * metadata an export hook stamped. Thread safe.
  */
 public final class Archives {
   private Archives() {}
@@ -32,17 +31,17 @@ public final class Archives {
 
   /**
    * Writes a copy of the archive at `archive` to `copy` with `extraFiles` (name to byte[] or
-   * String; may be null) stored as "extra/&lt;name&gt;" (replacing records of those names),
-   * plus the export hook's files ({@link Manypy#setExportHook}; the caller's win): how a
-   * pipeline stamps metadata on an archive it did not write through manypy. The copy loads
-   * like the original, but its digest differs: a trust must list it anew. Errors as {@link
-   * #listFiles}, and {@link NotFoundException} for a `copy` that cannot be written.
+   * String; may be null) stored as "extra/&lt;name&gt;" (replacing records of those names), plus
+   * the export hook's files ({@link Manypy#setExportHook}; the caller's win): how a pipeline stamps
+   * metadata on an archive it did not write through manypy. The copy loads like the original, but
+   * its digest differs: a trust must list it anew. Errors as {@link #listFiles}, and {@link
+   * NotFoundException} for a `copy` that cannot be written.
    */
   public static void saveCopy(Path archive, Path copy, Map<String, ?> extraFiles) {
     NativeLibrary.ensureLoaded();
     String from = archive.toString();
     String to = copy.toString();
-    Values.withDict(extraFiles,
-        extra -> Status.check(ManypyNative.manypy_archive_save_copy(from, to, extra)));
+    Values.withDict(
+        extraFiles, extra -> Status.check(ManypyNative.manypy_archive_save_copy(from, to, extra)));
   }
 }

@@ -9,15 +9,15 @@ import org.manypy.internal.ManypyNative;
 
 /**
  * One asynchronous call ({@code callAsync} of {@link ReplicatedObject}, {@link ScriptModule},
- * {@link AotiModule} and {@link Batcher}): its future, the native cancel token made for it, and the executor its
- * completion goes through.
+ * {@link AotiModule} and {@link Batcher}): its future, the native cancel token made for it, and the
+ * executor its completion goes through.
  *
  * <p>The native completion arrives on a manypy thread (an interpreter's home thread, manypy's
- * completion thread, a host worker thread), which must not run the caller's code: dependent
- * stages may make synchronous calls, or wait, and would hold up every call queued on that
- * interpreter. So the completion only reads the outcome there and hands the future's
- * completion to the executor. The glue (jni_async.cpp) frees the native outcome after {@link
- * #completed} returns, whatever happened in Java.
+ * completion thread, a host worker thread), which must not run the caller's code: dependent stages
+ * may make synchronous calls, or wait, and would hold up every call queued on that interpreter. So
+ * the completion only reads the outcome there and hands the future's completion to the executor.
+ * The glue (jni_async.cpp) frees the native outcome after {@link #completed} returns, whatever
+ * happened in Java.
  */
 final class AsyncCall {
   /** Completes on the common pool unless the caller gives an executor. */
@@ -41,12 +41,12 @@ final class AsyncCall {
   }
 
   /**
-   * Converts the arguments, submits the call with options of its own (those of `options`
-   * with a new cancel token) and returns its future. A refused call throws here, with the
-   * exception its synchronous form would throw; its completion never runs.
+   * Converts the arguments, submits the call with options of its own (those of `options` with a new
+   * cancel token) and returns its future. A refused call throws here, with the exception its
+   * synchronous form would throw; its completion never runs.
    */
-  static CompletableFuture<Object> submit(List<?> args, Map<String, ?> kwargs,
-      CallOptions options, Executor executor, Submit submit) {
+  static CompletableFuture<Object> submit(
+      List<?> args, Map<String, ?> kwargs, CallOptions options, Executor executor, Submit submit) {
     if (executor == null) {
       throw new IllegalArgumentException(
           "manypy: executor is null (without one, completions go through the common pool)");
@@ -58,8 +58,11 @@ final class AsyncCall {
     boolean accepted = false;
     try {
       nativeKwargs = Values.optionalDict(kwargs);
-      call = new AsyncCall(executor, CallOptions.tokenOf(options),
-          NativeLibrary.newHandle(ManypyNative::manypy_cancel_token_new));
+      call =
+          new AsyncCall(
+              executor,
+              CallOptions.tokenOf(options),
+              NativeLibrary.newHandle(ManypyNative::manypy_cancel_token_new));
       nativeOptions = CallOptions.forAsyncCall(options, call.token);
       // Linked before submitting: a token already cancelled cancels the
       // call's own, and the C API refuses the call as it would refuse a
@@ -77,9 +80,9 @@ final class AsyncCall {
   }
 
   /**
-   * The call's outcome, on a manypy thread (CallbackDispatch.callDone): exactly one of
-   * `result` and `status` is not 0, both borrowed. A future already cancelled gets nothing,
-   * so nothing is converted.
+   * The call's outcome, on a manypy thread (CallbackDispatch.callDone): exactly one of `result` and
+   * `status` is not 0, both borrowed. A future already cancelled gets nothing, so nothing is
+   * converted.
    */
   void completed(long result, long status) {
     release();
@@ -101,8 +104,12 @@ final class AsyncCall {
   /** What escaped {@link #completed} (CallbackDispatch.callLost): the future still completes. */
   void lost(Throwable escaped) {
     release();
-    ManypyException error = Status.of(ErrorCode.INTERNAL,
-        "manypy: the outcome of an asynchronous call could not be read: " + escaped, "", "");
+    ManypyException error =
+        Status.of(
+            ErrorCode.INTERNAL,
+            "manypy: the outcome of an asynchronous call could not be read: " + escaped,
+            "",
+            "");
     error.initCause(escaped);
     deliver(null, error);
   }
@@ -125,20 +132,21 @@ final class AsyncCall {
   }
 
   /**
-   * Completes the future through the executor. One that refuses (shut down, saturated) or
-   * throws is reported, and the common pool completes the future instead: a completion is
-   * never lost. One that runs the task on this (manypy's) thread, a direct executor or a
-   * CallerRunsPolicy, would run the caller's stages here: the common pool runs it then.
+   * Completes the future through the executor. One that refuses (shut down, saturated) or throws is
+   * reported, and the common pool completes the future instead: a completion is never lost. One
+   * that runs the task on this (manypy's) thread, a direct executor or a CallerRunsPolicy, would
+   * run the caller's stages here: the common pool runs it then.
    */
   private void deliver(Object value, Throwable error) {
     Thread manypyThread = Thread.currentThread();
-    Runnable complete = () -> {
-      if (Thread.currentThread() == manypyThread) {
-        ForkJoinPool.commonPool().execute(() -> complete(value, error));
-      } else {
-        complete(value, error);
-      }
-    };
+    Runnable complete =
+        () -> {
+          if (Thread.currentThread() == manypyThread) {
+            ForkJoinPool.commonPool().execute(() -> complete(value, error));
+          } else {
+            complete(value, error);
+          }
+        };
     try {
       executor.execute(complete);
     } catch (Throwable refused) {
@@ -164,9 +172,9 @@ final class AsyncCall {
   }
 
   /**
-   * The future callAsync returns. cancel (either argument) stops the native call through
-   * its token: one still queued never runs, one running is stopped (manypy.Cancelled). The
-   * future is cancelled at once; the native completion that still comes is dropped.
+   * The future callAsync returns. cancel (either argument) stops the native call through its token:
+   * one still queued never runs, one running is stopped (manypy.Cancelled). The future is cancelled
+   * at once; the native completion that still comes is dropped.
    */
   private static final class CallFuture extends CompletableFuture<Object> {
     private final AsyncCall call;
@@ -177,8 +185,8 @@ final class AsyncCall {
     }
 
     /**
-     * Stops the native call first, then cancels the future. The call's completion, which
-     * may come in between, cancels it too: true whenever the future ends up cancelled.
+     * Stops the native call first, then cancels the future. The call's completion, which may come
+     * in between, cancels it too: true whenever the future ends up cancelled.
      */
     @Override
     public boolean cancel(boolean mayInterruptIfRunning) {

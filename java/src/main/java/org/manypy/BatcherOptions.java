@@ -4,9 +4,9 @@ import java.time.Duration;
 import org.manypy.internal.ManypyNative;
 
 /**
- * Options for {@link ReplicatedObject#batcher(String, BatcherOptions)}; plain Java, checked
- * when the batcher is made. Defaults: batches of at most 8 rows, a wait of 2 ms for a batch
- * to fill, batch dimension 0, and the method's name as the batcher's name. Not thread safe.
+ * Options for {@link ReplicatedObject#batcher(String, BatcherOptions)}; plain Java, checked when
+ * the batcher is made. Defaults: batches of at most 8 rows, a wait of 2 ms for a batch to fill,
+ * batch dimension 0, and the method's name as the batcher's name. Not thread safe.
  */
 public final class BatcherOptions {
   private long maxBatch = 8;
@@ -15,8 +15,8 @@ public final class BatcherOptions {
   private String name; // null: the method's name
 
   /**
-   * The most rows in a batch, 1 to 65536 ({@link OutOfRangeException} outside, when the
-   * batcher is made). A request with more rows runs alone.
+   * The most rows in a batch, 1 to 65536 ({@link OutOfRangeException} outside, when the batcher is
+   * made). A request with more rows runs alone.
    */
   public BatcherOptions maxBatch(long rows) {
     this.maxBatch = rows;
@@ -24,13 +24,14 @@ public final class BatcherOptions {
   }
 
   /**
-   * How long a batch waits to fill after its first request came, 0 to 60 s, in whole
-   * microseconds ({@link OutOfRangeException} outside). {@link Duration#ZERO}: a batch takes
-   * only what is already waiting. Null throws IllegalArgumentException.
+   * How long a batch waits to fill after its first request came, 0 to 60 s, in whole microseconds
+   * ({@link OutOfRangeException} outside). {@link Duration#ZERO}: a batch takes only what is
+   * already waiting. Null throws IllegalArgumentException.
    */
   public BatcherOptions maxWait(Duration wait) {
     if (wait == null) {
-      throw new IllegalArgumentException("manypy: max wait is null (Duration.ZERO waits for nothing)");
+      throw new IllegalArgumentException(
+          "manypy: max wait is null (Duration.ZERO waits for nothing)");
     }
     this.maxWait = wait;
     return this;
@@ -54,8 +55,8 @@ public final class BatcherOptions {
     if (options == null) return made;
     try {
       Status.check(ManypyNative.manypy_batcher_options_set_max_batch(made, options.maxBatch));
-      Status.check(ManypyNative.manypy_batcher_options_set_max_wait_us(made,
-          microseconds(options.maxWait)));
+      Status.check(
+          ManypyNative.manypy_batcher_options_set_max_wait_us(made, microseconds(options.maxWait)));
       Status.check(ManypyNative.manypy_batcher_options_set_batch_dim(made, options.batchDim));
       if (options.name != null) {
         Status.check(ManypyNative.manypy_batcher_options_set_name(made, options.name));

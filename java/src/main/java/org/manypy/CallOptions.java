@@ -5,33 +5,26 @@ import java.util.function.LongFunction;
 import org.manypy.internal.ManypyNative;
 
 /**
- * Per-call options: the interpreter to pin a call to, a timeout or deadline,
- * a {@link CancelToken}, and the caller's context (model id, request id) that
- * every operator callback of the call reports. They apply to {@link
- * ReplicatedObject#call(String, java.util.List, java.util.Map, CallOptions)},
- * {@link ReplicatedObject#getAttr(String, CallOptions)}, {@link
- * ScriptModule#call(String, java.util.List, java.util.Map, CallOptions)},
- * {@link AotiModule#call(java.util.List, java.util.Map, CallOptions)},
- * {@link Pool#exec(String, CallOptions)} and {@link Pool#eval(String,
- * CallOptions)}, to the callAsync forms of the calls (a timeout then runs
- * from submission), and to {@link Batcher} requests.
- * Configure before sharing: once set up, one CallOptions may serve any number
- * of threads at once.
+ * Per-call options: the interpreter to pin a call to, a timeout or deadline, a {@link CancelToken},
+ * and the caller's context (model id, request id) that every operator callback of the call reports.
+ * They apply to {@link ReplicatedObject#call(String, java.util.List, java.util.Map, CallOptions)},
+ * {@link ReplicatedObject#getAttr(String, CallOptions)}, {@link ScriptModule#call(String,
+ * java.util.List, java.util.Map, CallOptions)}, {@link AotiModule#call(java.util.List,
+ * java.util.Map, CallOptions)}, {@link Pool#exec(String, CallOptions)} and {@link Pool#eval(String,
+ * CallOptions)}, to the callAsync forms of the calls (a timeout then runs from submission), and to
+ * {@link Batcher} requests. Configure before sharing: once set up, one CallOptions may serve any
+ * number of threads at once.
  *
- * <p>A call that outlives its timeout or deadline throws {@link
- * DeadlineExceededException}; one whose token is cancelled throws {@link
- * CancelledException}. Python code that is running is stopped by an
- * exception raised once, at its next line of model code, so that its
- * clean-up runs; TorchScript stops before its next operator; an AOTInductor
- * package is checked before its compiled model starts and when it returns (a
- * late result is dropped); and a call
- * still waiting for its interpreter gives up. What
- * cannot be stopped finishes first: a torch operator already running, a
- * blocking system call (time.sleep, I/O). A model that lets the stop end it
- * leaves its interpreter serving as before. One that has not returned the
- * pool's stop grace later ({@link PoolOptions#stopGrace(Duration)}, 100 ms)
- * is ended by force, and its interpreter is retired ({@link
- * Pool#checkInterpreter(int)}). See docs/java.md.
+ * <p>A call that outlives its timeout or deadline throws {@link DeadlineExceededException}; one
+ * whose token is cancelled throws {@link CancelledException}. Python code that is running is
+ * stopped by an exception raised once, at its next line of model code, so that its clean-up runs;
+ * TorchScript stops before its next operator; an AOTInductor package is checked before its compiled
+ * model starts and when it returns (a late result is dropped); and a call still waiting for its
+ * interpreter gives up. What cannot be stopped finishes first: a torch operator already running, a
+ * blocking system call (time.sleep, I/O). A model that lets the stop end it leaves its interpreter
+ * serving as before. One that has not returned the pool's stop grace later ({@link
+ * PoolOptions#stopGrace(Duration)}, 100 ms) is ended by force, and its interpreter is retired
+ * ({@link Pool#checkInterpreter(int)}). See docs/java.md.
  */
 public final class CallOptions extends NativeResource {
   // What the setters gave the native options, kept here too: an
@@ -46,13 +39,15 @@ public final class CallOptions extends NativeResource {
   private String requestId;
 
   public CallOptions() {
-    super(NativeLibrary.newHandle(ManypyNative::manypy_call_options_new),
-        ManypyNative::manypy_call_options_free, "CallOptions");
+    super(
+        NativeLibrary.newHandle(ManypyNative::manypy_call_options_new),
+        ManypyNative::manypy_call_options_free,
+        "CallOptions");
   }
 
   /**
-   * Runs `body` with the native handle of `options`, held for its duration,
-   * or with 0 (the C API's defaults) when `options` is null.
+   * Runs `body` with the native handle of `options`, held for its duration, or with 0 (the C API's
+   * defaults) when `options` is null.
    */
   static <T> T with(CallOptions options, LongFunction<T> body) {
     return options == null ? body.apply(0) : options.with(body);
@@ -66,11 +61,10 @@ public final class CallOptions extends NativeResource {
   }
 
   /**
-   * Bounds each call made with these options to `timeout` from its start,
-   * waiting for an interpreter included. {@link Duration#ZERO} removes the
-   * timeout; a negative one throws {@link OutOfRangeException}; one too long
-   * for 64-bit nanoseconds (about 292 years) is as good as none. Replaces a
-   * deadline set with {@link #deadlineNanos(long)}.
+   * Bounds each call made with these options to `timeout` from its start, waiting for an
+   * interpreter included. {@link Duration#ZERO} removes the timeout; a negative one throws {@link
+   * OutOfRangeException}; one too long for 64-bit nanoseconds (about 292 years) is as good as none.
+   * Replaces a deadline set with {@link #deadlineNanos(long)}.
    */
   public CallOptions timeout(Duration timeout) {
     if (timeout == null) {
@@ -84,13 +78,11 @@ public final class CallOptions extends NativeResource {
   }
 
   /**
-   * Bounds calls made with these options by an absolute deadline, in
-   * nanoseconds on the clock of {@link Manypy#monotonicNanos()}
-   * (CLOCK_MONOTONIC), e.g. {@code Manypy.monotonicNanos() + budget}: one
-   * deadline for a request that makes several calls. 0 removes it; negative
-   * throws {@link OutOfRangeException}; a deadline already past fails calls at
-   * once with {@link DeadlineExceededException}. Replaces a {@link
-   * #timeout(Duration)}.
+   * Bounds calls made with these options by an absolute deadline, in nanoseconds on the clock of
+   * {@link Manypy#monotonicNanos()} (CLOCK_MONOTONIC), e.g. {@code Manypy.monotonicNanos() +
+   * budget}: one deadline for a request that makes several calls. 0 removes it; negative throws
+   * {@link OutOfRangeException}; a deadline already past fails calls at once with {@link
+   * DeadlineExceededException}. Replaces a {@link #timeout(Duration)}.
    */
   public CallOptions deadlineNanos(long monotonicNanos) {
     check(options -> ManypyNative.manypy_call_options_set_deadline(options, monotonicNanos));
@@ -100,14 +92,16 @@ public final class CallOptions extends NativeResource {
   }
 
   /**
-   * Calls made with these options stop with {@link CancelledException} once
-   * `token` is cancelled; null removes the token. The options keep the native
-   * token alive, so `token` may be closed before them.
+   * Calls made with these options stop with {@link CancelledException} once `token` is cancelled;
+   * null removes the token. The options keep the native token alive, so `token` may be closed
+   * before them.
    */
   public CallOptions cancelToken(CancelToken token) {
-    check(options -> token == null
-        ? ManypyNative.manypy_call_options_set_cancel_token(options, 0)
-        : token.with(t -> ManypyNative.manypy_call_options_set_cancel_token(options, t)));
+    check(
+        options ->
+            token == null
+                ? ManypyNative.manypy_call_options_set_cancel_token(options, 0)
+                : token.with(t -> ManypyNative.manypy_call_options_set_cancel_token(options, t)));
     this.token = token;
     return this;
   }
@@ -126,10 +120,9 @@ public final class CallOptions extends NativeResource {
   }
 
   /**
-   * New native options (the caller's to free) for one asynchronous call:
-   * the settings of `options` (null: the defaults), with `callToken`, the
-   * call's own native cancel token, in place of theirs (which reaches the
-   * call through {@link CancelToken#link}). Throws IllegalStateException if
+   * New native options (the caller's to free) for one asynchronous call: the settings of `options`
+   * (null: the defaults), with `callToken`, the call's own native cancel token, in place of theirs
+   * (which reaches the call through {@link CancelToken#link}). Throws IllegalStateException if
    * `options` is closed, as a synchronous call would.
    */
   static long forAsyncCall(CallOptions options, long callToken) {

@@ -4,9 +4,9 @@ import java.util.concurrent.atomic.AtomicInteger;
 import org.manypy.internal.Utf8;
 
 /**
- * The Java end of the native trampolines (java/src/main/native/jni_callbacks.cpp):
- * the glue calls these static methods by name, from any thread. Each catches
- * everything its callback throws, so no Java exception reaches native code.
+ * The Java end of the native trampolines (java/src/main/native/jni_callbacks.cpp): the glue calls
+ * these static methods by name, from any thread. Each catches everything its callback throws, so no
+ * Java exception reaches native code.
  */
 final class CallbackDispatch {
   private CallbackDispatch() {}
@@ -24,14 +24,31 @@ final class CallbackDispatch {
   /** The pair of callbacks one registration calls. */
   record OpTarget(OpCallback enter, OpCallback exit) {}
 
-  static void opEvent(Object target, boolean enter, byte[] name, long sequenceNumber,
-      long threadId, int interpreter, long startNanos, long endNanos, byte[] modelId,
-      byte[] requestId, long[] inputs) {
+  static void opEvent(
+      Object target,
+      boolean enter,
+      byte[] name,
+      long sequenceNumber,
+      long threadId,
+      int interpreter,
+      long startNanos,
+      long endNanos,
+      byte[] modelId,
+      byte[] requestId,
+      long[] inputs) {
     try {
       OpTarget t = (OpTarget) target;
-      OpEvent event = new OpEvent(Utf8.decode(name), sequenceNumber, threadId, interpreter,
-          startNanos, endNanos, Utf8.decode(modelId), Utf8.decode(requestId),
-          OpInput.decode(inputs));
+      OpEvent event =
+          new OpEvent(
+              Utf8.decode(name),
+              sequenceNumber,
+              threadId,
+              interpreter,
+              startNanos,
+              endNanos,
+              Utf8.decode(modelId),
+              Utf8.decode(requestId),
+              OpInput.decode(inputs));
       (enter ? t.enter() : t.exit()).onEvent(event);
     } catch (Throwable error) {
       Manypy.reportCallbackError(error);
@@ -57,8 +74,8 @@ final class CallbackDispatch {
   }
 
   /**
-   * An asynchronous call's outcome (jni_async.cpp), on a manypy thread: `result` or
-   * `status` (the other is 0), borrowed, freed by the glue after this returns.
+   * An asynchronous call's outcome (jni_async.cpp), on a manypy thread: `result` or `status` (the
+   * other is 0), borrowed, freed by the glue after this returns.
    */
   static void callDone(Object call, long result, long status) {
     try {
@@ -80,8 +97,8 @@ final class CallbackDispatch {
   /**
    * An interpreter of a pool failed to start in the background (jni_serving.cpp), on a manypy
    * thread: `callback` is the pool's InterpreterFailedCallback (the glue holds it by a global
-   * reference until manypy releases it), `status` (borrowed) says why. Handles the callback
-   * frees are freed on another thread (NativeResource): this thread is the pool's.
+   * reference until manypy releases it), `status` (borrowed) says why. Handles the callback frees
+   * are freed on another thread (NativeResource): this thread is the pool's.
    */
   static void interpreterFailed(Object callback, int interpreter, long status) {
     IN_POOL_CALLBACKS.incrementAndGet();

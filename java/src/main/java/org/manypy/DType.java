@@ -3,9 +3,9 @@ package org.manypy;
 import org.manypy.internal.ManypyNativeConstants;
 
 /**
- * Element types a tensor can cross DLPack with (CPU, one lane). {@link #BOOL}
- * is one byte per element holding 0 or 1 (DLPack's kDLBool, code 6, which
- * the DLPack 0.6 of torch 1.13 has no name for; manypy carries it across).
+ * Element types a tensor can cross DLPack with (CPU, one lane). {@link #BOOL} is one byte per
+ * element holding 0 or 1 (DLPack's kDLBool, code 6, which the DLPack 0.6 of torch 1.13 has no name
+ * for; manypy carries it across).
  */
 public enum DType {
   FLOAT16(Code.FLOAT, 16),

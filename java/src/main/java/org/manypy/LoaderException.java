@@ -1,6 +1,9 @@
 package org.manypy;
 
-/** The dynamic loader or the Python runtime could not be started, or a library did not load. (MANYPY_ERR_LOADER) */
+/**
+ * The dynamic loader or the Python runtime could not be started, or a library did not load.
+ * (MANYPY_ERR_LOADER)
+ */
 public class LoaderException extends ManypyException {
   private static final long serialVersionUID = 1L;
 

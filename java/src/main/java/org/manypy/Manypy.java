@@ -6,14 +6,12 @@ import org.manypy.internal.ManypyNative;
 import org.manypy.internal.ManypyNativeConstants;
 
 /**
- * Process-wide entry points: loading the native library, versions, operator
- * callbacks, API usage logging, the export hook, the host archive trust and
- * custom operators.
+ * Process-wide entry points: loading the native library, versions, operator callbacks, API usage
+ * logging, the export hook, the host archive trust and custom operators.
  *
- * <p>The JVM must be started with
- * {@code GLIBC_TUNABLES=glibc.rtld.optional_static_tls=16384} in its
- * environment for more than a few interpreters (see the README); without it
- * pool creation fails with {@link StaticTlsException}.
+ * <p>The JVM must be started with {@code GLIBC_TUNABLES=glibc.rtld.optional_static_tls=16384} in
+ * its environment for more than a few interpreters (see the README); without it pool creation fails
+ * with {@link StaticTlsException}.
  */
 public final class Manypy {
   private static volatile Consumer<Throwable> callbackErrorHandler = Manypy::printCallbackError;
@@ -21,10 +19,10 @@ public final class Manypy {
   private Manypy() {}
 
   /**
-   * Loads the native library from `path` (libmanypy_jni.so, or the directory
-   * holding it and libmanypy.so) instead of java.library.path. Call before
-   * anything else; later calls do nothing once a library is loaded. Throws
-   * LibraryLoadException if it does not load or its version does not match.
+   * Loads the native library from `path` (libmanypy_jni.so, or the directory holding it and
+   * libmanypy.so) instead of java.library.path. Call before anything else; later calls do nothing
+   * once a library is loaded. Throws LibraryLoadException if it does not load or its version does
+   * not match.
    */
   public static void load(Path path) {
     NativeLibrary.load(path);
@@ -48,9 +46,8 @@ public final class Manypy {
   }
 
   /**
-   * CLOCK_MONOTONIC now, in nanoseconds: the clock of {@link
-   * CallOptions#deadlineNanos(long)}. Like {@link System#nanoTime()}, only
-   * differences between its values mean anything.
+   * CLOCK_MONOTONIC now, in nanoseconds: the clock of {@link CallOptions#deadlineNanos(long)}. Like
+   * {@link System#nanoTime()}, only differences between its values mean anything.
    */
   public static long monotonicNanos() {
     NativeLibrary.ensureLoaded();
@@ -58,26 +55,29 @@ public final class Manypy {
   }
 
   /**
-   * Registers callbacks around torch operators in every interpreter (present
-   * and future) and in TorchScript on the host, each operator sampled with
-   * `samplingProbability` in (0, 1]. `enter` or `exit` may be null. With
-   * `needsInputs`, events carry each input's kind, dtype and shape. At most
-   * 16 registrations (ResourceExhaustedException beyond).
+   * Registers callbacks around torch operators in every interpreter (present and future) and in
+   * TorchScript on the host, each operator sampled with `samplingProbability` in (0, 1]. `enter` or
+   * `exit` may be null. With `needsInputs`, events carry each input's kind, dtype and shape. At
+   * most 16 registrations (ResourceExhaustedException beyond).
    */
-  public static OpCallbackRegistration addOpCallbacks(OpCallback enter, OpCallback exit,
-      double samplingProbability, boolean needsInputs) {
+  public static OpCallbackRegistration addOpCallbacks(
+      OpCallback enter, OpCallback exit, double samplingProbability, boolean needsInputs) {
     NativeLibrary.ensureLoaded();
     long[] id = new long[1];
-    Status.check(ManypyNative.manypy_jni_add_op_callbacks(
-        new CallbackDispatch.OpTarget(enter, exit), enter != null ? 1 : 0, exit != null ? 1 : 0,
-        samplingProbability, needsInputs ? 1 : 0, id));
+    Status.check(
+        ManypyNative.manypy_jni_add_op_callbacks(
+            new CallbackDispatch.OpTarget(enter, exit),
+            enter != null ? 1 : 0,
+            exit != null ? 1 : 0,
+            samplingProbability,
+            needsInputs ? 1 : 0,
+            id));
     return new OpCallbackRegistration(id[0]);
   }
 
   /**
-   * Installs the process's API usage handler, replacing any earlier one
-   * (null removes it). Before this returns, the handler receives every key
-   * already seen, so each key reaches it once.
+   * Installs the process's API usage handler, replacing any earlier one (null removes it). Before
+   * this returns, the handler receives every key already seen, so each key reaches it once.
    */
   public static void setApiUsageHandler(ApiUsageHandler handler) {
     NativeLibrary.ensureLoaded();
@@ -97,16 +97,16 @@ public final class Manypy {
   }
 
   /**
-   * Sets the process's host trust, replacing any earlier one (null removes it): what every
-   * host load checks ({@link ScriptModule} and {@link AotiModule} loads, from files and from
-   * bytes, with or without a trust of their own), so that a service can refuse, with one call
-   * at start-up, every model it does not know. Those loads then throw {@link
-   * UntrustedArchiveException} for an archive `trust` does not trust, before libtorch reads
-   * any of it. A load given a trust must satisfy both: loading code can narrow the policy,
-   * never widen it; pools have their own ({@link PoolOptions#trust}). The native library keeps a copy,
-   * and with it the verifier, if any, which then runs on whatever thread loads. Any thread may
-   * call this; a load already past its check is not affected. A bad digest throws {@link
-   * InvalidArgumentException} and leaves the host trust as it was.
+   * Sets the process's host trust, replacing any earlier one (null removes it): what every host
+   * load checks ({@link ScriptModule} and {@link AotiModule} loads, from files and from bytes, with
+   * or without a trust of their own), so that a service can refuse, with one call at start-up,
+   * every model it does not know. Those loads then throw {@link UntrustedArchiveException} for an
+   * archive `trust` does not trust, before libtorch reads any of it. A load given a trust must
+   * satisfy both: loading code can narrow the policy, never widen it; pools have their own ({@link
+   * PoolOptions#trust}). The native library keeps a copy, and with it the verifier, if any, which
+   * then runs on whatever thread loads. Any thread may call this; a load already past its check is
+   * not affected. A bad digest throws {@link InvalidArgumentException} and leaves the host trust as
+   * it was.
    */
   public static void setHostArchiveTrust(ArchiveTrust trust) {
     NativeLibrary.ensureLoaded();
@@ -114,15 +114,16 @@ public final class Manypy {
       Status.check(ManypyNative.manypy_set_host_archive_trust(0));
       return;
     }
-    trust.withNative(t -> {
-      Status.check(ManypyNative.manypy_set_host_archive_trust(t));
-      return null;
-    });
+    trust.withNative(
+        t -> {
+          Status.check(ManypyNative.manypy_set_host_archive_trust(t));
+          return null;
+        });
   }
 
   /**
-   * Loads a custom operator library (TORCH_LIBRARY) into the host and every
-   * interpreter, present and future. NotFoundException, LoaderException.
+   * Loads a custom operator library (TORCH_LIBRARY) into the host and every interpreter, present
+   * and future. NotFoundException, LoaderException.
    */
   public static void loadOperatorLibrary(Path library) {
     NativeLibrary.ensureLoaded();
@@ -130,10 +131,9 @@ public final class Manypy {
   }
 
   /**
-   * Where exceptions thrown by callbacks (operator callbacks, the API usage
-   * handler, the export hook, archive verifiers) go; they never reach the
-   * native caller (a verifier that throws refuses the archive). The
-   * default prints them to System.err. The handler must not throw.
+   * Where exceptions thrown by callbacks (operator callbacks, the API usage handler, the export
+   * hook, archive verifiers) go; they never reach the native caller (a verifier that throws refuses
+   * the archive). The default prints them to System.err. The handler must not throw.
    */
   public static void setCallbackErrorHandler(Consumer<Throwable> handler) {
     callbackErrorHandler = handler != null ? handler : Manypy::printCallbackError;

@@ -21,11 +21,11 @@ import java.util.Properties;
 import java.util.TreeMap;
 
 /**
- * The native libraries a jar carries in its resources (the Maven artifact
- * does; the plain jar of the Debian package does not), and their extraction
- * into a per-user cache directory.
+ * The native libraries a jar carries in its resources (the Maven artifact does; the plain jar of
+ * the Debian package does not), and their extraction into a per-user cache directory.
  *
  * <p>Layout, written by scripts/package/maven.sh:
+ *
  * <pre>
  * org/manypy/native/platforms.properties        platform = "torch X, CPython Y", one per platform
  * org/manypy/native/&lt;platform&gt;/manypy-native.properties
@@ -33,22 +33,21 @@ import java.util.TreeMap;
  *     files (comma-separated), sha256.&lt;file&gt; for each
  * org/manypy/native/&lt;platform&gt;/libmanypy_jni.so, libmanypy.so.0.3, manypy/...
  * </pre>
- * The files keep their relative layout on disk: libmanypy_jni.so finds
- * libmanypy.so.0.3 beside itself ($ORIGIN) and libmanypy.so finds its
- * private libraries in manypy/ beside itself.
  *
- * <p>They go into {@code <cache root>/<version>-<build>/}, where build is
- * the start of the manifest's SHA-256, so every build of the natives has a
- * directory of its own. What is on disk is checked against the recorded
- * digests before it is used; a file that does not match (corrupt, cut
- * short, another build's) is replaced by a fresh copy written to a
- * temporary file and renamed over it, so JVMs extracting at once each
- * write whole files and never see a partial one.
+ * The files keep their relative layout on disk: libmanypy_jni.so finds libmanypy.so.0.3 beside
+ * itself ($ORIGIN) and libmanypy.so finds its private libraries in manypy/ beside itself.
+ *
+ * <p>They go into {@code <cache root>/<version>-<build>/}, where build is the start of the
+ * manifest's SHA-256, so every build of the natives has a directory of its own. What is on disk is
+ * checked against the recorded digests before it is used; a file that does not match (corrupt, cut
+ * short, another build's) is replaced by a fresh copy written to a temporary file and renamed over
+ * it, so JVMs extracting at once each write whole files and never see a partial one.
  */
 final class NativeBundle {
   static final String ROOT = "org/manypy/native/";
   static final String INDEX = ROOT + "platforms.properties";
   static final String MANIFEST = "manypy-native.properties";
+
   /** Where natives are extracted; default ${XDG_CACHE_HOME:-~/.cache}/manypy/native. */
   static final String CACHE_PROPERTY = "manypy.native.cache";
 
@@ -82,14 +81,15 @@ final class NativeBundle {
       required(manifest, "sha256." + name, platform);
       list.add(name);
     }
-    if (!list.contains(jni)) throw damaged("its manifest's jni=" + jni + " is not among its files " + list);
+    if (!list.contains(jni))
+      throw damaged("its manifest's jni=" + jni + " is not among its files " + list);
     this.files = Collections.unmodifiableList(list);
   }
 
   /**
-   * The natives in `resources` for `platform`; null if there are none for
-   * any platform (a plain jar). Throws OtherPlatform if there are natives,
-   * but not for this platform, naming what there is.
+   * The natives in `resources` for `platform`; null if there are none for any platform (a plain
+   * jar). Throws OtherPlatform if there are natives, but not for this platform, naming what there
+   * is.
    */
   static NativeBundle find(ClassLoader resources, String platform) {
     Properties index = read(resources, INDEX);
@@ -98,10 +98,20 @@ final class NativeBundle {
       List<String> held = new ArrayList<>();
       new TreeMap<>(index).forEach((p, builtFor) -> held.add(p + " (" + builtFor + ")"));
       throw new OtherPlatform(
-          "manypy: this jar holds native libraries for " + (held.isEmpty() ? "no platform" : String.join(", ", held))
-              + ", not for this JVM's platform " + platform + " (os.name=" + System.getProperty("os.name")
-              + ", os.arch=" + System.getProperty("os.arch") + "). Build manypy for " + platform
-              + " and point -D" + NativeLibrary.NATIVE_PATH_PROPERTY + "=<dir> (or " + NativeLibrary.NATIVE_PATH_ENV
+          "manypy: this jar holds native libraries for "
+              + (held.isEmpty() ? "no platform" : String.join(", ", held))
+              + ", not for this JVM's platform "
+              + platform
+              + " (os.name="
+              + System.getProperty("os.name")
+              + ", os.arch="
+              + System.getProperty("os.arch")
+              + "). Build manypy for "
+              + platform
+              + " and point -D"
+              + NativeLibrary.NATIVE_PATH_PROPERTY
+              + "=<dir> (or "
+              + NativeLibrary.NATIVE_PATH_ENV
               + ") at the directory holding its libmanypy_jni.so, or put that directory on -Djava.library.path.");
     }
     String name = ROOT + platform + "/" + MANIFEST;
@@ -120,8 +130,8 @@ final class NativeBundle {
   }
 
   /**
-   * The jar has natives, but none for this platform. Not yet an error:
-   * natives installed for it may be on java.library.path.
+   * The jar has natives, but none for this platform. Not yet an error: natives installed for it may
+   * be on java.library.path.
    */
   static final class OtherPlatform extends RuntimeException {
     private static final long serialVersionUID = 1L;
@@ -141,7 +151,7 @@ final class NativeBundle {
     switch (arch) {
       case "amd64", "x86_64", "x64" -> arch = "x86_64";
       case "aarch64", "arm64" -> arch = "aarch64";
-      default -> { }
+      default -> {}
     }
     return os + "-" + arch;
   }
@@ -169,9 +179,8 @@ final class NativeBundle {
   }
 
   /**
-   * Makes sure every file is in `cacheRoot`'s directory for this build with
-   * its recorded digest, writing only those that are not, and returns the
-   * path of the library to load.
+   * Makes sure every file is in `cacheRoot`'s directory for this build with its recorded digest,
+   * writing only those that are not, and returns the path of the library to load.
    */
   Path extract(Path cacheRoot) {
     Path dir = directory(cacheRoot).toAbsolutePath();
@@ -184,10 +193,18 @@ final class NativeBundle {
       String actual = digestOrNull(target);
       if (!expected.equals(actual)) {
         throw new LibraryLoadException(
-            "manypy: digest mismatch for " + target + ": expected SHA-256 " + expected + ", found "
-                + (actual == null ? "no readable file" : actual) + " right after writing it."
-                + " Something else is writing into " + dir + "; give this JVM a cache of its own with -D"
-                + CACHE_PROPERTY + "=<dir>.",
+            "manypy: digest mismatch for "
+                + target
+                + ": expected SHA-256 "
+                + expected
+                + ", found "
+                + (actual == null ? "no readable file" : actual)
+                + " right after writing it."
+                + " Something else is writing into "
+                + dir
+                + "; give this JVM a cache of its own with -D"
+                + CACHE_PROPERTY
+                + "=<dir>.",
             null);
       }
     }
@@ -206,8 +223,9 @@ final class NativeBundle {
       String resource = ROOT + platform + "/" + file;
       MessageDigest digest = sha256();
       try (InputStream in = resources.getResourceAsStream(resource);
-           OutputStream out = Files.newOutputStream(tmp)) {
-        if (in == null) throw damaged("its manifest lists " + file + " but " + resource + " is missing");
+          OutputStream out = Files.newOutputStream(tmp)) {
+        if (in == null)
+          throw damaged("its manifest lists " + file + " but " + resource + " is missing");
         byte[] buffer = new byte[1 << 16];
         for (int n; (n = in.read(buffer)) > 0; ) {
           digest.update(buffer, 0, n);
@@ -217,8 +235,12 @@ final class NativeBundle {
       String actual = HexFormat.of().formatHex(digest.digest());
       if (!actual.equals(expected)) {
         throw new LibraryLoadException(
-            "manypy: digest mismatch for " + resource + " in this jar: expected SHA-256 " + expected
-                + " (recorded when the jar was built), found " + actual
+            "manypy: digest mismatch for "
+                + resource
+                + " in this jar: expected SHA-256 "
+                + expected
+                + " (recorded when the jar was built), found "
+                + actual
                 + ". The jar is damaged or was altered: download it again.",
             null);
       }
@@ -251,18 +273,29 @@ final class NativeBundle {
     } else {
       reason = e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage();
     }
-    LibraryLoadException error = new LibraryLoadException(
-        "manypy: cannot write the native libraries bundled in this jar into the cache directory " + dir
-            + " (" + reason + "). Point -D" + CACHE_PROPERTY + "=<dir> at a writable directory"
-            + " (the default is ${XDG_CACHE_HOME:-~/.cache}/manypy/native), or load natives already on disk"
-            + " with -D" + NativeLibrary.NATIVE_PATH_PROPERTY + "=<dir> or " + NativeLibrary.NATIVE_PATH_ENV + ".",
-        e);
+    LibraryLoadException error =
+        new LibraryLoadException(
+            "manypy: cannot write the native libraries bundled in this jar into the cache directory "
+                + dir
+                + " ("
+                + reason
+                + "). Point -D"
+                + CACHE_PROPERTY
+                + "=<dir> at a writable directory"
+                + " (the default is ${XDG_CACHE_HOME:-~/.cache}/manypy/native), or load natives already on disk"
+                + " with -D"
+                + NativeLibrary.NATIVE_PATH_PROPERTY
+                + "=<dir> or "
+                + NativeLibrary.NATIVE_PATH_ENV
+                + ".",
+            e);
     return error;
   }
 
   private static LibraryLoadException damaged(String what) {
     return new LibraryLoadException(
-        "manypy: the native libraries bundled in this jar are unusable: " + what
+        "manypy: the native libraries bundled in this jar are unusable: "
+            + what
             + ". The jar is damaged or was not built by scripts/package/maven.sh: download it again.",
         null);
   }

@@ -6,26 +6,28 @@ import org.manypy.internal.ManypyNative;
 import org.manypy.internal.ManypyNativeConstants;
 
 /**
- * Loads libmanypy_jni.so (which pulls in libmanypy.so beside it) once, and
- * checks that the three pieces agree: this jar, the JNI library built with
- * it, and the libmanypy.so the loader found.
+ * Loads libmanypy_jni.so (which pulls in libmanypy.so beside it) once, and checks that the three
+ * pieces agree: this jar, the JNI library built with it, and the libmanypy.so the loader found.
  *
  * <p>Where from, the first that applies (docs/java.md, "Installing"):
+ *
  * <ol>
- * <li>{@link Manypy#load(Path)};
- * <li>the system property {@value #NATIVE_PATH_PROPERTY} (or its older name
- *     {@value #LIBRARY_PATH_PROPERTY}), else the environment variable
- *     {@value #NATIVE_PATH_ENV}: the library file, or its directory;
- * <li>the natives bundled in this jar for this platform (NativeBundle),
- *     extracted into the per-user cache;
- * <li>the JVM's java.library.path (where Debian's OpenJDK finds the
- *     libmanypy-java package's /usr/lib/jni).
+ *   <li>{@link Manypy#load(Path)};
+ *   <li>the system property {@value #NATIVE_PATH_PROPERTY} (or its older name {@value
+ *       #LIBRARY_PATH_PROPERTY}), else the environment variable {@value #NATIVE_PATH_ENV}: the
+ *       library file, or its directory;
+ *   <li>the natives bundled in this jar for this platform (NativeBundle), extracted into the
+ *       per-user cache;
+ *   <li>the JVM's java.library.path (where Debian's OpenJDK finds the libmanypy-java package's
+ *       /usr/lib/jni).
  * </ol>
  */
 final class NativeLibrary {
   static final String NATIVE_PATH_PROPERTY = "manypy.native.path";
+
   /** The name before 0.3, still honoured. */
   static final String LIBRARY_PATH_PROPERTY = "manypy.library.path";
+
   static final String NATIVE_PATH_ENV = "MANYPY_NATIVE_PATH";
   static final String NAME = "manypy_jni";
 
@@ -41,8 +43,8 @@ final class NativeLibrary {
   }
 
   /**
-   * Loads the library if need be and returns the handle `make` returns (a C
-   * constructor that signals running out of native memory with NULL).
+   * Loads the library if need be and returns the handle `make` returns (a C constructor that
+   * signals running out of native memory with NULL).
    */
   static long newHandle(java.util.function.LongSupplier make) {
     ensureLoaded();
@@ -62,7 +64,9 @@ final class NativeLibrary {
     loaded = true;
   }
 
-  /** As load(null), with the bundle read from `resources` and extracted under `cacheRoot` (tests). */
+  /**
+   * As load(null), with the bundle read from `resources` and extracted under `cacheRoot` (tests).
+   */
   static synchronized void loadBundled(ClassLoader resources, Path cacheRoot) {
     if (loaded) return;
     if (permanentFailure != null) throw copy(permanentFailure);
@@ -94,24 +98,33 @@ final class NativeLibrary {
         return;
       }
     } catch (NativeBundle.OtherPlatform e) {
-      otherPlatform = e;  // natives installed for this platform may still be on java.library.path
+      otherPlatform = e; // natives installed for this platform may still be on java.library.path
     }
-    String tried = System.mapLibraryName(NAME) + " from java.library.path ("
-        + System.getProperty("java.library.path") + ")";
+    String tried =
+        System.mapLibraryName(NAME)
+            + " from java.library.path ("
+            + System.getProperty("java.library.path")
+            + ")";
     try {
       System.loadLibrary(NAME);
     } catch (UnsatisfiedLinkError e) {
       if (otherPlatform != null) {
-        throw new LibraryLoadException(otherPlatform.getMessage() + " (" + tried + " failed too: "
-            + e.getMessage() + ")", e);
+        throw new LibraryLoadException(
+            otherPlatform.getMessage() + " (" + tried + " failed too: " + e.getMessage() + ")", e);
       }
-      String message = e.getMessage() != null && e.getMessage().startsWith("no " + NAME + " in")
-          ? "manypy: this jar carries no native libraries and " + tried + " was not found. Install the"
-              + " natives (Debian: apt-get install libmanypy-java puts libmanypy_jni.so in"
-              + " /usr/lib/jni), use the Maven artifact org.manypy:manypy, which carries"
-              + " them, or point -D" + NATIVE_PATH_PROPERTY + "=<dir> (or " + NATIVE_PATH_ENV
-              + ") at the directory holding libmanypy_jni.so."
-          : LinkErrors.explain(tried, e, null);
+      String message =
+          e.getMessage() != null && e.getMessage().startsWith("no " + NAME + " in")
+              ? "manypy: this jar carries no native libraries and "
+                  + tried
+                  + " was not found. Install the"
+                  + " natives (Debian: apt-get install libmanypy-java puts libmanypy_jni.so in"
+                  + " /usr/lib/jni), use the Maven artifact org.manypy:manypy, which carries"
+                  + " them, or point -D"
+                  + NATIVE_PATH_PROPERTY
+                  + "=<dir> (or "
+                  + NATIVE_PATH_ENV
+                  + ") at the directory holding libmanypy_jni.so."
+              : LinkErrors.explain(tried, e, null);
       throw new LibraryLoadException(message, e);
     }
     checkVersions(tried);
@@ -133,11 +146,21 @@ final class NativeLibrary {
     long library = ManypyNative.manypy_version_number();
     String problem = null;
     if (glue != jar) {
-      problem = "the JNI library " + tried + " was built for manypy " + version(glue)
-          + " but this jar is " + version(jar) + ": use the libmanypy_jni.so built with this jar";
+      problem =
+          "the JNI library "
+              + tried
+              + " was built for manypy "
+              + version(glue)
+              + " but this jar is "
+              + version(jar)
+              + ": use the libmanypy_jni.so built with this jar";
     } else if (!compatible(jar, library)) {
-      problem = "libmanypy.so is version " + version(library) + " but this jar needs "
-          + abi(jar) + ": use the libmanypy.so this jar was built with";
+      problem =
+          "libmanypy.so is version "
+              + version(library)
+              + " but this jar needs "
+              + abi(jar)
+              + ": use the libmanypy.so this jar was built with";
     }
     if (problem != null) {
       permanentFailure = new LibraryLoadException("manypy: " + problem, null);
@@ -146,9 +169,8 @@ final class NativeLibrary {
   }
 
   /**
-   * The ABI rule of manypy.h (docs/c-api.md): the same major; while the
-   * major is 0, the same minor too (any patch); from 1.0 on, a library
-   * minor at least the jar's.
+   * The ABI rule of manypy.h (docs/c-api.md): the same major; while the major is 0, the same minor
+   * too (any patch); from 1.0 on, a library minor at least the jar's.
    */
   static boolean compatible(long jar, long library) {
     long major = jar / 10000;

@@ -11,22 +11,18 @@ import java.util.function.LongUnaryOperator;
 /**
  * A Java object that owns one native manypy handle.
  *
- * <p>The handle is freed exactly once: by {@link #close()}, or by a {@link
- * Cleaner} when the object becomes unreachable without being closed. Calls
- * hold the handle for their duration ({@link #acquire()} / {@link
- * #release()}), so a close or a collection racing a call on another thread
- * frees it only when the last call returns: no call ever sees a freed handle,
- * and calls that start after close fail with IllegalStateException. The C
- * API keeps parents alive from their children (an object keeps its package
- * and pool), so resources can be closed in any order.
+ * <p>The handle is freed exactly once: by {@link #close()}, or by a {@link Cleaner} when the object
+ * becomes unreachable without being closed. Calls hold the handle for their duration ({@link
+ * #acquire()} / {@link #release()}), so a close or a collection racing a call on another thread
+ * frees it only when the last call returns: no call ever sees a freed handle, and calls that start
+ * after close fail with IllegalStateException. The C API keeps parents alive from their children
+ * (an object keeps its package and pool), so resources can be closed in any order.
  *
- * <p>A handle freed on a thread that is running a pool's
- * interpreter-failed callback ({@link PoolOptions#onInterpreterFailed}) is
- * freed on another thread instead: that thread belongs to the pool, and the
- * last handle of a pool destroys it, which waits for the pool's own threads
- * (the C API forbids manypy_pool_destroy there). The callback may close the
- * pool, or a package or object that is the pool's last holder, so this
- * stays needed whoever owns the callback.
+ * <p>A handle freed on a thread that is running a pool's interpreter-failed callback ({@link
+ * PoolOptions#onInterpreterFailed}) is freed on another thread instead: that thread belongs to the
+ * pool, and the last handle of a pool destroys it, which waits for the pool's own threads (the C
+ * API forbids manypy_pool_destroy there). The callback may close the pool, or a package or object
+ * that is the pool's last holder, so this stays needed whoever owns the callback.
  */
 abstract class NativeResource implements AutoCloseable {
   private static final Cleaner CLEANER =
@@ -56,14 +52,15 @@ abstract class NativeResource implements AutoCloseable {
   }
 
   /**
-   * Runs `call`, a C function that returns a manypy_status*, on the handle,
-   * held for the call, and throws the status's exception if it failed.
+   * Runs `call`, a C function that returns a manypy_status*, on the handle, held for the call, and
+   * throws the status's exception if it failed.
    */
   final void check(LongUnaryOperator call) {
-    with(held -> {
-      Status.check(call.applyAsLong(held));
-      return null;
-    });
+    with(
+        held -> {
+          Status.check(call.applyAsLong(held));
+          return null;
+        });
   }
 
   /** Runs `body` on the handle, held for its duration, and returns what it returns. */
@@ -77,8 +74,8 @@ abstract class NativeResource implements AutoCloseable {
   }
 
   /**
-   * A handle a C constructor returned, for one that signals running out of
-   * native memory with NULL (0).
+   * A handle a C constructor returned, for one that signals running out of native memory with NULL
+   * (0).
    */
   static long allocated(long handle) {
     if (handle == 0) throw new OutOfMemoryError("manypy: native memory exhausted");
@@ -115,7 +112,8 @@ abstract class NativeResource implements AutoCloseable {
     long acquire() {
       while (true) {
         int n = holders.get();
-        if (closed || n == 0) throw new IllegalStateException("manypy: this " + kind + " is closed");
+        if (closed || n == 0)
+          throw new IllegalStateException("manypy: this " + kind + " is closed");
         if (holders.compareAndSet(n, n + 1)) return address;
       }
     }
@@ -139,10 +137,12 @@ abstract class NativeResource implements AutoCloseable {
 
   /** The thread that frees handles released inside a pool's callback, made on first use. */
   private static final class Deferred {
-    static final ExecutorService FREES = Executors.newSingleThreadExecutor(runnable -> {
-      Thread thread = new Thread(runnable, "manypy-deferred-free");
-      thread.setDaemon(true);
-      return thread;
-    });
+    static final ExecutorService FREES =
+        Executors.newSingleThreadExecutor(
+            runnable -> {
+              Thread thread = new Thread(runnable, "manypy-deferred-free");
+              thread.setDaemon(true);
+              return thread;
+            });
   }
 }

@@ -4,10 +4,9 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import org.manypy.internal.ManypyNative;
 
 /**
- * A live registration of operator callbacks. {@link #close()} removes it:
- * when close returns, no callback of it runs or will run. A registration
- * that is dropped without close stays registered (like a listener): the
- * callbacks are held by the native side until it is closed.
+ * A live registration of operator callbacks. {@link #close()} removes it: when close returns, no
+ * callback of it runs or will run. A registration that is dropped without close stays registered
+ * (like a listener): the callbacks are held by the native side until it is closed.
  */
 public final class OpCallbackRegistration implements AutoCloseable {
   private final long id;

@@ -15,5 +15,13 @@ import java.util.List;
  * @param requestId likewise
  * @param inputs the inputs' kinds, dtypes and shapes when asked for; else empty
  */
-public record OpEvent(String name, long sequenceNumber, long threadId, int interpreter,
-    long startNanos, long endNanos, String modelId, String requestId, List<OpInput> inputs) {}
+public record OpEvent(
+    String name,
+    long sequenceNumber,
+    long threadId,
+    int interpreter,
+    long startNanos,
+    long endNanos,
+    String modelId,
+    String requestId,
+    List<OpInput> inputs) {}

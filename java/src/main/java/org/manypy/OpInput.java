@@ -11,13 +11,20 @@ import java.util.List;
  * @param shape for tensors, the sizes; else empty
  */
 public record OpInput(Kind kind, DType dtype, long[] shape) {
-  public enum Kind { NONE, BOOL, INT64, DOUBLE, TENSOR, OTHER }
+  public enum Kind {
+    NONE,
+    BOOL,
+    INT64,
+    DOUBLE,
+    TENSOR,
+    OTHER
+  }
 
   /** Decodes {kind, code, bits, lanes, ndim, shape...} per input (jni_callbacks.cpp). */
   static List<OpInput> decode(long[] encoded) {
     List<OpInput> inputs = new ArrayList<>();
     if (encoded == null) return inputs;
-    for (int i = 0; i < encoded.length;) {
+    for (int i = 0; i < encoded.length; ) {
       Kind kind = kindOf(encoded[i]);
       DType dtype = kind == Kind.TENSOR ? DType.of(encoded[i + 1], encoded[i + 2]) : null;
       int ndim = (int) encoded[i + 4];

@@ -1,6 +1,9 @@
 package org.manypy;
 
-/** An index or count outside its allowed range (interpreter index, pool size). (MANYPY_ERR_OUT_OF_RANGE) */
+/**
+ * An index or count outside its allowed range (interpreter index, pool size).
+ * (MANYPY_ERR_OUT_OF_RANGE)
+ */
 public class OutOfRangeException extends ManypyException {
   private static final long serialVersionUID = 1L;
 

@@ -6,8 +6,7 @@ import java.util.Map;
 
 /**
  * A pool's health at one moment ({@link Pool#stats()}), for readiness probes, dashboards and
- * autoscalers. Immutable. The counts are read without a lock, so they may be taken a moment
- * apart.
+ * autoscalers. Immutable. The counts are read without a lock, so they may be taken a moment apart.
  *
  * @param interpreters the pool's size now ({@link Pool#size()}); the four states add up to it
  * @param starting not yet able to serve: starting, or being leased
@@ -18,17 +17,25 @@ import java.util.Map;
  * @param queued calls waiting for an interpreter, as {@link Pool#queued()}
  * @param draining whether {@link Pool#drain} was called (a pool never stops draining)
  * @param completed calls completed since the pool was created, by code: {@link ErrorCode#OK}
- *     succeeded, {@link ErrorCode#PYTHON} raised, and so on; calls refused at admission
- *     ({@link ErrorCode#OVERLOADED}, {@link ErrorCode#DRAINING}) count too. Codes with no
- *     call are absent; codes newer than this binding add up under {@link ErrorCode#UNKNOWN}.
- *     Unmodifiable.
+ *     succeeded, {@link ErrorCode#PYTHON} raised, and so on; calls refused at admission ({@link
+ *     ErrorCode#OVERLOADED}, {@link ErrorCode#DRAINING}) count too. Codes with no call are absent;
+ *     codes newer than this binding add up under {@link ErrorCode#UNKNOWN}. Unmodifiable.
  */
-public record PoolStats(int interpreters, int starting, int ready, int busy, int broken,
-    long inFlight, long queued, boolean draining, Map<ErrorCode, Long> completed) {
+public record PoolStats(
+    int interpreters,
+    int starting,
+    int ready,
+    int busy,
+    int broken,
+    long inFlight,
+    long queued,
+    boolean draining,
+    Map<ErrorCode, Long> completed) {
 
   public PoolStats {
-    completed = Collections.unmodifiableMap(new EnumMap<>(
-        completed.isEmpty() ? new EnumMap<>(ErrorCode.class) : completed));
+    completed =
+        Collections.unmodifiableMap(
+            new EnumMap<>(completed.isEmpty() ? new EnumMap<>(ErrorCode.class) : completed));
   }
 
   /** Calls completed with `code` (0 if none). */
@@ -48,13 +55,21 @@ public record PoolStats(int interpreters, int starting, int ready, int busy, int
 
   /** From manypy_jni_pool_get_stats's array (jni_glue.h). */
   static PoolStats decode(long[] v) {
-    return new PoolStats((int) v[1], (int) v[2], (int) v[3], (int) v[4], (int) v[5], v[6], v[7],
-        v[0] != 0, completedByCode(v, 8));
+    return new PoolStats(
+        (int) v[1],
+        (int) v[2],
+        (int) v[3],
+        (int) v[4],
+        (int) v[5],
+        v[6],
+        v[7],
+        v[0] != 0,
+        completedByCode(v, 8));
   }
 
   /**
-   * The C API's per-code counts (MANYPY_CODE_SLOTS of them from `offset`), by ErrorCode: the
-   * codes with a count, slots this binding does not know added up under UNKNOWN.
+   * The C API's per-code counts (MANYPY_CODE_SLOTS of them from `offset`), by ErrorCode: the codes
+   * with a count, slots this binding does not know added up under UNKNOWN.
    */
   static Map<ErrorCode, Long> completedByCode(long[] values, int offset) {
     Map<ErrorCode, Long> out = new EnumMap<>(ErrorCode.class);

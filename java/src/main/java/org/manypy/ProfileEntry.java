@@ -10,5 +10,5 @@ package org.manypy;
  * @param p50Nanos median over the latest 4096 samples
  * @param p99Nanos 99th percentile over the latest 4096 samples
  */
-public record ProfileEntry(String modelId, String operator, long count, long totalNanos,
-    long p50Nanos, long p99Nanos) {}
+public record ProfileEntry(
+    String modelId, String operator, long count, long totalNanos, long p50Nanos, long p99Nanos) {}

@@ -6,9 +6,9 @@ import org.manypy.internal.ManypyNative;
 import org.manypy.internal.Utf8;
 
 /**
- * The built-in sampled profiler: aggregates sampled operators of every
- * interpreter and the host by model id and operator. Uses one of the 16
- * operator callback registrations until closed. Thread safe.
+ * The built-in sampled profiler: aggregates sampled operators of every interpreter and the host by
+ * model id and operator. Uses one of the 16 operator callback registrations until closed. Thread
+ * safe.
  */
 public final class Profiler extends NativeResource {
   private Profiler(long handle) {
@@ -34,10 +34,14 @@ public final class Profiler extends NativeResource {
         List<ProfileEntry> list = new ArrayList<>();
         for (long i = 0; i < count[0]; ++i) {
           long[] n = ManypyNative.manypy_jni_profile_entry_numbers(entries[0], i);
-          list.add(new ProfileEntry(
-              Utf8.decode(ManypyNative.manypy_jni_profile_entry_model(entries[0], i)),
-              Utf8.decode(ManypyNative.manypy_jni_profile_entry_op(entries[0], i)),
-              n[0], n[1], n[2], n[3]));
+          list.add(
+              new ProfileEntry(
+                  Utf8.decode(ManypyNative.manypy_jni_profile_entry_model(entries[0], i)),
+                  Utf8.decode(ManypyNative.manypy_jni_profile_entry_op(entries[0], i)),
+                  n[0],
+                  n[1],
+                  n[2],
+                  n[3]));
         }
         return list;
       } finally {
@@ -50,13 +54,17 @@ public final class Profiler extends NativeResource {
 
   /** The aggregates in the Prometheus text format, for a /metrics endpoint. */
   public String prometheus() {
-    return (String) with(profiler -> Values.result(
-        out -> ManypyNative.manypy_profiler_prometheus(profiler, out)));
+    return (String)
+        with(
+            profiler ->
+                Values.result(out -> ManypyNative.manypy_profiler_prometheus(profiler, out)));
   }
 
   /** The latest sampled events as Chrome trace-event JSON (Perfetto, chrome://tracing). */
   public String chromeTrace() {
-    return (String) with(profiler -> Values.result(
-        out -> ManypyNative.manypy_profiler_chrome_trace(profiler, out)));
+    return (String)
+        with(
+            profiler ->
+                Values.result(out -> ManypyNative.manypy_profiler_chrome_trace(profiler, out)));
   }
 }

@@ -1,6 +1,9 @@
 package org.manypy;
 
-/** Python code raised an exception (or a TorchScript method did); see pythonType() and pythonTraceback(). (MANYPY_ERR_PYTHON) */
+/**
+ * Python code raised an exception (or a TorchScript method did); see pythonType() and
+ * pythonTraceback(). (MANYPY_ERR_PYTHON)
+ */
 public class PythonException extends ManypyException {
   private static final long serialVersionUID = 1L;
 

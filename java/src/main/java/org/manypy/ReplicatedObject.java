@@ -8,11 +8,10 @@ import java.util.concurrent.Executor;
 import org.manypy.internal.ManypyNative;
 
 /**
- * An object (a model) loaded once from a package and replicated lazily into
- * each interpreter that serves a call on it; its weights are the archive's
- * memory, held once. Calls run under torch.no_grad(). Keeps its package and
- * pool alive. Thread safe: any number of threads may call it at once, and
- * the pool spreads them over its interpreters.
+ * An object (a model) loaded once from a package and replicated lazily into each interpreter that
+ * serves a call on it; its weights are the archive's memory, held once. Calls run under
+ * torch.no_grad(). Keeps its package and pool alive. Thread safe: any number of threads may call it
+ * at once, and the pool spreads them over its interpreters.
  */
 public final class ReplicatedObject extends NativeResource {
   ReplicatedObject(long handle) {
@@ -30,19 +29,29 @@ public final class ReplicatedObject extends NativeResource {
   }
 
   /**
-   * The general call: `method` null calls the object; `args` positional and
-   * `kwargs` keyword arguments (either may be null); `options` may be null.
-   * NoSuchNameException for a missing method, PythonException (with the
-   * traceback) for an exception raised by the model, DeadlineExceededException
-   * or CancelledException when the options' timeout, deadline or cancel token
-   * stopped it.
+   * The general call: `method` null calls the object; `args` positional and `kwargs` keyword
+   * arguments (either may be null); `options` may be null. NoSuchNameException for a missing
+   * method, PythonException (with the traceback) for an exception raised by the model,
+   * DeadlineExceededException or CancelledException when the options' timeout, deadline or cancel
+   * token stopped it.
    */
   public Object call(String method, List<?> args, Map<String, ?> kwargs, CallOptions options) {
-    return with(object -> CallOptions.with(options, o -> Values.call(args, kwargs,
-        (a, k, out) -> ManypyNative.manypy_object_call(object, method, a, k, o, out))));
+    return with(
+        object ->
+            CallOptions.with(
+                options,
+                o ->
+                    Values.call(
+                        args,
+                        kwargs,
+                        (a, k, out) ->
+                            ManypyNative.manypy_object_call(object, method, a, k, o, out))));
   }
 
-  /** {@link #call(Object...)}, asynchronously: see {@link #callAsync(String, List, Map, CallOptions, Executor)}. */
+  /**
+   * {@link #call(Object...)}, asynchronously: see {@link #callAsync(String, List, Map, CallOptions,
+   * Executor)}.
+   */
   public CompletableFuture<Object> callAsync(Object... args) {
     return callAsync(null, Arrays.asList(args), null, null);
   }
@@ -53,49 +62,53 @@ public final class ReplicatedObject extends NativeResource {
   }
 
   /** The general call, asynchronously, completing on {@code ForkJoinPool.commonPool()}. */
-  public CompletableFuture<Object> callAsync(String method, List<?> args, Map<String, ?> kwargs,
-      CallOptions options) {
+  public CompletableFuture<Object> callAsync(
+      String method, List<?> args, Map<String, ?> kwargs, CallOptions options) {
     return callAsync(method, args, kwargs, options, AsyncCall.DEFAULT_EXECUTOR);
   }
 
   /**
-   * Submits the general call ({@link #call(String, List, Map, CallOptions)}) and returns at
-   * once. The call runs on its interpreter's own thread, in either thread mode, and its
-   * future completes with what the synchronous call would return, or fails with what it
-   * would throw.
+   * Submits the general call ({@link #call(String, List, Map, CallOptions)}) and returns at once.
+   * The call runs on its interpreter's own thread, in either thread mode, and its future completes
+   * with what the synchronous call would return, or fails with what it would throw.
    *
    * <ul>
-   *   <li>The future is completed through `executor`, never on manypy's threads, so
-   *       dependent stages ({@code thenApply}, {@code thenAccept}, ...) run there and may
-   *       make synchronous calls. An executor that refuses the task is reported ({@link
+   *   <li>The future is completed through `executor`, never on manypy's threads, so dependent
+   *       stages ({@code thenApply}, {@code thenAccept}, ...) run there and may make synchronous
+   *       calls. An executor that refuses the task is reported ({@link
    *       Manypy#setCallbackErrorHandler}) and the common pool completes the future.
-   *   <li>{@code future.cancel(true)} or {@code cancel(false)} stops the call: a queued one
-   *       never runs, a running one is stopped with manypy.Cancelled, as a cancel token
-   *       stops it. The future is cancelled at once. The options' token, if any, stops the
-   *       call too; the future then fails with {@link CancelledException}.
-   *   <li>The options' timeout runs from submission; a call whose deadline passes while it
-   *       waits for an interpreter fails with {@link DeadlineExceededException} without
-   *       running.
+   *   <li>{@code future.cancel(true)} or {@code cancel(false)} stops the call: a queued one never
+   *       runs, a running one is stopped with manypy.Cancelled, as a cancel token stops it. The
+   *       future is cancelled at once. The options' token, if any, stops the call too; the future
+   *       then fails with {@link CancelledException}.
+   *   <li>The options' timeout runs from submission; a call whose deadline passes while it waits
+   *       for an interpreter fails with {@link DeadlineExceededException} without running.
    *   <li>Refused submissions throw here, as the synchronous call would: {@link
-   *       IllegalStateException} for a closed object or options, {@link
-   *       IllegalArgumentException} for arguments Java cannot pass, {@link
-   *       OverloadedException} when the pool's queue limit is reached, {@link
-   *       DeadlineExceededException} or {@link CancelledException} for a deadline already
-   *       past or a token already cancelled, and the C API's other refusals.
+   *       IllegalStateException} for a closed object or options, {@link IllegalArgumentException}
+   *       for arguments Java cannot pass, {@link OverloadedException} when the pool's queue limit
+   *       is reached, {@link DeadlineExceededException} or {@link CancelledException} for a
+   *       deadline already past or a token already cancelled, and the C API's other refusals.
    * </ul>
    *
-   * Closing the object, its package or its pool after submitting is safe: the call holds
-   * them and completes.
+   * Closing the object, its package or its pool after submitting is safe: the call holds them and
+   * completes.
    */
-  public CompletableFuture<Object> callAsync(String method, List<?> args, Map<String, ?> kwargs,
-      CallOptions options, Executor executor) {
-    return with(object -> AsyncCall.submit(args, kwargs, options, executor,
-        (a, k, o, done) -> ManypyNative.manypy_jni_object_call_async(object, method, a, k, o, done)));
+  public CompletableFuture<Object> callAsync(
+      String method, List<?> args, Map<String, ?> kwargs, CallOptions options, Executor executor) {
+    return with(
+        object ->
+            AsyncCall.submit(
+                args,
+                kwargs,
+                options,
+                executor,
+                (a, k, o, done) ->
+                    ManypyNative.manypy_jni_object_call_async(object, method, a, k, o, done)));
   }
 
   /**
-   * A batcher over `method` (null: the object itself), which stacks concurrent requests into
-   * one call; `options` null gives the defaults. See {@link Batcher}.
+   * A batcher over `method` (null: the object itself), which stacks concurrent requests into one
+   * call; `options` null gives the defaults. See {@link Batcher}.
    */
   public Batcher batcher(String method, BatcherOptions options) {
     return with(object -> Batcher.create(object, method, options));
@@ -107,13 +120,17 @@ public final class ReplicatedObject extends NativeResource {
   }
 
   /**
-   * The attribute `name`, converted to Java, with `options` (may be null): a
-   * property runs Python code, which their timeout, deadline or cancel token
-   * can stop.
+   * The attribute `name`, converted to Java, with `options` (may be null): a property runs Python
+   * code, which their timeout, deadline or cancel token can stop.
    */
   public Object getAttr(String name, CallOptions options) {
-    return with(object -> CallOptions.with(options, o -> Values.result(
-        out -> ManypyNative.manypy_object_getattr(object, name, o, out))));
+    return with(
+        object ->
+            CallOptions.with(
+                options,
+                o ->
+                    Values.result(
+                        out -> ManypyNative.manypy_object_getattr(object, name, o, out))));
   }
 
   public boolean hasAttr(String name) {
@@ -123,9 +140,8 @@ public final class ReplicatedObject extends NativeResource {
   }
 
   /**
-   * The underlying manypy_object* for C code in the same process (for
-   * example a native component of the service). Valid while this object is
-   * open; the C side must not free it.
+   * The underlying manypy_object* for C code in the same process (for example a native component of
+   * the service). Valid while this object is open; the C side must not free it.
    */
   public long nativeHandle() {
     return with(object -> object);

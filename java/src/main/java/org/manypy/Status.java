@@ -31,30 +31,54 @@ final class Status {
 
   static ManypyException of(ErrorCode code, String message, String type, String traceback) {
     switch (code) {
-      case INVALID_ARGUMENT: return new InvalidArgumentException(code, message, type, traceback);
-      case OUT_OF_RANGE: return new OutOfRangeException(code, message, type, traceback);
-      case PYTHON: return new PythonException(code, message, type, traceback);
-      case SYNTAX: return new PythonSyntaxException(code, message, type, traceback);
-      case UNSUPPORTED_TYPE: return new UnsupportedTypeException(code, message, type, traceback);
-      case WRONG_KIND: return new WrongKindException(code, message, type, traceback);
-      case STATIC_TLS: return new StaticTlsException(code, message, type, traceback);
-      case RESOURCE_EXHAUSTED: return new ResourceExhaustedException(code, message, type, traceback);
-      case LOADER: return new LoaderException(code, message, type, traceback);
-      case INTERPRETER_BROKEN: return new InterpreterBrokenException(code, message, type, traceback);
-      case INTERNAL: return new InternalException(code, message, type, traceback);
-      case NOT_FOUND: return new NotFoundException(code, message, type, traceback);
-      case BAD_ARCHIVE: return new BadArchiveException(code, message, type, traceback);
-      case NOT_A_PACKAGE: return new NotAPackageException(code, message, type, traceback);
-      case UNSUPPORTED_VERSION: return new UnsupportedVersionException(code, message, type, traceback);
-      case MODULE_NOT_FOUND: return new ModuleNotFoundException(code, message, type, traceback);
-      case BAD_TENSOR: return new BadTensorException(code, message, type, traceback);
-      case NO_SUCH_NAME: return new NoSuchNameException(code, message, type, traceback);
-      case DEADLINE_EXCEEDED: return new DeadlineExceededException(code, message, type, traceback);
-      case CANCELLED: return new CancelledException(code, message, type, traceback);
-      case UNTRUSTED_ARCHIVE: return new UntrustedArchiveException(code, message, type, traceback);
-      case OVERLOADED: return new OverloadedException(code, message, type, traceback);
-      case DRAINING: return new DrainingException(code, message, type, traceback);
-      default: return new ManypyException(code, message, type, traceback);
+      case INVALID_ARGUMENT:
+        return new InvalidArgumentException(code, message, type, traceback);
+      case OUT_OF_RANGE:
+        return new OutOfRangeException(code, message, type, traceback);
+      case PYTHON:
+        return new PythonException(code, message, type, traceback);
+      case SYNTAX:
+        return new PythonSyntaxException(code, message, type, traceback);
+      case UNSUPPORTED_TYPE:
+        return new UnsupportedTypeException(code, message, type, traceback);
+      case WRONG_KIND:
+        return new WrongKindException(code, message, type, traceback);
+      case STATIC_TLS:
+        return new StaticTlsException(code, message, type, traceback);
+      case RESOURCE_EXHAUSTED:
+        return new ResourceExhaustedException(code, message, type, traceback);
+      case LOADER:
+        return new LoaderException(code, message, type, traceback);
+      case INTERPRETER_BROKEN:
+        return new InterpreterBrokenException(code, message, type, traceback);
+      case INTERNAL:
+        return new InternalException(code, message, type, traceback);
+      case NOT_FOUND:
+        return new NotFoundException(code, message, type, traceback);
+      case BAD_ARCHIVE:
+        return new BadArchiveException(code, message, type, traceback);
+      case NOT_A_PACKAGE:
+        return new NotAPackageException(code, message, type, traceback);
+      case UNSUPPORTED_VERSION:
+        return new UnsupportedVersionException(code, message, type, traceback);
+      case MODULE_NOT_FOUND:
+        return new ModuleNotFoundException(code, message, type, traceback);
+      case BAD_TENSOR:
+        return new BadTensorException(code, message, type, traceback);
+      case NO_SUCH_NAME:
+        return new NoSuchNameException(code, message, type, traceback);
+      case DEADLINE_EXCEEDED:
+        return new DeadlineExceededException(code, message, type, traceback);
+      case CANCELLED:
+        return new CancelledException(code, message, type, traceback);
+      case UNTRUSTED_ARCHIVE:
+        return new UntrustedArchiveException(code, message, type, traceback);
+      case OVERLOADED:
+        return new OverloadedException(code, message, type, traceback);
+      case DRAINING:
+        return new DrainingException(code, message, type, traceback);
+      default:
+        return new ManypyException(code, message, type, traceback);
     }
   }
 }

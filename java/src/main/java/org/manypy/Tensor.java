@@ -9,33 +9,27 @@ import org.manypy.internal.ManypyNative;
 /**
  * A CPU tensor crossing between Java and Python without copies.
  *
- * <p>Made from Java arrays ({@link #of(float[], long...)} and friends: one
- * copy into native memory, then none per call) or over a writable direct
- * {@link ByteBuffer} ({@link #fromBuffer}: zero copy; Python sees the
- * buffer's memory, and the buffer is kept alive while any interpreter holds
- * the tensor). Results of calls are Java's alone: Tensors over the memory
- * Python produced, without a copy when nothing in the interpreter can reach
- * it once the call has dropped its references, and over a copy otherwise (a
- * weight read through getAttr, a tensor the model keeps), so no model writes
- * a result after its call returned unless Java passes it to another call.
- * Read them with {@link #buffer()} or copy them out with {@code
- * toFloatArray()} and friends.
+ * <p>Made from Java arrays ({@link #of(float[], long...)} and friends: one copy into native memory,
+ * then none per call) or over a writable direct {@link ByteBuffer} ({@link #fromBuffer}: zero copy;
+ * Python sees the buffer's memory, and the buffer is kept alive while any interpreter holds the
+ * tensor). Results of calls are Java's alone: Tensors over the memory Python produced, without a
+ * copy when nothing in the interpreter can reach it once the call has dropped its references, and
+ * over a copy otherwise (a weight read through getAttr, a tensor the model keeps), so no model
+ * writes a result after its call returned unless Java passes it to another call. Read them with
+ * {@link #buffer()} or copy them out with {@code toFloatArray()} and friends.
  *
- * <p>Who may write a lent buffer: a tensor passed to a call is a torch tensor
- * over the Tensor's memory, and torch tensors are writable. The model may
- * change it in place during the call, and, if it keeps the tensor, later,
- * during another call on another thread. So {@link #fromBuffer} lends only
- * writable direct buffers; it copies read-only ones ({@link
- * ByteBuffer#isReadOnly()}, such as a {@code FileChannel.map(READ_ONLY, ...)}
- * mapping) and heap buffers. A Tensor's memory, and a lent buffer, may change
- * under Java code that reads it while a model holds the tensor: Java then
+ * <p>Who may write a lent buffer: a tensor passed to a call is a torch tensor over the Tensor's
+ * memory, and torch tensors are writable. The model may change it in place during the call, and, if
+ * it keeps the tensor, later, during another call on another thread. So {@link #fromBuffer} lends
+ * only writable direct buffers; it copies read-only ones ({@link ByteBuffer#isReadOnly()}, such as
+ * a {@code FileChannel.map(READ_ONLY, ...)} mapping) and heap buffers. A Tensor's memory, and a
+ * lent buffer, may change under Java code that reads it while a model holds the tensor: Java then
  * reads old or new values (a race, not a crash).
  *
- * <p>A result Tensor holds native memory until {@link #close()} (or garbage
- * collection). The buffer returned by {@link #buffer()} is only valid while
- * its Tensor is open and reachable: keep the Tensor, not just its buffer.
- * Thread safety: a Tensor may be read and passed to calls from any number of
- * threads; writing its memory while a call reads it is a data race.
+ * <p>A result Tensor holds native memory until {@link #close()} (or garbage collection). The buffer
+ * returned by {@link #buffer()} is only valid while its Tensor is open and reachable: keep the
+ * Tensor, not just its buffer. Thread safety: a Tensor may be read and passed to calls from any
+ * number of threads; writing its memory while a call reads it is a data race.
  */
 public final class Tensor implements AutoCloseable {
   private static final ByteOrder NATIVE = ByteOrder.nativeOrder();
@@ -104,19 +98,22 @@ public final class Tensor implements AutoCloseable {
   }
 
   /**
-   * A bool tensor of `data` (copied, one byte per element: 1 for true, 0 for
-   * false), e.g. an attention or padding mask.
+   * A bool tensor of `data` (copied, one byte per element: 1 for true, 0 for false), e.g. an
+   * attention or padding mask.
    */
   public static Tensor of(boolean[] data, long... shape) {
-    return ofArray(DType.BOOL, data.length, shape, b -> {
-      for (boolean v : data) b.put(v ? (byte) 1 : (byte) 0);
-    });
+    return ofArray(
+        DType.BOOL,
+        data.length,
+        shape,
+        b -> {
+          for (boolean v : data) b.put(v ? (byte) 1 : (byte) 0);
+        });
   }
 
   /**
-   * A tensor lending native memory of `count` elements shaped `shape`, which
-   * `fill` writes (through a duplicate: element 0 stays at the position the
-   * Tensor's buffer() promises).
+   * A tensor lending native memory of `count` elements shaped `shape`, which `fill` writes (through
+   * a duplicate: element 0 stays at the position the Tensor's buffer() promises).
    */
   private static Tensor ofArray(DType dtype, int count, long[] shape, Consumer<ByteBuffer> fill) {
     long[] s = shapeOf(count, shape);
@@ -133,16 +130,13 @@ public final class Tensor implements AutoCloseable {
   }
 
   /**
-   * A tensor over `buffer`'s bytes from its position on, in native byte
-   * order, with `strides` in elements (null: C-contiguous). A writable direct
-   * buffer is used in place (zero copy): calls may write it (see the class
-   * comment). A read-only buffer ({@link ByteBuffer#isReadOnly()}: a
-   * {@code FileChannel.map(READ_ONLY, ...)} mapping, an {@code
-   * asReadOnlyBuffer()} view) or a heap buffer is copied once, now: the bytes
-   * the layout addresses go into native memory the Tensor owns, which calls
-   * may write instead. {@link DType#BOOL} takes one byte per element, which
-   * must be 0 or 1. Throws IllegalArgumentException if the shape addresses
-   * bytes past the buffer's limit.
+   * A tensor over `buffer`'s bytes from its position on, in native byte order, with `strides` in
+   * elements (null: C-contiguous). A writable direct buffer is used in place (zero copy): calls may
+   * write it (see the class comment). A read-only buffer ({@link ByteBuffer#isReadOnly()}: a {@code
+   * FileChannel.map(READ_ONLY, ...)} mapping, an {@code asReadOnlyBuffer()} view) or a heap buffer
+   * is copied once, now: the bytes the layout addresses go into native memory the Tensor owns,
+   * which calls may write instead. {@link DType#BOOL} takes one byte per element, which must be 0
+   * or 1. Throws IllegalArgumentException if the shape addresses bytes past the buffer's limit.
    */
   public static Tensor fromBuffer(ByteBuffer buffer, DType dtype, long[] shape, long[] strides) {
     if (buffer == null || dtype == null || shape == null) {
@@ -151,17 +145,25 @@ public final class Tensor implements AutoCloseable {
     shape = shape.clone();
     strides = strides == null ? null : strides.clone();
     if (strides != null && strides.length != shape.length) {
-      throw new IllegalArgumentException("manypy: " + strides.length + " strides for "
-          + shape.length + " dimensions");
+      throw new IllegalArgumentException(
+          "manypy: " + strides.length + " strides for " + shape.length + " dimensions");
     }
     for (long d : shape) {
-      if (d < 0) throw new IllegalArgumentException("manypy: negative size in shape " + Arrays.toString(shape));
+      if (d < 0)
+        throw new IllegalArgumentException(
+            "manypy: negative size in shape " + Arrays.toString(shape));
     }
     long needed = byteExtent(dtype, shape, strides != null ? strides : contiguousStrides(shape));
     if (needed > buffer.remaining()) {
-      throw new IllegalArgumentException("manypy: a " + dtype + " tensor of shape "
-          + Arrays.toString(shape) + " needs " + needed + " bytes but the buffer has "
-          + buffer.remaining());
+      throw new IllegalArgumentException(
+          "manypy: a "
+              + dtype
+              + " tensor of shape "
+              + Arrays.toString(shape)
+              + " needs "
+              + needed
+              + " bytes but the buffer has "
+              + buffer.remaining());
     }
     ByteBuffer view = buffer.slice().order(NATIVE);
     // A model may write what it is lent (a read-only mapping's page would be
@@ -186,12 +188,13 @@ public final class Tensor implements AutoCloseable {
   }
 
   /** A new manypy_tensor over (or, with `copy`, copied from) a direct buffer. */
-  private static long newNative(ByteBuffer view, DType dtype, long[] shape, long[] strides,
-      boolean copy) {
+  private static long newNative(
+      ByteBuffer view, DType dtype, long[] shape, long[] strides, boolean copy) {
     NativeLibrary.ensureLoaded();
     long[] out = new long[1];
-    Status.check(ManypyNative.manypy_jni_tensor_new_from_direct_buffer(
-        view, dtype.code, dtype.bits, shape, strides, copy ? 1 : 0, out));
+    Status.check(
+        ManypyNative.manypy_jni_tensor_new_from_direct_buffer(
+            view, dtype.code, dtype.bits, shape, strides, copy ? 1 : 0, out));
     return out[0];
   }
 
@@ -211,9 +214,17 @@ public final class Tensor implements AutoCloseable {
     DType dtype = DType.of(layout[0], layout[1]);
     if (dtype == null || layout[2] != 1) {
       owner.close();
-      throw Status.of(ErrorCode.BAD_TENSOR, "manypy: a result tensor has DLPack dtype code "
-          + layout[0] + ", " + layout[1] + " bits, " + layout[2] + " lanes, which Java cannot read",
-          "", "");
+      throw Status.of(
+          ErrorCode.BAD_TENSOR,
+          "manypy: a result tensor has DLPack dtype code "
+              + layout[0]
+              + ", "
+              + layout[1]
+              + " bits, "
+              + layout[2]
+              + " lanes, which Java cannot read",
+          "",
+          "");
     }
     int ndim = (int) layout[3];
     long[] shape = Arrays.copyOfRange(layout, 4, 4 + ndim);
@@ -241,9 +252,8 @@ public final class Tensor implements AutoCloseable {
   }
 
   /**
-   * A new native value for this tensor (owned by the caller), sharing its
-   * manypy_tensor: no copy, no new DLPack wrapper, safe from any number of
-   * threads at once.
+   * A new native value for this tensor (owned by the caller), sharing its manypy_tensor: no copy,
+   * no new DLPack wrapper, safe from any number of threads at once.
    */
   long toValue() {
     long handle = owner.acquire();
@@ -283,9 +293,8 @@ public final class Tensor implements AutoCloseable {
   }
 
   /**
-   * The tensor's memory (zero copy), native byte order, element 0 at index 0,
-   * laid out by {@link #strides()}. Valid while this Tensor is open and
-   * reachable.
+   * The tensor's memory (zero copy), native byte order, element 0 at index 0, laid out by {@link
+   * #strides()}. Valid while this Tensor is open and reachable.
    */
   public ByteBuffer buffer() {
     checkOpen();
@@ -339,9 +348,9 @@ public final class Tensor implements AutoCloseable {
   }
 
   /**
-   * Drops this Tensor's reference to its native tensor (after calls using
-   * it return); the memory goes when no call, value or interpreter uses it
-   * either. A closed Tensor can no longer be read or passed. Idempotent.
+   * Drops this Tensor's reference to its native tensor (after calls using it return); the memory
+   * goes when no call, value or interpreter uses it either. A closed Tensor can no longer be read
+   * or passed. Idempotent.
    */
   @Override
   public void close() {
@@ -364,7 +373,8 @@ public final class Tensor implements AutoCloseable {
       throw new IllegalStateException("manypy: this tensor is " + dtype + ", not " + wanted);
     }
     long n = numel();
-    if (n > Integer.MAX_VALUE - 8) throw new IllegalStateException("manypy: too many elements for a Java array: " + n);
+    if (n > Integer.MAX_VALUE - 8)
+      throw new IllegalStateException("manypy: too many elements for a Java array: " + n);
     return (int) n;
   }
 
@@ -389,12 +399,18 @@ public final class Tensor implements AutoCloseable {
   private static ByteBuffer allocate(DType dtype, int count, long[] s) {
     long n = 1;
     for (long d : s) {
-      if (d < 0) throw new IllegalArgumentException("manypy: negative size in shape " + Arrays.toString(s));
+      if (d < 0)
+        throw new IllegalArgumentException("manypy: negative size in shape " + Arrays.toString(s));
       n *= d;
     }
     if (n != count) {
-      throw new IllegalArgumentException("manypy: shape " + Arrays.toString(s) + " holds " + n
-          + " elements but the array has " + count);
+      throw new IllegalArgumentException(
+          "manypy: shape "
+              + Arrays.toString(s)
+              + " holds "
+              + n
+              + " elements but the array has "
+              + count);
     }
     return ByteBuffer.allocateDirect(count * dtype.byteSize()).order(NATIVE);
   }

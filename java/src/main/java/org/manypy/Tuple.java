@@ -5,8 +5,8 @@ import java.util.Arrays;
 import java.util.List;
 
 /**
- * A Python tuple: an immutable list. Passed to Python as a tuple (a
- * java.util.List is passed as a list); Python tuples come back as Tuples.
+ * A Python tuple: an immutable list. Passed to Python as a tuple (a java.util.List is passed as a
+ * list); Python tuples come back as Tuples.
  */
 public final class Tuple extends AbstractList<Object> {
   private final Object[] items;

@@ -4,7 +4,8 @@ package org.manypy;
 public class UnsupportedTypeException extends ManypyException {
   private static final long serialVersionUID = 1L;
 
-  UnsupportedTypeException(ErrorCode code, String message, String pythonType, String pythonTraceback) {
+  UnsupportedTypeException(
+      ErrorCode code, String message, String pythonType, String pythonTraceback) {
     super(code, message, pythonType, pythonTraceback);
   }
 }

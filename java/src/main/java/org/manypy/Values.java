@@ -31,8 +31,11 @@ final class Values {
   /** A new native value for `object` (owned by the caller). */
   static long toNative(Object object) {
     if (object == null) return checkAllocated(ManypyNative.manypy_value_new_none());
-    if (object instanceof Boolean b) return checkAllocated(ManypyNative.manypy_value_new_bool(b ? 1 : 0));
-    if (object instanceof Long || object instanceof Integer || object instanceof Short
+    if (object instanceof Boolean b)
+      return checkAllocated(ManypyNative.manypy_value_new_bool(b ? 1 : 0));
+    if (object instanceof Long
+        || object instanceof Integer
+        || object instanceof Short
         || object instanceof Byte) {
       return checkAllocated(ManypyNative.manypy_value_new_int64(((Number) object).longValue()));
     }
@@ -44,19 +47,24 @@ final class Values {
       Status.check(ManypyNative.manypy_value_new_string(Utf8.encode(s), out));
       return out[0];
     }
-    if (object instanceof byte[] bytes) return checkAllocated(ManypyNative.manypy_value_new_bytes(bytes));
+    if (object instanceof byte[] bytes)
+      return checkAllocated(ManypyNative.manypy_value_new_bytes(bytes));
     if (object instanceof Tensor t) return t.toValue();
     if (object instanceof Tuple t) return sequence(ManypyNative.manypy_value_new_tuple(), t);
     if (object instanceof List<?> l) return sequence(ManypyNative.manypy_value_new_list(), l);
     if (object instanceof Map<?, ?> m) return dict(m);
-    throw new IllegalArgumentException("manypy: cannot pass a " + object.getClass().getName()
-        + " to Python; supported: null, Boolean, Long/Integer/Short/Byte, Double/Float, String,"
-        + " byte[], Tensor, Tuple, List and Map<String, ?> of these");
+    throw new IllegalArgumentException(
+        "manypy: cannot pass a "
+            + object.getClass().getName()
+            + " to Python; supported: null, Boolean, Long/Integer/Short/Byte, Double/Float, String,"
+            + " byte[], Tensor, Tuple, List and Map<String, ?> of these");
   }
 
   /** A native tuple of positional arguments (0 for none). */
   static long arguments(List<?> args) {
-    return args == null || args.isEmpty() ? 0 : sequence(ManypyNative.manypy_value_new_tuple(), args);
+    return args == null || args.isEmpty()
+        ? 0
+        : sequence(ManypyNative.manypy_value_new_tuple(), args);
   }
 
   /** A native dict of `map` (keyword arguments, extra files), or 0 for null or empty. */
@@ -71,8 +79,8 @@ final class Values {
   }
 
   /**
-   * Converts `args` and `kwargs`, runs `call` with them, and returns its
-   * result in Java form; the native arguments and result are freed.
+   * Converts `args` and `kwargs`, runs `call` with them, and returns its result in Java form; the
+   * native arguments and result are freed.
    */
   static Object call(List<?> args, Map<String, ?> kwargs, NativeCall call) {
     long nativeArgs = arguments(args);
@@ -116,8 +124,9 @@ final class Values {
     try {
       for (Map.Entry<?, ?> entry : map.entrySet()) {
         if (!(entry.getKey() instanceof String key)) {
-          throw new IllegalArgumentException("manypy: dict keys must be Strings, not "
-              + (entry.getKey() == null ? "null" : entry.getKey().getClass().getName()));
+          throw new IllegalArgumentException(
+              "manypy: dict keys must be Strings, not "
+                  + (entry.getKey() == null ? "null" : entry.getKey().getClass().getName()));
         }
         Status.check(ManypyNative.manypy_value_dict_set(dict, key, toNative(entry.getValue())));
       }
@@ -156,21 +165,24 @@ final class Values {
     switch (kind) {
       case ManypyNativeConstants.MANYPY_VALUE_NONE:
         return null;
-      case ManypyNativeConstants.MANYPY_VALUE_BOOL: {
-        int[] out = new int[1];
-        Status.check(ManypyNative.manypy_value_get_bool(value, out));
-        return out[0] != 0;
-      }
-      case ManypyNativeConstants.MANYPY_VALUE_INT64: {
-        long[] out = new long[1];
-        Status.check(ManypyNative.manypy_value_get_int64(value, out));
-        return out[0];
-      }
-      case ManypyNativeConstants.MANYPY_VALUE_DOUBLE: {
-        double[] out = new double[1];
-        Status.check(ManypyNative.manypy_value_get_double(value, out));
-        return out[0];
-      }
+      case ManypyNativeConstants.MANYPY_VALUE_BOOL:
+        {
+          int[] out = new int[1];
+          Status.check(ManypyNative.manypy_value_get_bool(value, out));
+          return out[0] != 0;
+        }
+      case ManypyNativeConstants.MANYPY_VALUE_INT64:
+        {
+          long[] out = new long[1];
+          Status.check(ManypyNative.manypy_value_get_int64(value, out));
+          return out[0];
+        }
+      case ManypyNativeConstants.MANYPY_VALUE_DOUBLE:
+        {
+          double[] out = new double[1];
+          Status.check(ManypyNative.manypy_value_get_double(value, out));
+          return out[0];
+        }
       case ManypyNativeConstants.MANYPY_VALUE_STRING:
         return Utf8.decode(ManypyNative.manypy_jni_value_string(value));
       case ManypyNativeConstants.MANYPY_VALUE_BYTES:
@@ -181,18 +193,22 @@ final class Values {
         return new ArrayList<>(items(value));
       case ManypyNativeConstants.MANYPY_VALUE_TUPLE:
         return Tuple.copyOf(items(value));
-      case ManypyNativeConstants.MANYPY_VALUE_DICT: {
-        int n = length(value);
-        Map<String, Object> map = new LinkedHashMap<>();
-        for (int i = 0; i < n; ++i) {
-          String key = Utf8.decode(ManypyNative.manypy_jni_value_dict_key(value, i));
-          map.put(key, fromNative(item(value, i)));
+      case ManypyNativeConstants.MANYPY_VALUE_DICT:
+        {
+          int n = length(value);
+          Map<String, Object> map = new LinkedHashMap<>();
+          for (int i = 0; i < n; ++i) {
+            String key = Utf8.decode(ManypyNative.manypy_jni_value_dict_key(value, i));
+            map.put(key, fromNative(item(value, i)));
+          }
+          return map;
         }
-        return map;
-      }
       default:
-        throw Status.of(ErrorCode.UNSUPPORTED_TYPE,
-            "manypy: a value of kind " + kind + " is newer than this binding", "", "");
+        throw Status.of(
+            ErrorCode.UNSUPPORTED_TYPE,
+            "manypy: a value of kind " + kind + " is newer than this binding",
+            "",
+            "");
     }
   }
 

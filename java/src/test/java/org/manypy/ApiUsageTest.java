@@ -47,12 +47,14 @@ class ApiUsageTest {
   void aThrowingHandlerIsReportedNotFatal() {
     Queue<Throwable> reported = new ConcurrentLinkedQueue<>();
     Manypy.setCallbackErrorHandler(reported::add);
-    Manypy.setApiUsageHandler(key -> {
-      throw new IllegalArgumentException("handler broke on " + key);
-    });
+    Manypy.setApiUsageHandler(
+        key -> {
+          throw new IllegalArgumentException("handler broke on " + key);
+        });
     Manypy.logApiUsage("java.test.throwing_handler_key");
     assertFalse(reported.isEmpty());
-    assertTrue(reported.stream().anyMatch(e -> e.getMessage().contains("java.test.throwing_handler_key")));
+    assertTrue(
+        reported.stream().anyMatch(e -> e.getMessage().contains("java.test.throwing_handler_key")));
   }
 
   @Test

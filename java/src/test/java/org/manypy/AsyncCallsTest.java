@@ -32,11 +32,11 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /**
- * callAsync on objects and script modules, on real models through the real library: results
- * from many threads, where completions and dependent stages run, executors that refuse or
- * throw, refused submissions, model errors, and closing handles with thousands of calls in
- * flight. Nothing here stops a running call (AsyncStopsTest does, in a JVM of its own). After
- * every test, every native completion has arrived (the glue's count of pending calls is 0).
+ * callAsync on objects and script modules, on real models through the real library: results from
+ * many threads, where completions and dependent stages run, executors that refuse or throw, refused
+ * submissions, model errors, and closing handles with thousands of calls in flight. Nothing here
+ * stops a running call (AsyncStopsTest does, in a JVM of its own). After every test, every native
+ * completion has arrived (the glue's count of pending calls is 0).
  */
 class AsyncCallsTest {
   static Pool pool;
@@ -93,24 +93,29 @@ class AsyncCallsTest {
       List<Future<List<CompletableFuture<Object>>>> submitted = new ArrayList<>();
       for (int t = 0; t < threads; ++t) {
         int base = t * perThread;
-        submitted.add(submitters.submit(() -> {
-          List<CompletableFuture<Object>> mine = new ArrayList<>();
-          for (int i = 0; i < perThread; ++i) {
-            try (Tensor x = Tensor.of(input(base + i), 1, 4)) {
-              // Every argument form; the Tensor may be closed once submitted.
-              mine.add(switch (i % 3) {
-                case 0 -> model.callAsync(x);
-                case 1 -> model.callMethodAsync("forward", x);
-                default -> model.callAsync(null, List.of(x), null, null);
-              });
-            }
-          }
-          return mine;
-        }));
+        submitted.add(
+            submitters.submit(
+                () -> {
+                  List<CompletableFuture<Object>> mine = new ArrayList<>();
+                  for (int i = 0; i < perThread; ++i) {
+                    try (Tensor x = Tensor.of(input(base + i), 1, 4)) {
+                      // Every argument form; the Tensor may be closed once submitted.
+                      mine.add(
+                          switch (i % 3) {
+                            case 0 -> model.callAsync(x);
+                            case 1 -> model.callMethodAsync("forward", x);
+                            default -> model.callAsync(null, List.of(x), null, null);
+                          });
+                    }
+                  }
+                  return mine;
+                }));
       }
       for (int t = 0; t < threads; ++t) {
-        List<CompletableFuture<Object>> mine = submitted.get(t).get(TestSupport.HANG_SECONDS, TimeUnit.SECONDS);
-        for (int i = 0; i < perThread; ++i) assertForward(t * perThread + i, TestSupport.value(mine.get(i)));
+        List<CompletableFuture<Object>> mine =
+            submitted.get(t).get(TestSupport.HANG_SECONDS, TimeUnit.SECONDS);
+        for (int i = 0; i < perThread; ++i)
+          assertForward(t * perThread + i, TestSupport.value(mine.get(i)));
       }
     } finally {
       submitters.shutdownNow();
@@ -119,7 +124,8 @@ class AsyncCallsTest {
 
   @Test
   void aHandoffPoolMixesSynchronousAndAsynchronousCalls() throws Exception {
-    try (Pool handoff = Pool.create(new PoolOptions().interpreters(2).threadMode(ThreadMode.HANDOFF));
+    try (Pool handoff =
+            Pool.create(new PoolOptions().interpreters(2).threadMode(ThreadMode.HANDOFF));
         TorchPackage p = handoff.loadPackage(TestSupport.archive("batching.pt"));
         ReplicatedObject m = p.loadPickle("model", "model.pkl")) {
       ExecutorService sync = Executors.newFixedThreadPool(2);
@@ -127,10 +133,13 @@ class AsyncCallsTest {
         List<Future<?>> syncCalls = new ArrayList<>();
         for (int t = 0; t < 2; ++t) {
           int base = 10_000 * (t + 1);
-          syncCalls.add(sync.submit(() -> {
-            for (int i = 0; i < 100; ++i) assertForward(base + i, m.call(Tensor.of(input(base + i), 1, 4)));
-            return null;
-          }));
+          syncCalls.add(
+              sync.submit(
+                  () -> {
+                    for (int i = 0; i < 100; ++i)
+                      assertForward(base + i, m.call(Tensor.of(input(base + i), 1, 4)));
+                    return null;
+                  }));
         }
         List<CompletableFuture<Object>> futures = new ArrayList<>();
         for (int i = 0; i < 300; ++i) futures.add(m.callAsync(Tensor.of(input(i), 1, 4)));
@@ -147,8 +156,10 @@ class AsyncCallsTest {
     List<CompletableFuture<Object>> futures = new ArrayList<>();
     for (int n = 0; n < 64; ++n) {
       Tensor x = Tensor.of(new float[] {n, -n});
-      futures.add(n % 2 == 0 ? loop.callAsync(x, (long) n)
-          : loop.callAsync(null, List.of(x, (long) n), null));
+      futures.add(
+          n % 2 == 0
+              ? loop.callAsync(x, (long) n)
+              : loop.callAsync(null, List.of(x, (long) n), null));
     }
     for (int n = 0; n < 64; ++n) {
       try (Tensor y = (Tensor) TestSupport.value(futures.get(n))) {
@@ -157,18 +168,18 @@ class AsyncCallsTest {
     }
   }
 
-  /**
-   * An executor that runs tasks on its own named threads, once `gate` is open, and counts
-   * them.
-   */
+  /** An executor that runs tasks on its own named threads, once `gate` is open, and counts them. */
   static final class CountingExecutor implements java.util.concurrent.Executor, AutoCloseable {
     final AtomicInteger tasks = new AtomicInteger();
     final CountDownLatch gate;
-    final ExecutorService threads = Executors.newFixedThreadPool(2, r -> {
-      Thread thread = new Thread(r, "caller-executor");
-      thread.setDaemon(true);
-      return thread;
-    });
+    final ExecutorService threads =
+        Executors.newFixedThreadPool(
+            2,
+            r -> {
+              Thread thread = new Thread(r, "caller-executor");
+              thread.setDaemon(true);
+              return thread;
+            });
 
     CountingExecutor() {
       this(new CountDownLatch(0));
@@ -181,14 +192,15 @@ class AsyncCallsTest {
     @Override
     public void execute(Runnable task) {
       tasks.incrementAndGet();
-      threads.execute(() -> {
-        try {
-          gate.await();
-        } catch (InterruptedException e) {
-          Thread.currentThread().interrupt();
-        }
-        task.run();
-      });
+      threads.execute(
+          () -> {
+            try {
+              gate.await();
+            } catch (InterruptedException e) {
+              Thread.currentThread().interrupt();
+            }
+            task.run();
+          });
     }
 
     @Override
@@ -209,11 +221,13 @@ class AsyncCallsTest {
             model.callAsync(null, List.of(Tensor.of(input(seed), 1, 4)), null, null, executor);
         // A dependent stage that makes a synchronous call of the same object:
         // on an interpreter's own thread it would hold up that interpreter.
-        chained.add(future.thenApply(first -> {
-          stageThreads.add(Thread.currentThread().getName());
-          assertForward(seed, first);
-          return model.call(Tensor.of(input(seed + 1000), 1, 4));
-        }));
+        chained.add(
+            future.thenApply(
+                first -> {
+                  stageThreads.add(Thread.currentThread().getName());
+                  assertForward(seed, first);
+                  return model.call(Tensor.of(input(seed + 1000), 1, 4));
+                }));
       }
       for (int i = 0; i < calls; ++i) assertForward(i + 1000, TestSupport.value(chained.get(i)));
       // Every completion was handed to the executor, whether or not its stage
@@ -222,7 +236,8 @@ class AsyncCallsTest {
     }
     assertFalse(stageThreads.contains("manypy-native"), stageThreads.toString());
     for (String name : stageThreads) {
-      assertTrue(name.equals("caller-executor") || name.equals(Thread.currentThread().getName()), name);
+      assertTrue(
+          name.equals("caller-executor") || name.equals(Thread.currentThread().getName()), name);
     }
     // A direct executor (or a CallerRunsPolicy) would run the task on
     // manypy's thread: the binding sees that and the common pool runs it.
@@ -230,19 +245,27 @@ class AsyncCallsTest {
     List<CompletableFuture<Object>> direct = new ArrayList<>();
     for (int i = 0; i < 20; ++i) {
       int seed = i;
-      direct.add(model.callAsync(null, List.of(Tensor.of(input(seed), 1, 4)), null, null, Runnable::run)
-          .thenApply(v -> {
-            stageThreads.add(Thread.currentThread().getName());
-            return v;
-          }));
+      direct.add(
+          model
+              .callAsync(null, List.of(Tensor.of(input(seed), 1, 4)), null, null, Runnable::run)
+              .thenApply(
+                  v -> {
+                    stageThreads.add(Thread.currentThread().getName());
+                    return v;
+                  }));
     }
     for (int i = 0; i < 20; ++i) assertForward(i, TestSupport.value(direct.get(i)));
     assertFalse(stageThreads.contains("manypy-native"), stageThreads.toString());
     // The default: the common pool. Its *Async stages run on the future's executor.
     CompletableFuture<Object> future = model.callAsync(Tensor.of(input(7), 1, 4));
     CompletableFuture<String> where =
-        future.thenApplyAsync(v -> { Values.closeTensors(v); return Thread.currentThread().getName(); });
-    assertTrue(((String) TestSupport.value(where)).startsWith("ForkJoinPool.commonPool-worker"),
+        future.thenApplyAsync(
+            v -> {
+              Values.closeTensors(v);
+              return Thread.currentThread().getName();
+            });
+    assertTrue(
+        ((String) TestSupport.value(where)).startsWith("ForkJoinPool.commonPool-worker"),
         (String) TestSupport.value(where));
     assertSame(java.util.concurrent.ForkJoinPool.commonPool(), future.defaultExecutor());
   }
@@ -266,20 +289,24 @@ class AsyncCallsTest {
       CountDownLatch later = new CountDownLatch(20);
       AtomicReference<String> stageThread = new AtomicReference<>();
       CompletableFuture<Object> slow =
-          m.callAsync(null, List.of(Tensor.of(input(1), 1, 4)), null, null, own).thenApply(v -> {
-            stageThread.set(Thread.currentThread().getName());
-            try {
-              assertTrue(later.await(TestSupport.HANG_SECONDS, TimeUnit.SECONDS), "later calls never ran");
-            } catch (InterruptedException e) {
-              throw new AssertionError(e);
-            }
-            return v;
-          });
+          m.callAsync(null, List.of(Tensor.of(input(1), 1, 4)), null, null, own)
+              .thenApply(
+                  v -> {
+                    stageThread.set(Thread.currentThread().getName());
+                    try {
+                      assertTrue(
+                          later.await(TestSupport.HANG_SECONDS, TimeUnit.SECONDS),
+                          "later calls never ran");
+                    } catch (InterruptedException e) {
+                      throw new AssertionError(e);
+                    }
+                    return v;
+                  });
       attached.countDown();
       List<CompletableFuture<Object>> others = new ArrayList<>();
       for (int i = 0; i < 20; ++i) {
-        others.add(m.callAsync(Tensor.of(input(100 + i), 1, 4))
-            .whenComplete((v, e) -> later.countDown()));
+        others.add(
+            m.callAsync(Tensor.of(input(100 + i), 1, 4)).whenComplete((v, e) -> later.countDown()));
       }
       for (int i = 0; i < 20; ++i) assertForward(100 + i, TestSupport.value(others.get(i)));
       assertForward(1, TestSupport.value(slow));
@@ -290,12 +317,16 @@ class AsyncCallsTest {
   @Test
   void aStageThatThrowsFailsOnlyItsOwnFuture() {
     CompletableFuture<Object> future = model.callAsync(Tensor.of(input(3), 1, 4));
-    CompletableFuture<Object> throwing = future.thenApply(v -> {
-      throw new IllegalStateException("the service's own bug");
-    });
-    CompletableFuture<Object> erroring = future.thenApply(v -> {
-      throw new StackOverflowError("an Error in a stage");
-    });
+    CompletableFuture<Object> throwing =
+        future.thenApply(
+            v -> {
+              throw new IllegalStateException("the service's own bug");
+            });
+    CompletableFuture<Object> erroring =
+        future.thenApply(
+            v -> {
+              throw new StackOverflowError("an Error in a stage");
+            });
     assertInstanceOf(IllegalStateException.class, TestSupport.failure(throwing));
     assertInstanceOf(StackOverflowError.class, TestSupport.failure(erroring));
     assertForward(3, TestSupport.value(future));
@@ -310,17 +341,23 @@ class AsyncCallsTest {
     ExecutorService shutDown = Executors.newSingleThreadExecutor();
     shutDown.shutdown();
     try {
-      List<java.util.concurrent.Executor> executors = List.of(
-          shutDown, // RejectedExecutionException
-          task -> { throw new OutOfMemoryError("an executor out of memory"); },
-          task -> { throw new IllegalStateException("a broken executor"); });
+      List<java.util.concurrent.Executor> executors =
+          List.of(
+              shutDown, // RejectedExecutionException
+              task -> {
+                throw new OutOfMemoryError("an executor out of memory");
+              },
+              task -> {
+                throw new IllegalStateException("a broken executor");
+              });
       for (int i = 0; i < executors.size(); ++i) {
         CompletableFuture<Object> future =
             model.callAsync(null, List.of(Tensor.of(input(i), 1, 4)), null, null, executors.get(i));
         assertForward(i, TestSupport.value(future));
         // A failure is delivered too.
-        CompletableFuture<Object> failing = model.callAsync("fail",
-            List.of(Tensor.of(input(i), 1, 4)), null, null, executors.get(i));
+        CompletableFuture<Object> failing =
+            model.callAsync(
+                "fail", List.of(Tensor.of(input(i), 1, 4)), null, null, executors.get(i));
         assertInstanceOf(PythonException.class, TestSupport.failure(failing));
       }
       TestSupport.await(() -> reported.size() == 6, "six rejections reported");
@@ -334,8 +371,10 @@ class AsyncCallsTest {
 
   @Test
   void modelErrorsFailTheFuture() {
-    PythonException e = assertInstanceOf(PythonException.class,
-        TestSupport.failure(model.callMethodAsync("fail", Tensor.of(input(1), 1, 4))));
+    PythonException e =
+        assertInstanceOf(
+            PythonException.class,
+            TestSupport.failure(model.callMethodAsync("fail", Tensor.of(input(1), 1, 4))));
     assertEquals(ErrorCode.PYTHON, e.code());
     assertEquals("ValueError", e.pythonType());
     assertTrue(e.getMessage().contains("refused a batch of 1 rows"), e.getMessage());
@@ -345,11 +384,13 @@ class AsyncCallsTest {
     CompletionException wrapped = assertThrows(CompletionException.class, failed::join);
     assertInstanceOf(PythonException.class, wrapped.getCause());
     // TorchScript: a wrong argument fails in the module.
-    assertInstanceOf(ManypyException.class,
+    assertInstanceOf(
+        ManypyException.class,
         failureOrRefusal(() -> loop.callAsync(Tensor.of(new float[] {1}), "not a number")));
     // A missing method: refused at once or failed, as the C side decides;
     // either way NoSuchNameException.
-    assertInstanceOf(NoSuchNameException.class,
+    assertInstanceOf(
+        NoSuchNameException.class,
         failureOrRefusal(() -> model.callMethodAsync("no_such_method", Tensor.of(input(1), 1, 4))));
   }
 
@@ -370,31 +411,40 @@ class AsyncCallsTest {
     Tensor x = Tensor.of(input(1), 1, 4);
     // Arguments Java cannot pass.
     assertThrows(IllegalArgumentException.class, () -> model.callAsync(new Object()));
-    assertThrows(IllegalArgumentException.class,
+    assertThrows(
+        IllegalArgumentException.class,
         () -> model.callAsync(null, List.of(x), Map.of("k", new Thread()), null));
-    assertThrows(IllegalArgumentException.class,
+    assertThrows(
+        IllegalArgumentException.class,
         () -> model.callAsync(null, List.of(x), null, null, null)); // no executor
     // Options the C API refuses at submission.
     try (CallOptions outside = new CallOptions().interpreter(5)) {
-      assertThrows(OutOfRangeException.class, () -> model.callAsync(null, List.of(x), null, outside));
+      assertThrows(
+          OutOfRangeException.class, () -> model.callAsync(null, List.of(x), null, outside));
     }
     try (CallOptions past = new CallOptions().deadlineNanos(1)) {
-      DeadlineExceededException e = assertThrows(DeadlineExceededException.class,
-          () -> model.callAsync(null, List.of(x), null, past));
+      DeadlineExceededException e =
+          assertThrows(
+              DeadlineExceededException.class, () -> model.callAsync(null, List.of(x), null, past));
       assertEquals("", e.pythonType()); // nothing ran
     }
-    try (CancelToken token = new CancelToken(); CallOptions options = new CallOptions().cancelToken(token)) {
+    try (CancelToken token = new CancelToken();
+        CallOptions options = new CallOptions().cancelToken(token)) {
       token.cancel();
-      assertThrows(CancelledException.class, () -> model.callAsync(null, List.of(x), null, options));
-      assertThrows(CancelledException.class, () -> loop.callAsync(null, List.of(x, 1L), null, options));
+      assertThrows(
+          CancelledException.class, () -> model.callAsync(null, List.of(x), null, options));
+      assertThrows(
+          CancelledException.class, () -> loop.callAsync(null, List.of(x, 1L), null, options));
       // Also once the token itself is closed: the options keep it, cancelled.
       token.close();
-      assertThrows(CancelledException.class, () -> model.callAsync(null, List.of(x), null, options));
+      assertThrows(
+          CancelledException.class, () -> model.callAsync(null, List.of(x), null, options));
     }
     // Closed handles: the object, the options, the module, a Tensor argument.
     CallOptions closedOptions = new CallOptions();
     closedOptions.close();
-    assertThrows(IllegalStateException.class, () -> model.callAsync(null, List.of(x), null, closedOptions));
+    assertThrows(
+        IllegalStateException.class, () -> model.callAsync(null, List.of(x), null, closedOptions));
     try (TorchPackage p = pool.loadPackage(TestSupport.archive("batching.pt"))) {
       ReplicatedObject closed = p.loadPickle("model", "model.pkl");
       closed.close();
@@ -417,31 +467,45 @@ class AsyncCallsTest {
     // usual, and operator callbacks see the options' context (which the
     // binding copies into the call's own options).
     Set<String> contexts = ConcurrentHashMap.newKeySet();
-    try (OpCallbackRegistration registration = Manypy.addOpCallbacks(
-        event -> contexts.add(event.modelId() + "/" + event.requestId()), null, 1.0, false)) {
+    try (OpCallbackRegistration registration =
+        Manypy.addOpCallbacks(
+            event -> contexts.add(event.modelId() + "/" + event.requestId()), null, 1.0, false)) {
       for (int interpreter = 0; interpreter < 2; ++interpreter) {
         try (CancelToken token = new CancelToken();
-            CallOptions options = new CallOptions().interpreter(interpreter)
-                .timeout(Duration.ofSeconds(60)).cancelToken(token).context("batching", "r-" + interpreter)) {
-          assertForward(interpreter, TestSupport.value(
-              model.callAsync(null, List.of(Tensor.of(input(interpreter), 1, 4)), null, options)));
+            CallOptions options =
+                new CallOptions()
+                    .interpreter(interpreter)
+                    .timeout(Duration.ofSeconds(60))
+                    .cancelToken(token)
+                    .context("batching", "r-" + interpreter)) {
+          assertForward(
+              interpreter,
+              TestSupport.value(
+                  model.callAsync(
+                      null, List.of(Tensor.of(input(interpreter), 1, 4)), null, options)));
           assertFalse(token.isCancelled());
         }
       }
     }
-    assertTrue(contexts.contains("batching/r-0") && contexts.contains("batching/r-1"), contexts.toString());
+    assertTrue(
+        contexts.contains("batching/r-0") && contexts.contains("batching/r-1"),
+        contexts.toString());
   }
 
   @Test
   void theCallersTokenAndTheFuturesCancelAreIndependent() {
-    try (CancelToken token = new CancelToken(); CallOptions options = new CallOptions().cancelToken(token)) {
+    try (CancelToken token = new CancelToken();
+        CallOptions options = new CallOptions().cancelToken(token)) {
       // Cancelling a completed future changes nothing, and neither touches the other.
-      CompletableFuture<Object> done = model.callAsync(null, List.of(Tensor.of(input(2), 1, 4)), null, options);
+      CompletableFuture<Object> done =
+          model.callAsync(null, List.of(Tensor.of(input(2), 1, 4)), null, options);
       assertForward(2, TestSupport.value(done));
       assertFalse(done.cancel(true));
       assertFalse(token.isCancelled());
-      assertForward(3, TestSupport.value(
-          model.callAsync(null, List.of(Tensor.of(input(3), 1, 4)), null, options)));
+      assertForward(
+          3,
+          TestSupport.value(
+              model.callAsync(null, List.of(Tensor.of(input(3), 1, 4)), null, options)));
     }
   }
 
@@ -449,10 +513,13 @@ class AsyncCallsTest {
   void closingEverythingWithThousandsOfCallsInFlight() throws Exception {
     // Its own pool, package and object, closed (in each order) right after
     // 3000 submissions: every future completes, with its right result.
-    List<Consumer<List<AutoCloseable>>> orders = List.of(
-        handles -> closeAll(handles.get(2), handles.get(1), handles.get(0)), // object, package, pool
-        handles -> closeAll(handles.get(0), handles.get(1), handles.get(2)), // pool first
-        handles -> closeAll(handles.get(1), handles.get(0), handles.get(2))); // package, pool, object
+    List<Consumer<List<AutoCloseable>>> orders =
+        List.of(
+            handles ->
+                closeAll(handles.get(2), handles.get(1), handles.get(0)), // object, package, pool
+            handles -> closeAll(handles.get(0), handles.get(1), handles.get(2)), // pool first
+            handles ->
+                closeAll(handles.get(1), handles.get(0), handles.get(2))); // package, pool, object
     for (Consumer<List<AutoCloseable>> order : orders) {
       Pool p = Pool.create(2);
       TorchPackage k = p.loadPackage(TestSupport.archive("batching.pt"));
@@ -473,16 +540,21 @@ class AsyncCallsTest {
     List<CompletableFuture<Object>> futures = new ArrayList<>();
     for (int i = 0; i < 200; ++i) futures.add(m.callAsync(Tensor.of(input(i), 1, 4)));
     // The first completion closes the object the others still run on.
-    CompletableFuture<Object> closer = futures.get(0).thenApply(v -> {
-      m.close();
-      return v;
-    });
+    CompletableFuture<Object> closer =
+        futures
+            .get(0)
+            .thenApply(
+                v -> {
+                  m.close();
+                  return v;
+                });
     assertForward(0, TestSupport.value(closer));
     for (int i = 1; i < futures.size(); ++i) assertForward(i, TestSupport.value(futures.get(i)));
 
     ScriptModule module = ScriptModule.load(TestSupport.archive("loop_script.pt"));
     List<CompletableFuture<Object>> scripted = new ArrayList<>();
-    for (int n = 0; n < 200; ++n) scripted.add(module.callAsync(Tensor.of(new float[] {0}), (long) n));
+    for (int n = 0; n < 200; ++n)
+      scripted.add(module.callAsync(Tensor.of(new float[] {0}), (long) n));
     module.close();
     for (int n = 0; n < 200; ++n) {
       try (Tensor y = (Tensor) TestSupport.value(scripted.get(n))) {
@@ -493,7 +565,8 @@ class AsyncCallsTest {
 
   @Test
   void completionThreadsAreDaemons() {
-    for (int i = 0; i < 20; ++i) assertForward(i, TestSupport.value(model.callAsync(Tensor.of(input(i), 1, 4))));
+    for (int i = 0; i < 20; ++i)
+      assertForward(i, TestSupport.value(model.callAsync(Tensor.of(input(i), 1, 4))));
     List<Thread> attached = new ArrayList<>();
     for (Thread thread : Thread.getAllStackTraces().keySet()) {
       if (thread.getName().equals("manypy-native")) attached.add(thread);
@@ -508,7 +581,8 @@ class AsyncCallsTest {
     for (int i = 0; i < 100; ++i) futures.add(model.callAsync(Tensor.of(input(i), 1, 4)));
     assertTrue(pool.inFlight() >= 0 && pool.queued() >= 0);
     for (int i = 0; i < 100; ++i) assertForward(i, TestSupport.value(futures.get(i)));
-    TestSupport.await(() -> pool.inFlight() == 0 && pool.queued() == 0, "an idle pool's gauges at 0");
+    TestSupport.await(
+        () -> pool.inFlight() == 0 && pool.queued() == 0, "an idle pool's gauges at 0");
     Pool closed = Pool.create(1);
     closed.close();
     assertThrows(IllegalStateException.class, closed::queued);

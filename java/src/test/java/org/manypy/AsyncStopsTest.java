@@ -25,13 +25,13 @@ import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
- * Future.cancel, cancel tokens, deadlines and the queue limit on asynchronous calls, with
- * stuck.pt (samples/models/stuck.py), whose spin() never returns unless stopped, on a pool of
- * one interpreter: while spin() runs there, every other call of the pool waits, so a call
- * whose completion arrives meanwhile never ran. No timing is asserted: a stop is proved by a
- * completion that could not otherwise have come. In a JVM of its own (fresh-jvm), as every
- * suite that stops running calls: a stop that does not end its call retires its interpreter
- * for the rest of the process.
+ * Future.cancel, cancel tokens, deadlines and the queue limit on asynchronous calls, with stuck.pt
+ * (samples/models/stuck.py), whose spin() never returns unless stopped, on a pool of one
+ * interpreter: while spin() runs there, every other call of the pool waits, so a call whose
+ * completion arrives meanwhile never ran. No timing is asserted: a stop is proved by a completion
+ * that could not otherwise have come. In a JVM of its own (fresh-jvm), as every suite that stops
+ * running calls: a stop that does not end its call retires its interpreter for the rest of the
+ * process.
  */
 @Tag("fresh-jvm")
 class AsyncStopsTest {
@@ -100,7 +100,8 @@ class AsyncStopsTest {
       assertCancelled(queued);
       // Its completion arrives while spin() still holds the only interpreter:
       // it left the queue without running.
-      TestSupport.await(() -> TestSupport.pendingAsync() == 1 && pool.queued() == 0,
+      TestSupport.await(
+          () -> TestSupport.pendingAsync() == 1 && pool.queued() == 0,
           "the cancelled call leaving the queue");
       assertFalse(spin.isDone());
       spin.cancel(true);
@@ -111,7 +112,8 @@ class AsyncStopsTest {
 
   @Test
   void theCallersTokenStopsTheCallAndTheFuturesCancelLeavesTheToken() throws Exception {
-    try (CancelToken token = new CancelToken(); CallOptions options = new CallOptions().cancelToken(token)) {
+    try (CancelToken token = new CancelToken();
+        CallOptions options = new CallOptions().cancelToken(token)) {
       CompletableFuture<Object> spin = spinning(pool, stuck, options);
       token.cancel();
       CancelledException e = assertInstanceOf(CancelledException.class, TestSupport.failure(spin));
@@ -124,14 +126,17 @@ class AsyncStopsTest {
       }
       assertFalse(spin.isCancelled());
     }
-    try (CancelToken token = new CancelToken(); CallOptions options = new CallOptions().cancelToken(token)) {
+    try (CancelToken token = new CancelToken();
+        CallOptions options = new CallOptions().cancelToken(token)) {
       CompletableFuture<Object> spin = spinning(pool, stuck, options);
       assertTrue(spin.cancel(true));
       TestSupport.await(() -> TestSupport.pendingAsync() == 0, "spin() stopped by its future");
       // The caller's token is untouched: other calls with it run.
       assertFalse(token.isCancelled());
-      try (Tensor y = (Tensor) TestSupport.value(
-          stuck.callAsync(null, List.of(Tensor.of(new float[] {4})), null, options))) {
+      try (Tensor y =
+          (Tensor)
+              TestSupport.value(
+                  stuck.callAsync(null, List.of(Tensor.of(new float[] {4})), null, options))) {
         assertArrayEquals(new float[] {8}, y.toFloatArray());
       }
     }
@@ -142,7 +147,8 @@ class AsyncStopsTest {
   void aDeadlinePassingWhileQueuedFailsTheCallWithoutRunningIt() {
     CompletableFuture<Object> spin = spinning(pool, stuck, null);
     try (CallOptions options = new CallOptions().timeout(Duration.ofMillis(200))) {
-      CompletableFuture<Object> late = stuck.callAsync(null, List.of(Tensor.of(new float[] {1})), null, options);
+      CompletableFuture<Object> late =
+          stuck.callAsync(null, List.of(Tensor.of(new float[] {1})), null, options);
       DeadlineExceededException e =
           assertInstanceOf(DeadlineExceededException.class, TestSupport.failure(late));
       assertEquals(ErrorCode.DEADLINE_EXCEEDED, e.code());
@@ -168,12 +174,14 @@ class AsyncStopsTest {
       for (int i = 0; i < 2; ++i) accepted.add(model.callAsync(Tensor.of(new float[] {i})));
       TestSupport.await(() -> limited.queued() == 2, "two calls queued");
       long pending = TestSupport.pendingAsync();
-      OverloadedException e = assertThrows(OverloadedException.class,
-          () -> model.callAsync(Tensor.of(new float[] {9})));
+      OverloadedException e =
+          assertThrows(
+              OverloadedException.class, () -> model.callAsync(Tensor.of(new float[] {9})));
       assertEquals(ErrorCode.OVERLOADED, e.code());
       assertThrows(OverloadedException.class, () -> model.call(Tensor.of(new float[] {9})));
       assertThrows(OverloadedException.class, () -> batcher.call(Tensor.of(new float[] {9}, 1, 1)));
-      assertThrows(OverloadedException.class, () -> batcher.callAsync(Tensor.of(new float[] {9}, 1, 1)));
+      assertThrows(
+          OverloadedException.class, () -> batcher.callAsync(Tensor.of(new float[] {9}, 1, 1)));
       assertEquals(pending, TestSupport.pendingAsync()); // refused: nothing pending
       assertEquals(2, limited.queued());
       assertEquals(3, limited.inFlight());
@@ -195,12 +203,14 @@ class AsyncStopsTest {
   void torchScriptOnTheHostIsCancelledAndBounded() {
     try (ScriptModule loop = ScriptModule.load(TestSupport.archive("loop_script.pt"))) {
       // forward(x, n) adds 1 n times: Long.MAX_VALUE never ends unless stopped.
-      CompletableFuture<Object> endless = loop.callAsync(Tensor.of(new float[] {0}), Long.MAX_VALUE);
+      CompletableFuture<Object> endless =
+          loop.callAsync(Tensor.of(new float[] {0}), Long.MAX_VALUE);
       assertTrue(endless.cancel(true));
       TestSupport.await(() -> TestSupport.pendingAsync() == 0, "the TorchScript loop stopped");
       try (CallOptions options = new CallOptions().timeout(Duration.ofMillis(100))) {
         CompletableFuture<Object> bounded =
-            loop.callAsync(null, List.of(Tensor.of(new float[] {0}), Long.MAX_VALUE), null, options);
+            loop.callAsync(
+                null, List.of(Tensor.of(new float[] {0}), Long.MAX_VALUE), null, options);
         assertInstanceOf(DeadlineExceededException.class, TestSupport.failure(bounded));
       }
       try (Tensor y = (Tensor) TestSupport.value(loop.callAsync(Tensor.of(new float[] {0}), 3L))) {
@@ -211,8 +221,8 @@ class AsyncStopsTest {
 
   /**
    * 8 threads submit 4,000 calls with random timeouts, tokens and cancels, racing their
-   * completions: every future completes exactly once, with the right result or a stop, and
-   * every native completion arrives.
+   * completions: every future completes exactly once, with the right result or a stop, and every
+   * native completion arrives.
    */
   @Test
   void randomDeadlinesAndCancelsLoseNothing() throws Exception {
@@ -253,7 +263,8 @@ class AsyncStopsTest {
       float x = random.nextInt(1000);
       CancelToken token = new CancelToken();
       try (CallOptions options = new CallOptions().cancelToken(token)) {
-        if (random.nextBoolean()) options.timeout(Duration.ofNanos(random.nextLong(50_000, 5_000_000)));
+        if (random.nextBoolean())
+          options.timeout(Duration.ofNanos(random.nextLong(50_000, 5_000_000)));
         futures.add(model.callAsync(null, List.of(Tensor.of(new float[] {x})), null, options));
       } catch (DeadlineExceededException refused) {
         // A timeout of microseconds may pass during the submission itself
@@ -267,7 +278,7 @@ class AsyncStopsTest {
       switch (random.nextInt(4)) {
         case 0 -> futures.get(i).cancel(random.nextBoolean());
         case 1 -> token.cancel();
-        default -> { }
+        default -> {}
       }
     }
     for (int i = 0; i < calls; ++i) {
@@ -285,7 +296,8 @@ class AsyncStopsTest {
           assertTrue(tokens.get(i).isCancelled());
           ++counts[2];
         } else {
-          assertInstanceOf(DeadlineExceededException.class, e.getCause(), () -> e.getCause().toString());
+          assertInstanceOf(
+              DeadlineExceededException.class, e.getCause(), () -> e.getCause().toString());
           ++counts[3];
         }
       }

@@ -25,12 +25,11 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /**
- * The Batcher on batching.pt (samples/models/batching.py), whose rows(x) gives each row the
- * row count of the batch it ran in, so a test sees the batches formed. Batches are checked by
- * an invariant, not by timing: a batch of r single-row requests makes exactly r of them
- * report r, so the number of requests reporting r is a multiple of r. Long waits (seconds)
- * make requests submitted together share batches without a timing assertion: a batch runs as
- * soon as it is full.
+ * The Batcher on batching.pt (samples/models/batching.py), whose rows(x) gives each row the row
+ * count of the batch it ran in, so a test sees the batches formed. Batches are checked by an
+ * invariant, not by timing: a batch of r single-row requests makes exactly r of them report r, so
+ * the number of requests reporting r is a multiple of r. Long waits (seconds) make requests
+ * submitted together share batches without a timing assertion: a batch runs as soon as it is full.
  */
 class BatcherTest {
   static Pool pool;
@@ -79,16 +78,18 @@ class BatcherTest {
   static void assertBatchesArePartitions(List<Integer> sizes, int maxBatch) {
     Map<Integer, Integer> reporting = new HashMap<>();
     for (int r : sizes) reporting.merge(r, 1, Integer::sum);
-    reporting.forEach((r, n) -> {
-      assertTrue(r >= 1 && r <= maxBatch, "a batch of " + r + " rows: " + sizes);
-      assertEquals(0, n % r, n + " requests report a batch of " + r + ": " + sizes);
-    });
+    reporting.forEach(
+        (r, n) -> {
+          assertTrue(r >= 1 && r <= maxBatch, "a batch of " + r + " rows: " + sizes);
+          assertEquals(0, n % r, n + " requests report a batch of " + r + ": " + sizes);
+        });
   }
 
   @Test
   void concurrentRequestsAreStacked() {
-    try (Batcher batcher = model.batcher("rows",
-        new BatcherOptions().maxBatch(8).maxWait(Duration.ofSeconds(5)).name("rows"))) {
+    try (Batcher batcher =
+        model.batcher(
+            "rows", new BatcherOptions().maxBatch(8).maxWait(Duration.ofSeconds(5)).name("rows"))) {
       List<CompletableFuture<Object>> futures = new ArrayList<>();
       for (int i = 0; i < 32; ++i) futures.add(batcher.callAsync(row(i, 4)));
       List<Integer> sizes = batchSizes(futures);
@@ -100,33 +101,37 @@ class BatcherTest {
 
   @Test
   void eachRequestGetsItsOwnRowsFromSyncAndAsyncCallers() throws Exception {
-    try (Batcher batcher = model.batcher(null, new BatcherOptions().maxBatch(16)
-        .maxWait(Duration.ofMillis(20)))) {
+    try (Batcher batcher =
+        model.batcher(null, new BatcherOptions().maxBatch(16).maxWait(Duration.ofMillis(20)))) {
       ExecutorService threads = Executors.newFixedThreadPool(8);
       try {
         List<Future<?>> done = new ArrayList<>();
         for (int t = 0; t < 8; ++t) {
           int base = t * 1000;
           boolean async = t % 2 == 0;
-          done.add(threads.submit(() -> {
-            for (int i = 0; i < 50; ++i) {
-              float seed = base + i;
-              // Requests of 1 to 3 rows: each gets its own rows back.
-              int rows = 1 + i % 3;
-              float[] x = new float[rows * 4];
-              for (int k = 0; k < x.length; ++k) x[k] = seed + k;
-              Object result;
-              try (Tensor in = Tensor.of(x, rows, 4)) {
-                result = async ? TestSupport.value(batcher.callAsync(in)) : batcher.call(in);
-              }
-              try (Tensor y = (Tensor) result) {
-                assertArrayEquals(new long[] {rows, 4}, y.shape());
-                float[] got = y.toFloatArray();
-                for (int k = 0; k < x.length; ++k) assertEquals(x[k] * 2 + 1, got[k], "request " + seed);
-              }
-            }
-            return null;
-          }));
+          done.add(
+              threads.submit(
+                  () -> {
+                    for (int i = 0; i < 50; ++i) {
+                      float seed = base + i;
+                      // Requests of 1 to 3 rows: each gets its own rows back.
+                      int rows = 1 + i % 3;
+                      float[] x = new float[rows * 4];
+                      for (int k = 0; k < x.length; ++k) x[k] = seed + k;
+                      Object result;
+                      try (Tensor in = Tensor.of(x, rows, 4)) {
+                        result =
+                            async ? TestSupport.value(batcher.callAsync(in)) : batcher.call(in);
+                      }
+                      try (Tensor y = (Tensor) result) {
+                        assertArrayEquals(new long[] {rows, 4}, y.shape());
+                        float[] got = y.toFloatArray();
+                        for (int k = 0; k < x.length; ++k)
+                          assertEquals(x[k] * 2 + 1, got[k], "request " + seed);
+                      }
+                    }
+                    return null;
+                  }));
         }
         for (Future<?> f : done) f.get(TestSupport.HANG_SECONDS, TimeUnit.SECONDS);
       } finally {
@@ -137,8 +142,8 @@ class BatcherTest {
 
   @Test
   void mismatchedShapesAndDtypesAreNotStacked() {
-    try (Batcher batcher = model.batcher("rows",
-        new BatcherOptions().maxBatch(64).maxWait(Duration.ofMillis(500)))) {
+    try (Batcher batcher =
+        model.batcher("rows", new BatcherOptions().maxBatch(64).maxWait(Duration.ofMillis(500)))) {
       // Three groups that cannot share a batch: [1, 4] float32, [1, 5]
       // float32, [1, 4] float64; sizes 3, 5 and 7.
       List<CompletableFuture<Object>> narrow = new ArrayList<>();
@@ -159,7 +164,8 @@ class BatcherTest {
       }
     }
     // Different non-tensor arguments: each request is scaled by its own factor.
-    try (Batcher batcher = model.batcher("scale", new BatcherOptions().maxWait(Duration.ofMillis(200)))) {
+    try (Batcher batcher =
+        model.batcher("scale", new BatcherOptions().maxWait(Duration.ofMillis(200)))) {
       List<CompletableFuture<Object>> futures = new ArrayList<>();
       for (int i = 0; i < 12; ++i) futures.add(batcher.callAsync(row(1, 3), (double) (i % 3 + 1)));
       for (int i = 0; i < 12; ++i) {
@@ -173,7 +179,8 @@ class BatcherTest {
 
   @Test
   void tuplesDictsAndOtherValuesAreSplitBack() {
-    try (Batcher batcher = model.batcher("pair", new BatcherOptions().maxWait(Duration.ofMillis(200)))) {
+    try (Batcher batcher =
+        model.batcher("pair", new BatcherOptions().maxWait(Duration.ofMillis(200)))) {
       List<CompletableFuture<Object>> futures = new ArrayList<>();
       for (int i = 0; i < 10; ++i) futures.add(batcher.callAsync(row(i, 2), row(10 * i, 2)));
       for (int i = 0; i < 10; ++i) {
@@ -192,7 +199,8 @@ class BatcherTest {
 
   @Test
   void aResultWithFewerRowsFailsTheBatchWithBadTensor() throws Exception {
-    try (Batcher batcher = model.batcher("drop_row", new BatcherOptions().maxWait(Duration.ofMillis(200)))) {
+    try (Batcher batcher =
+        model.batcher("drop_row", new BatcherOptions().maxWait(Duration.ofMillis(200)))) {
       List<CompletableFuture<Object>> futures = new ArrayList<>();
       for (int i = 0; i < 6; ++i) futures.add(batcher.callAsync(row(i, 4)));
       for (CompletableFuture<Object> f : futures) {
@@ -205,7 +213,8 @@ class BatcherTest {
 
   @Test
   void anExceptionFailsEveryRequestOfItsBatch() {
-    try (Batcher batcher = model.batcher("fail", new BatcherOptions().maxWait(Duration.ofMillis(200)))) {
+    try (Batcher batcher =
+        model.batcher("fail", new BatcherOptions().maxWait(Duration.ofMillis(200)))) {
       List<CompletableFuture<Object>> futures = new ArrayList<>();
       for (int i = 0; i < 6; ++i) futures.add(batcher.callAsync(row(i, 4)));
       for (CompletableFuture<Object> f : futures) {
@@ -230,7 +239,8 @@ class BatcherTest {
       assertThrows(InvalidArgumentException.class, () -> batcher.call(row(0, 2), two));
       // Arguments Java cannot pass; no executor.
       assertThrows(IllegalArgumentException.class, () -> batcher.callAsync(new Object()));
-      assertThrows(IllegalArgumentException.class,
+      assertThrows(
+          IllegalArgumentException.class,
           () -> batcher.callAsync(List.of(row(0, 2), row(0, 2)), null, null, null));
       assertEquals(pending, TestSupport.pendingAsync());
     }
@@ -239,13 +249,18 @@ class BatcherTest {
       assertThrows(InvalidArgumentException.class, () -> batcher.call(row(0, 4)));
     }
     // Options out of range, refused when the batcher is made.
-    assertThrows(OutOfRangeException.class, () -> model.batcher(null, new BatcherOptions().maxBatch(0)));
-    assertThrows(OutOfRangeException.class, () -> model.batcher(null, new BatcherOptions().maxBatch(65537)));
-    assertThrows(OutOfRangeException.class,
+    assertThrows(
+        OutOfRangeException.class, () -> model.batcher(null, new BatcherOptions().maxBatch(0)));
+    assertThrows(
+        OutOfRangeException.class, () -> model.batcher(null, new BatcherOptions().maxBatch(65537)));
+    assertThrows(
+        OutOfRangeException.class,
         () -> model.batcher(null, new BatcherOptions().maxWait(Duration.ofMillis(-1))));
-    assertThrows(OutOfRangeException.class,
+    assertThrows(
+        OutOfRangeException.class,
         () -> model.batcher(null, new BatcherOptions().maxWait(Duration.ofSeconds(61))));
-    assertThrows(OutOfRangeException.class, () -> model.batcher(null, new BatcherOptions().batchDim(-1)));
+    assertThrows(
+        OutOfRangeException.class, () -> model.batcher(null, new BatcherOptions().batchDim(-1)));
     assertThrows(IllegalArgumentException.class, () -> new BatcherOptions().maxWait(null));
     // Closed handles.
     Batcher closed = model.batcher(null, null);
@@ -262,8 +277,8 @@ class BatcherTest {
 
   @Test
   void aStoppedRequestIsDroppedFromItsBatchAtOnce() {
-    try (Batcher batcher = model.batcher("rows", new BatcherOptions().maxBatch(4)
-        .maxWait(Duration.ofSeconds(60)))) {
+    try (Batcher batcher =
+        model.batcher("rows", new BatcherOptions().maxBatch(4).maxWait(Duration.ofSeconds(60)))) {
       // Three requests wait for a fourth; one is cancelled while it waits.
       // It leaves at once (its native completion arrives while the others
       // still wait for 60 s), and two more fill the batch without it.
@@ -280,8 +295,9 @@ class BatcherTest {
     // Likewise a request whose deadline passes while it waits: it fails with
     // DeadlineExceededException long before its batch's 60 s, and the next
     // two requests make a batch of their own.
-    try (Batcher batcher = model.batcher("rows", new BatcherOptions().maxBatch(2)
-        .maxWait(Duration.ofSeconds(60)));
+    try (Batcher batcher =
+            model.batcher(
+                "rows", new BatcherOptions().maxBatch(2).maxWait(Duration.ofSeconds(60)));
         CallOptions soon = new CallOptions().timeout(Duration.ofMillis(100))) {
       CompletableFuture<Object> late = batcher.callAsync(List.of(row(0, 4)), null, soon);
       DeadlineExceededException e =
@@ -298,7 +314,8 @@ class BatcherTest {
     Pool p = Pool.create(1);
     TorchPackage k = p.loadPackage(TestSupport.archive("batching.pt"));
     ReplicatedObject m = k.loadPickle("model", "model.pkl");
-    Batcher batcher = m.batcher("rows", new BatcherOptions().maxBatch(64).maxWait(Duration.ofSeconds(60)));
+    Batcher batcher =
+        m.batcher("rows", new BatcherOptions().maxBatch(64).maxWait(Duration.ofSeconds(60)));
     // The batcher holds its object: the pool, the package and the object go first.
     p.close();
     k.close();
@@ -313,9 +330,14 @@ class BatcherTest {
   @Test
   void operatorCallbacksSeeTheBatchsContext() {
     Set<String> contexts = ConcurrentHashMap.newKeySet();
-    try (OpCallbackRegistration registration = Manypy.addOpCallbacks(
-            event -> contexts.add(event.modelId() + "/" + event.requestId()), null, 1.0, false);
-        Batcher batcher = model.batcher(null, new BatcherOptions().maxBatch(2).maxWait(Duration.ofSeconds(60)));
+    try (OpCallbackRegistration registration =
+            Manypy.addOpCallbacks(
+                event -> contexts.add(event.modelId() + "/" + event.requestId()),
+                null,
+                1.0,
+                false);
+        Batcher batcher =
+            model.batcher(null, new BatcherOptions().maxBatch(2).maxWait(Duration.ofSeconds(60)));
         CallOptions first = new CallOptions().context("ranker", "a");
         CallOptions second = new CallOptions().context("ranker", "b")) {
       // Two requests fill a batch of 2: the batch's context is the first
@@ -325,19 +347,26 @@ class BatcherTest {
       Values.closeTensors(TestSupport.value(a));
       Values.closeTensors(TestSupport.value(b));
     }
-    assertTrue(contexts.contains("ranker/a,b") || contexts.contains("ranker/b,a"), contexts.toString());
+    assertTrue(
+        contexts.contains("ranker/a,b") || contexts.contains("ranker/b,a"), contexts.toString());
   }
 
   @Test
   void batchSizesReachThePrometheusOutput() {
     try (Profiler profiler = Profiler.start(1.0);
-        Batcher batcher = model.batcher("rows", new BatcherOptions().maxBatch(4)
-            .maxWait(Duration.ofSeconds(5)).name("java_rows"))) {
+        Batcher batcher =
+            model.batcher(
+                "rows",
+                new BatcherOptions()
+                    .maxBatch(4)
+                    .maxWait(Duration.ofSeconds(5))
+                    .name("java_rows"))) {
       List<CompletableFuture<Object>> futures = new ArrayList<>();
       for (int i = 0; i < 8; ++i) futures.add(batcher.callAsync(row(i, 4)));
       assertBatchesArePartitions(batchSizes(futures), 4);
       String metrics = profiler.prometheus();
-      assertTrue(metrics.contains("manypy_batch_size") && metrics.contains("batcher=\"java_rows\""),
+      assertTrue(
+          metrics.contains("manypy_batch_size") && metrics.contains("batcher=\"java_rows\""),
           metrics);
     }
   }

@@ -17,9 +17,8 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /**
- * Bool tensors both ways: the padding mask of a 2-layer nn.TransformerEncoder
- * (encoder.pt) from a boolean[] and from a direct ByteBuffer, checked against
- * eager Python's output, and bool results.
+ * Bool tensors both ways: the padding mask of a 2-layer nn.TransformerEncoder (encoder.pt) from a
+ * boolean[] and from a direct ByteBuffer, checked against eager Python's output, and bool results.
  */
 class BoolTensorTest extends IdentityModelTest {
   static final long[] SRC_SHAPE = {3, 7, 32};
@@ -59,7 +58,8 @@ class BoolTensorTest extends IdentityModelTest {
     // same operators; only summation order may differ.
     for (int i = 0; i < got.length; ++i) {
       float tolerance = 1e-5f + 1e-5f * Math.abs(expected[i]);
-      assertTrue(Math.abs(got[i] - expected[i]) <= tolerance,
+      assertTrue(
+          Math.abs(got[i] - expected[i]) <= tolerance,
           "element " + i + ": " + got[i] + " vs eager Python's " + expected[i]);
     }
   }
@@ -111,8 +111,10 @@ class BoolTensorTest extends IdentityModelTest {
       }
     }
     // Python-made bool tensors, strided ones included.
-    try (Tensor t = (Tensor) pool.eval(
-        "__import__('torch').tensor([[True, False, True], [False, False, True]]).t()")) {
+    try (Tensor t =
+        (Tensor)
+            pool.eval(
+                "__import__('torch').tensor([[True, False, True], [False, False, True]]).t()")) {
       assertEquals(DType.BOOL, t.dtype());
       assertArrayEquals(new long[] {3, 2}, t.shape());
       assertEquals(false, t.isContiguous());
@@ -124,14 +126,26 @@ class BoolTensorTest extends IdentityModelTest {
   void operatorCallbacksSeeBoolInputs() {
     Queue<OpInput> inputs = new ConcurrentLinkedQueue<>();
     try (CallOptions context = new CallOptions().context("bool-mask", "r1");
-        OpCallbackRegistration r = Manypy.addOpCallbacks(e -> {
-          if (e.modelId().equals("bool-mask")) inputs.addAll(e.inputs());
-        }, null, 1.0, true);
-        Tensor out = (Tensor) encoder.call("invert", List.of(Tensor.of(mask, MASK_SHAPE)), null, context)) {
+        OpCallbackRegistration r =
+            Manypy.addOpCallbacks(
+                e -> {
+                  if (e.modelId().equals("bool-mask")) inputs.addAll(e.inputs());
+                },
+                null,
+                1.0,
+                true);
+        Tensor out =
+            (Tensor) encoder.call("invert", List.of(Tensor.of(mask, MASK_SHAPE)), null, context)) {
       assertEquals(DType.BOOL, out.dtype());
     }
-    assertTrue(inputs.stream().anyMatch(i -> i.kind() == OpInput.Kind.TENSOR
-        && i.dtype() == DType.BOOL && Arrays.equals(i.shape(), MASK_SHAPE)), inputs.toString());
+    assertTrue(
+        inputs.stream()
+            .anyMatch(
+                i ->
+                    i.kind() == OpInput.Kind.TENSOR
+                        && i.dtype() == DType.BOOL
+                        && Arrays.equals(i.shape(), MASK_SHAPE)),
+        inputs.toString());
   }
 
   @Test
@@ -153,7 +167,8 @@ class BoolTensorTest extends IdentityModelTest {
     }
     IllegalArgumentException shape =
         assertThrows(IllegalArgumentException.class, () -> Tensor.of(new boolean[5], 2, 3));
-    assertTrue(shape.getMessage().contains("holds 6 elements but the array has 5"), shape.getMessage());
+    assertTrue(
+        shape.getMessage().contains("holds 6 elements but the array has 5"), shape.getMessage());
     try (Tensor empty = (Tensor) identity.call(Tensor.of(new boolean[0], 0, 4))) {
       assertEquals(DType.BOOL, empty.dtype());
       assertEquals(0, empty.toBooleanArray().length);

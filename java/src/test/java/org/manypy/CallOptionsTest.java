@@ -17,9 +17,8 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /**
- * Timeouts, deadlines and cancel tokens on TorchScript on the host
- * (loop_script.pt: forward(x, n) adds 1 n times), the options' argument
- * checks, and CancelToken's lifetime rules. No pool needed.
+ * Timeouts, deadlines and cancel tokens on TorchScript on the host (loop_script.pt: forward(x, n)
+ * adds 1 n times), the options' argument checks, and CancelToken's lifetime rules. No pool needed.
  */
 class CallOptionsTest {
   static ScriptModule loop;
@@ -52,8 +51,8 @@ class CallOptionsTest {
     Duration timeout = Duration.ofMillis(200);
     try (CallOptions options = new CallOptions().timeout(timeout)) {
       long start = System.nanoTime();
-      DeadlineExceededException e = assertThrows(DeadlineExceededException.class,
-          () -> runLoop(Long.MAX_VALUE, options));
+      DeadlineExceededException e =
+          assertThrows(DeadlineExceededException.class, () -> runLoop(Long.MAX_VALUE, options));
       StuckModelTest.assertStoppedInTime(start, timeout, "loop_script(x, Long.MAX_VALUE)");
       assertEquals(ErrorCode.DEADLINE_EXCEEDED, e.code());
       // A bound that does not expire changes nothing.
@@ -74,8 +73,8 @@ class CallOptionsTest {
     try (CancelToken token = new CancelToken();
         CallOptions options = new CallOptions().cancelToken(token)) {
       timer.schedule(token::cancel, 200, TimeUnit.MILLISECONDS);
-      CancelledException e = assertThrows(CancelledException.class,
-          () -> runLoop(Long.MAX_VALUE, options));
+      CancelledException e =
+          assertThrows(CancelledException.class, () -> runLoop(Long.MAX_VALUE, options));
       assertEquals(ErrorCode.CANCELLED, e.code());
       assertTrue(token.isCancelled());
       // Once cancelled, every call with the token fails, however short.
@@ -116,11 +115,20 @@ class CallOptionsTest {
   @Test
   void badArguments() {
     try (CallOptions options = new CallOptions()) {
-      ErrorsTest.expect(OutOfRangeException.class, ErrorCode.OUT_OF_RANGE, "must be >= 0",
+      ErrorsTest.expect(
+          OutOfRangeException.class,
+          ErrorCode.OUT_OF_RANGE,
+          "must be >= 0",
           () -> options.timeout(Duration.ofMillis(-1)));
-      ErrorsTest.expect(OutOfRangeException.class, ErrorCode.OUT_OF_RANGE, "must be >= 0",
+      ErrorsTest.expect(
+          OutOfRangeException.class,
+          ErrorCode.OUT_OF_RANGE,
+          "must be >= 0",
           () -> options.timeout(Duration.ofSeconds(Long.MIN_VALUE)));
-      ErrorsTest.expect(OutOfRangeException.class, ErrorCode.OUT_OF_RANGE, "must be >= 0",
+      ErrorsTest.expect(
+          OutOfRangeException.class,
+          ErrorCode.OUT_OF_RANGE,
+          "must be >= 0",
           () -> options.deadlineNanos(-5));
       IllegalArgumentException nullTimeout =
           assertThrows(IllegalArgumentException.class, () -> options.timeout(null));

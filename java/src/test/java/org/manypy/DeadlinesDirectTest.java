@@ -2,7 +2,10 @@ package org.manypy;
 
 import java.time.Duration;
 
-/** StuckModelTest's deadlines and cancels with calls run on the calling Java thread, and the default stop grace. */
+/**
+ * StuckModelTest's deadlines and cancels with calls run on the calling Java thread, and the default
+ * stop grace.
+ */
 class DeadlinesDirectTest extends StuckModelTest {
   @Override
   ThreadMode mode() {

@@ -18,13 +18,13 @@ import org.junit.jupiter.api.Test;
 import org.manypy.internal.ManypyNative;
 
 /**
- * The host trust ({@link Manypy#setHostArchiveTrust}): what every host load checks, whatever
- * trust it is given (both must accept), TorchScript on both legs and AOTInductor packages where
- * manypy runs them.
+ * The host trust ({@link Manypy#setHostArchiveTrust}): what every host load checks, whatever trust
+ * it is given (both must accept), TorchScript on both legs and AOTInductor packages where manypy
+ * runs them.
  *
- * <p>In a JVM of its own (the {@code fresh-jvm} tag), since the host trust is process-wide:
- * while a test has one set, no other class's host load in the same JVM may run. Each test
- * removes it in a finally block, and {@link #noHostTrustIsLeft} checks that it did.
+ * <p>In a JVM of its own (the {@code fresh-jvm} tag), since the host trust is process-wide: while a
+ * test has one set, no other class's host load in the same JVM may run. Each test removes it in a
+ * finally block, and {@link #noHostTrustIsLeft} checks that it did.
  */
 @Tag("fresh-jvm")
 class HostTrustTest {
@@ -39,8 +39,8 @@ class HostTrustTest {
   /** Runs invert_script.pt's forward, ~mask, and closes the module. */
   static void checkInverts(ScriptModule module) {
     try (module;
-         Tensor mask = Tensor.of(new boolean[] {true, false, true}, 3);
-         Tensor out = (Tensor) module.call(mask)) {
+        Tensor mask = Tensor.of(new boolean[] {true, false, true}, 3);
+        Tensor out = (Tensor) module.call(mask)) {
       assertArrayEquals(new boolean[] {false, true, false}, out.toBooleanArray());
     }
   }
@@ -64,19 +64,23 @@ class HostTrustTest {
 
       // A trust given to the load cannot widen it (both must accept), nor can NONE; one that
       // refuses what the host trust lists narrows it.
-      e = assertThrows(UntrustedArchiveException.class,
-          () -> ScriptModule.load(loop, ArchiveTrust.ofSha256(digest)));
+      e =
+          assertThrows(
+              UntrustedArchiveException.class,
+              () -> ScriptModule.load(loop, ArchiveTrust.ofSha256(digest)));
       assertTrue(e.getMessage().contains("the host trust"), e.getMessage());
-      assertThrows(UntrustedArchiveException.class,
-          () -> ScriptModule.load(loopBytes, ArchiveTrust.NONE));
-      e = assertThrows(UntrustedArchiveException.class,
-          () -> ScriptModule.load(invert, ArchiveTrust.ofSha256(OTHER)));
+      assertThrows(
+          UntrustedArchiveException.class, () -> ScriptModule.load(loopBytes, ArchiveTrust.NONE));
+      e =
+          assertThrows(
+              UntrustedArchiveException.class,
+              () -> ScriptModule.load(invert, ArchiveTrust.ofSha256(OTHER)));
       assertTrue(e.getMessage().contains("the trust given to this load"), e.getMessage());
       ScriptModule.load(invert, ArchiveTrust.NONE).close();
 
       // Pools are not covered: they have their own trust.
       try (Pool pool = Pool.create(1);
-           ReplicatedObject model = TestSupport.loadModel(pool, "identity.pt")) {
+          ReplicatedObject model = TestSupport.loadModel(pool, "identity.pt")) {
         assertEquals(7L, model.call(7L));
       }
 
@@ -97,10 +101,15 @@ class HostTrustTest {
     Path loop = TestSupport.archive("loop_script.pt");
     try {
       Manypy.setHostArchiveTrust(ArchiveTrust.ofSha256(OTHER));
-      ErrorsTest.expect(InvalidArgumentException.class, ErrorCode.INVALID_ARGUMENT, "",
-          () -> Manypy.setHostArchiveTrust(ArchiveTrust.ofSha256(AotiModuleTest.sha256(loop),
-              "not a digest")));
-      assertThrows(IllegalArgumentException.class,
+      ErrorsTest.expect(
+          InvalidArgumentException.class,
+          ErrorCode.INVALID_ARGUMENT,
+          "",
+          () ->
+              Manypy.setHostArchiveTrust(
+                  ArchiveTrust.ofSha256(AotiModuleTest.sha256(loop), "not a digest")));
+      assertThrows(
+          IllegalArgumentException.class,
           () -> Manypy.setHostArchiveTrust(ArchiveTrust.ofSha256(OTHER + "\0")));
       assertThrows(UntrustedArchiveException.class, () -> ScriptModule.load(loop));
       // NONE as the host trust checks nothing, as no host trust.
@@ -120,12 +129,13 @@ class HostTrustTest {
     NativeLibrary.ensureLoaded();
     long held = ManypyNative.manypy_jni_archive_verifiers_held();
     List<String> asked = new ArrayList<>();
-    ArchiveVerifier verifier = (sha256, origin) -> {
-      synchronized (asked) {
-        asked.add(HexFormat.of().formatHex(sha256) + " " + origin);
-      }
-      return origin.endsWith("invert_script.pt");
-    };
+    ArchiveVerifier verifier =
+        (sha256, origin) -> {
+          synchronized (asked) {
+            asked.add(HexFormat.of().formatHex(sha256) + " " + origin);
+          }
+          return origin.endsWith("invert_script.pt");
+        };
     try {
       Manypy.setHostArchiveTrust(ArchiveTrust.ofSha256(OTHER).withVerifier(verifier));
       // The host keeps its copy, and so the verifier.
@@ -134,8 +144,12 @@ class HostTrustTest {
       assertThrows(UntrustedArchiveException.class, () -> ScriptModule.load(loopBytes));
       checkInverts(ScriptModule.load(invert));
       synchronized (asked) {
-        assertEquals(List.of(digest + " " + loop, digest + " <bytes>",
-            AotiModuleTest.sha256(invert) + " " + invert), asked);
+        assertEquals(
+            List.of(
+                digest + " " + loop,
+                digest + " <bytes>",
+                AotiModuleTest.sha256(invert) + " " + invert),
+            asked);
       }
       // Replaced: the old copy's verifier is released, the new one's held.
       Manypy.setHostArchiveTrust(ArchiveTrust.NONE.withVerifier(verifier));
@@ -148,7 +162,8 @@ class HostTrustTest {
 
   @Test
   void theHostTrustCoversAotInductorPackages() throws Exception {
-    assumeTrue(AotiModuleTest.AOTI,
+    assumeTrue(
+        AotiModuleTest.AOTI,
         "no AOTInductor here: AotiModuleTest checks that every load is refused");
     Path path = TestSupport.archive("python_heavy.pt2");
     String digest = AotiModuleTest.sha256(path);
@@ -160,19 +175,20 @@ class HostTrustTest {
       assertTrue(e.getMessage().contains(digest), e.getMessage());
       assertThrows(UntrustedArchiveException.class, () -> AotiModule.load(bytes));
       // A trust given to the load cannot widen it: both must accept.
-      assertThrows(UntrustedArchiveException.class,
+      assertThrows(
+          UntrustedArchiveException.class,
           () -> AotiModule.load(bytes, ArchiveTrust.ofSha256(digest)));
-      assertThrows(UntrustedArchiveException.class,
-          () -> AotiModule.load(path, ArchiveTrust.NONE));
+      assertThrows(UntrustedArchiveException.class, () -> AotiModule.load(path, ArchiveTrust.NONE));
       // Listed by the host trust: loads and computes.
       Manypy.setHostArchiveTrust(ArchiveTrust.ofSha256(digest));
       try (AotiModule module = AotiModule.load(bytes);
-           Tensor x = Tensor.of(TestSupport.floats("python_heavy.input.bin"), 4, 64)) {
+          Tensor x = Tensor.of(TestSupport.floats("python_heavy.input.bin"), 4, 64)) {
         Object result = module.call(x);
         try {
           float[] logits = ((Tensor) ((Map<?, ?>) result).get("logits")).toFloatArray();
-          float diff = TestSupport.maxAbsDiff(
-              TestSupport.floats("python_heavy_pt2.expected.logits.bin"), logits);
+          float diff =
+              TestSupport.maxAbsDiff(
+                  TestSupport.floats("python_heavy_pt2.expected.logits.bin"), logits);
           assertTrue(diff <= AotiModuleTest.TOLERANCE, "max |diff| " + diff);
         } finally {
           Values.closeTensors(result);

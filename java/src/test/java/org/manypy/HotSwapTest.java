@@ -42,7 +42,9 @@ class HotSwapTest {
     pool.close();
   }
 
-  /** Loads version_<n>.pt's model beside whatever serves (its package closes; the object keeps it). */
+  /**
+   * Loads version_<n>.pt's model beside whatever serves (its package closes; the object keeps it).
+   */
   static ReplicatedObject load(long n) {
     return load(TestSupport.archive("version_" + n + ".pt"), n);
   }
@@ -59,17 +61,18 @@ class HotSwapTest {
   static long check(ReplicatedObject model, Tensor x) {
     long expected = VERSIONS.get(model);
     try (Tensor y = (Tensor) model.call(x)) {
-      for (float v : y.toFloatArray()) assertEquals((float) expected, v, "result of version " + expected);
+      for (float v : y.toFloatArray())
+        assertEquals((float) expected, v, "result of version " + expected);
     }
     return expected;
   }
 
   /**
    * 8 threads call for about 5 s while the version is swapped every 200 ms; two of them call
-   * asynchronously, and two do other work (1 ms) between taking the version and calling it,
-   * so that swaps land in that window: a slot that closed the old version at once would fail
-   * their calls with IllegalStateException. No call fails, every result is the version of the object the call used,
-   * both versions serve, and every version swapped out is closed once its calls are done.
+   * asynchronously, and two do other work (1 ms) between taking the version and calling it, so that
+   * swaps land in that window: a slot that closed the old version at once would fail their calls
+   * with IllegalStateException. No call fails, every result is the version of the object the call
+   * used, both versions serve, and every version swapped out is closed once its calls are done.
    */
   @Test
   void callsNeverFailWhileTheVersionIsSwappedEvery200Ms() throws Exception {
@@ -87,33 +90,42 @@ class HotSwapTest {
       for (int t = 0; t < 8; ++t) {
         final boolean async = t < 2;
         final boolean slow = t >= 6;
-        callers.add(threads.submit(() -> {
-          started.countDown();
-          while (!stop.get()) {
-            try {
-              if (async) {
-                // The version is the one current at submission, held until completion.
-                long[] version = new long[1];
-                CompletableFuture<Object> reply = slot.apply(model -> {
-                  version[0] = VERSIONS.get(model);
-                  return model.callAsync(null, List.of(x), null, null);
-                });
-                try (Tensor y = (Tensor) TestSupport.value(reply)) {
-                  for (float v : y.toFloatArray()) assertEquals((float) version[0], v);
-                }
-                served[(int) version[0]].incrementAndGet();
-              } else {
-                served[(int) (long) slot.apply(model -> {
-                  if (slow) pause();
-                  return check(model, x);
-                })].incrementAndGet();
-              }
-            } catch (Throwable e) {
-              failures.add(e);
-              return;
-            }
-          }
-        }));
+        callers.add(
+            threads.submit(
+                () -> {
+                  started.countDown();
+                  while (!stop.get()) {
+                    try {
+                      if (async) {
+                        // The version is the one current at submission, held until completion.
+                        long[] version = new long[1];
+                        CompletableFuture<Object> reply =
+                            slot.apply(
+                                model -> {
+                                  version[0] = VERSIONS.get(model);
+                                  return model.callAsync(null, List.of(x), null, null);
+                                });
+                        try (Tensor y = (Tensor) TestSupport.value(reply)) {
+                          for (float v : y.toFloatArray()) assertEquals((float) version[0], v);
+                        }
+                        served[(int) version[0]].incrementAndGet();
+                      } else {
+                        served[
+                            (int)
+                                (long)
+                                    slot.apply(
+                                        model -> {
+                                          if (slow) pause();
+                                          return check(model, x);
+                                        })]
+                            .incrementAndGet();
+                      }
+                    } catch (Throwable e) {
+                      failures.add(e);
+                      return;
+                    }
+                  }
+                }));
       }
       started.await();
       long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
@@ -130,8 +142,9 @@ class HotSwapTest {
       stop.set(true);
       for (Future<?> caller : callers) caller.get(TestSupport.HANG_SECONDS, TimeUnit.SECONDS);
       assertTrue(failures.isEmpty(), "calls failed: " + failures);
-      System.out.printf("hot swap: %d swaps, %d calls on version 1, %d on version 2%n", swaps,
-          served[1].get(), served[2].get());
+      System.out.printf(
+          "hot swap: %d swaps, %d calls on version 1, %d on version 2%n",
+          swaps, served[1].get(), served[2].get());
       assertTrue(swaps >= 10, "swaps: " + swaps);
       assertTrue(served[1].get() > 0 && served[2].get() > 0, "both versions served");
       // Every version but the current one is closed: no call holds it any more.
@@ -161,11 +174,14 @@ class HotSwapTest {
   void aSwapToAnArchiveThatFailsToLoadLeavesTheOldVersionServing() {
     try (ModelSlot slot = new ModelSlot(load(1));
         Tensor x = Tensor.of(new float[] {0, 0}, 1, 2)) {
-      assertThrows(NotFoundException.class,
+      assertThrows(
+          NotFoundException.class,
           () -> slot.swap(load(TestSupport.archive("no_such_version.pt"), 3)));
-      assertThrows(BadArchiveException.class,
+      assertThrows(
+          BadArchiveException.class,
           () -> slot.swap(load(TestSupport.archive("malformed/corrupt.pt"), 3)));
-      assertThrows(BadArchiveException.class,
+      assertThrows(
+          BadArchiveException.class,
           () -> slot.swap(load(TestSupport.archive("malformed/not_a_zip.pt"), 3)));
       assertEquals(1L, slot.callMethod("version"));
       assertEquals(1L, (long) slot.apply(model -> check(model, x)));
@@ -206,15 +222,19 @@ class HotSwapTest {
     CountDownLatch release = new CountDownLatch(1);
     ExecutorService thread = Executors.newSingleThreadExecutor();
     try {
-      Future<Object> call = thread.submit(() -> slot.apply(model -> {
-        inside.countDown();
-        try {
-          release.await();
-        } catch (InterruptedException e) {
-          throw new IllegalStateException(e);
-        }
-        return model.callMethod("version");
-      }));
+      Future<Object> call =
+          thread.submit(
+              () ->
+                  slot.apply(
+                      model -> {
+                        inside.countDown();
+                        try {
+                          release.await();
+                        } catch (InterruptedException e) {
+                          throw new IllegalStateException(e);
+                        }
+                        return model.callMethod("version");
+                      }));
       inside.await();
       slot.swap(load(2));
       assertTrue(!v1.isClosed(), "version 1 is held by a call");

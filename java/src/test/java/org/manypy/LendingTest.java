@@ -19,11 +19,10 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * Who may write a lent buffer (docs/java.md): hostile.pt's scale_in_place(x)
- * doubles its argument in place (x.mul_(2)). A read-only buffer reaches
- * Python only as a copy; a writable direct buffer is lent, and the model's
- * writes show in it. A result is Java's alone, even when the model keeps the
- * tensor it returned and changes it later.
+ * Who may write a lent buffer (docs/java.md): hostile.pt's scale_in_place(x) doubles its argument
+ * in place (x.mul_(2)). A read-only buffer reaches Python only as a copy; a writable direct buffer
+ * is lent, and the model's writes show in it. A result is Java's alone, even when the model keeps
+ * the tensor it returned and changes it later.
  */
 class LendingTest extends IdentityModelTest {
   static ReplicatedObject hostile; // in IdentityModelTest's pool
@@ -101,7 +100,8 @@ class LendingTest extends IdentityModelTest {
     Path file = dir.resolve("input.bin");
     byte[] bytes = floatBytes(1, 2);
     Files.write(file, bytes);
-    try (FileChannel channel = FileChannel.open(file, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
+    try (FileChannel channel =
+        FileChannel.open(file, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
       MappedByteBuffer mapped = channel.map(FileChannel.MapMode.PRIVATE, 0, bytes.length);
       scaleInPlace(Tensor.fromBuffer(mapped, DType.FLOAT32, 2));
       assertArrayEquals(new float[] {2, 4}, floats(mapped, 2));
@@ -110,10 +110,10 @@ class LendingTest extends IdentityModelTest {
   }
 
   /**
-   * hostile.pt's keep(n) returns arange(n) and keeps it, keep_and_return_a_view(n)
-   * returns a view of one it keeps, and change_kept(how) then changes what it
-   * kept: in place, or by giving it new storage. The results' memory never
-   * changes (the pool has one interpreter, whose list of kept tensors it is).
+   * hostile.pt's keep(n) returns arange(n) and keeps it, keep_and_return_a_view(n) returns a view
+   * of one it keeps, and change_kept(how) then changes what it kept: in place, or by giving it new
+   * storage. The results' memory never changes (the pool has one interpreter, whose list of kept
+   * tensors it is).
    */
   @Test
   void aResultTheModelKeepsNeverChanges() {

@@ -42,18 +42,20 @@ class LifecycleTest {
     Queue<Throwable> unexpected = new ConcurrentLinkedQueue<>();
     List<Thread> threads = new ArrayList<>();
     for (int t = 0; t < 4; ++t) {
-      Thread thread = new Thread(() -> {
-        try (Tensor x = Tensor.of(new float[] {1, 2, 3})) {
-          while (true) {
-            ((Tensor) model.call(x)).close();
-            calls.incrementAndGet();
-          }
-        } catch (IllegalStateException closed) {
-          // the expected end: the object was closed
-        } catch (Throwable e) {
-          unexpected.add(e);
-        }
-      });
+      Thread thread =
+          new Thread(
+              () -> {
+                try (Tensor x = Tensor.of(new float[] {1, 2, 3})) {
+                  while (true) {
+                    ((Tensor) model.call(x)).close();
+                    calls.incrementAndGet();
+                  }
+                } catch (IllegalStateException closed) {
+                  // the expected end: the object was closed
+                } catch (Throwable e) {
+                  unexpected.add(e);
+                }
+              });
       threads.add(thread);
       thread.start();
     }
@@ -67,10 +69,9 @@ class LifecycleTest {
   }
 
   /**
-   * Pools, packages, objects and tensors that are never closed are freed by
-   * the garbage collector: otherwise 30 pools of 3 interpreters would run
-   * out of the process's 15 by the sixth. (Pool.create collects and retries
-   * when interpreters run out.)
+   * Pools, packages, objects and tensors that are never closed are freed by the garbage collector:
+   * otherwise 30 pools of 3 interpreters would run out of the process's 15 by the sixth.
+   * (Pool.create collects and retries when interpreters run out.)
    */
   @Test
   void garbageCollectionFreesWhatIsNotClosed() {

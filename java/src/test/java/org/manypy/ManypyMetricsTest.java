@@ -40,8 +40,8 @@ class ManypyMetricsTest {
   }
 
   static double counter(MeterRegistry registry, String model, String code) {
-    FunctionCounter c = registry.find("manypy.requests").tags("model", model, "code", code)
-        .functionCounter();
+    FunctionCounter c =
+        registry.find("manypy.requests").tags("model", model, "code", code).functionCounter();
     return c == null ? -1 : c.count();
   }
 
@@ -79,7 +79,8 @@ class ManypyMetricsTest {
       }
       assertEquals(2.0, counter(simple, "m1", "ok"));
       assertEquals(1.0, counter(simple, "m1", "python"));
-      assertEquals(-1, counter(simple, "m1", "deadline_exceeded"), "codes with no call have no meter");
+      assertEquals(
+          -1, counter(simple, "m1", "deadline_exceeded"), "codes with no call have no meter");
       RequestMetrics m1 = pool.requestMetrics().get(0);
       FunctionTimer requests = timer(simple, "manypy.request.duration", "m1");
       assertEquals(3.0, requests.count());
@@ -96,36 +97,46 @@ class ManypyMetricsTest {
       assertEquals(0.0, gauge(simple, "manypy.draining"));
 
       String text = prometheus.scrape();
-      for (String line : List.of(
-          "# TYPE manypy_requests_total counter",
-          "manypy_requests_total{code=\"ok\",model=\"m1\",pool=\"svc\"} 2.0",
-          "manypy_requests_total{code=\"python\",model=\"m1\",pool=\"svc\"} 1.0",
-          "# TYPE manypy_request_duration_seconds summary", // count and sum, no buckets
-          "manypy_request_duration_seconds_count{model=\"m1\",pool=\"svc\"} 3",
-          "manypy_queue_duration_seconds_count{model=\"m1\",pool=\"svc\"} 3",
-          "manypy_inflight_requests{pool=\"svc\"} 0.0",
-          "manypy_queued_requests{pool=\"svc\"} 0.0",
-          "manypy_interpreters{pool=\"svc\",state=\"ready\"} 1.0",
-          "manypy_interpreters{pool=\"svc\",state=\"broken\"} 0.0",
-          "manypy_draining{pool=\"svc\"} 0.0")) {
+      for (String line :
+          List.of(
+              "# TYPE manypy_requests_total counter",
+              "manypy_requests_total{code=\"ok\",model=\"m1\",pool=\"svc\"} 2.0",
+              "manypy_requests_total{code=\"python\",model=\"m1\",pool=\"svc\"} 1.0",
+              "# TYPE manypy_request_duration_seconds summary", // count and sum, no buckets
+              "manypy_request_duration_seconds_count{model=\"m1\",pool=\"svc\"} 3",
+              "manypy_queue_duration_seconds_count{model=\"m1\",pool=\"svc\"} 3",
+              "manypy_inflight_requests{pool=\"svc\"} 0.0",
+              "manypy_queued_requests{pool=\"svc\"} 0.0",
+              "manypy_interpreters{pool=\"svc\",state=\"ready\"} 1.0",
+              "manypy_interpreters{pool=\"svc\",state=\"broken\"} 0.0",
+              "manypy_draining{pool=\"svc\"} 0.0")) {
         assertTrue(hasLine(text, line), line + " in\n" + text);
       }
-      assertTrue(text.contains("manypy_request_duration_seconds_sum{model=\"m1\",pool=\"svc\"} "), text);
+      assertTrue(
+          text.contains("manypy_request_duration_seconds_sum{model=\"m1\",pool=\"svc\"} "), text);
 
       // A model and a code that appear after binding are picked up by the reads themselves
       // (registered just after the read that first sees them).
       exec(pool, "m2", "y = 1");
-      assertThrows(OutOfRangeException.class, () -> {
-        try (CallOptions pinned = new CallOptions().context("m1", "").interpreter(5)) {
-          pool.exec("x = 1", pinned);
-        }
-      });
-      TestSupport.await(() -> {
-        String scraped = prometheus.scrape();
-        return hasLine(scraped, "manypy_requests_total{code=\"ok\",model=\"m2\",pool=\"svc\"} 1.0")
-            && hasLine(scraped, "manypy_requests_total{code=\"out_of_range\",model=\"m1\",pool=\"svc\"} 1.0")
-            && hasLine(scraped, "manypy_request_duration_seconds_count{model=\"m2\",pool=\"svc\"} 1");
-      }, "m2 and m1's out_of_range in the scrape");
+      assertThrows(
+          OutOfRangeException.class,
+          () -> {
+            try (CallOptions pinned = new CallOptions().context("m1", "").interpreter(5)) {
+              pool.exec("x = 1", pinned);
+            }
+          });
+      TestSupport.await(
+          () -> {
+            String scraped = prometheus.scrape();
+            return hasLine(
+                    scraped, "manypy_requests_total{code=\"ok\",model=\"m2\",pool=\"svc\"} 1.0")
+                && hasLine(
+                    scraped,
+                    "manypy_requests_total{code=\"out_of_range\",model=\"m1\",pool=\"svc\"} 1.0")
+                && hasLine(
+                    scraped, "manypy_request_duration_seconds_count{model=\"m2\",pool=\"svc\"} 1");
+          },
+          "m2 and m1's out_of_range in the scrape");
       TestSupport.await(() -> counter(simple, "m2", "ok") == 1.0, "m2 in the other registry too");
 
       // refresh() registers at once; a call without a context is model "".
@@ -134,8 +145,11 @@ class ManypyMetricsTest {
       metrics.refresh();
       assertEquals(1.0, counter(simple, "", "ok"));
       assertEquals(1.0, counter(simple, "m3", "ok"));
-      assertTrue(hasLine(prometheus.scrape(),
-          "manypy_requests_total{code=\"ok\",model=\"\",pool=\"svc\"} 1.0"), prometheus.scrape());
+      assertTrue(
+          hasLine(
+              prometheus.scrape(),
+              "manypy_requests_total{code=\"ok\",model=\"\",pool=\"svc\"} 1.0"),
+          prometheus.scrape());
 
       // The gauges follow the load.
       ExecutorService thread = Executors.newSingleThreadExecutor();

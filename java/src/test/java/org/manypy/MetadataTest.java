@@ -34,13 +34,15 @@ class MetadataTest {
 
   @Test
   void hookStampsArchivesTheHostWrites() {
-    Manypy.setExportHook(() -> Map.of("producer_info.json", PRODUCER,
-        "raw.bin", new byte[] {0, 1, 2}));
+    Manypy.setExportHook(
+        () -> Map.of("producer_info.json", PRODUCER, "raw.bin", new byte[] {0, 1, 2}));
     Path script = dir.resolve("script.pt");
     try (ScriptModule module = ScriptModule.load(TestSupport.archive("python_heavy_script.pt"))) {
       module.save(script, Map.of("note.txt", "saved from Java"));
     }
-    assertTrue(Archives.listFiles(script).contains("extra/note.txt"), Archives.listFiles(script).toString());
+    assertTrue(
+        Archives.listFiles(script).contains("extra/note.txt"),
+        Archives.listFiles(script).toString());
     assertEquals("saved from Java", text(script, "extra/note.txt"));
     assertEquals(PRODUCER, text(script, "extra/producer_info.json"));
     assertEquals(3, Archives.readFile(script, "extra/raw.bin").length);
@@ -56,7 +58,9 @@ class MetadataTest {
           ReplicatedObject model = again.loadPickle("model", "model.pkl")) {
         assertEquals(7L, model.call(7L));
         assertTrue(again.listFiles().contains("extra/model_card.md"));
-        assertEquals("# identity", new String(again.readFile("extra/model_card.md"), StandardCharsets.UTF_8));
+        assertEquals(
+            "# identity",
+            new String(again.readFile("extra/model_card.md"), StandardCharsets.UTF_8));
       }
     }
   }
@@ -67,11 +71,17 @@ class MetadataTest {
     Path script = dir.resolve("from-python.pt");
     Path pkg = dir.resolve("from-python-package.pt");
     try (Pool pool = Pool.create(1)) {
-      pool.exec(0, "import torch\n"
-          + "torch.jit.save(torch.jit.script(torch.nn.Linear(2, 2)), '" + script + "')\n"
-          + "from torch.package import PackageExporter\n"
-          + "with PackageExporter('" + pkg + "') as e:\n"
-          + "    e.save_text('notes', 'readme.txt', 'packaged in an interpreter')\n");
+      pool.exec(
+          0,
+          "import torch\n"
+              + "torch.jit.save(torch.jit.script(torch.nn.Linear(2, 2)), '"
+              + script
+              + "')\n"
+              + "from torch.package import PackageExporter\n"
+              + "with PackageExporter('"
+              + pkg
+              + "') as e:\n"
+              + "    e.save_text('notes', 'readme.txt', 'packaged in an interpreter')\n");
     }
     assertEquals(PRODUCER, text(script, "extra/producer_info.json"));
     assertEquals(PRODUCER, text(pkg, "extra/producer_info.json"));
@@ -82,9 +92,10 @@ class MetadataTest {
   void aThrowingHookWritesTheArchiveWithoutItsFiles() throws IOException {
     Queue<Throwable> reported = new ConcurrentLinkedQueue<>();
     Manypy.setCallbackErrorHandler(reported::add);
-    Manypy.setExportHook(() -> {
-      throw new IllegalStateException("hook failed");
-    });
+    Manypy.setExportHook(
+        () -> {
+          throw new IllegalStateException("hook failed");
+        });
     Path script = dir.resolve("no-hook-files.pt");
     try (ScriptModule module = ScriptModule.load(TestSupport.archive("python_heavy_script.pt"))) {
       module.save(script, null);
@@ -99,7 +110,9 @@ class MetadataTest {
     // Archives.saveCopy on TorchScript and a torch.package (AotiModuleTest copies a .pt2).
     Manypy.setExportHook(() -> Map.of("producer_info.json", PRODUCER));
     Path script = dir.resolve("invert_stamped.pt");
-    Archives.saveCopy(TestSupport.archive("invert_script.pt"), script,
+    Archives.saveCopy(
+        TestSupport.archive("invert_script.pt"),
+        script,
         Map.of("note.txt", "stamped from Java", "raw.bin", new byte[] {0, 1, 2}));
     Path pkg = dir.resolve("identity_stamped.pt");
     Archives.saveCopy(TestSupport.archive("identity.pt"), pkg, null);
@@ -112,15 +125,16 @@ class MetadataTest {
     Path again = dir.resolve("invert_again.pt");
     Archives.saveCopy(script, again, Map.of("note.txt", "replaced"));
     assertEquals("replaced", text(again, "extra/note.txt"));
-    assertEquals(1, Archives.listFiles(again).stream().filter(n -> n.equals("extra/note.txt")).count());
+    assertEquals(
+        1, Archives.listFiles(again).stream().filter(n -> n.equals("extra/note.txt")).count());
     try (ScriptModule module = ScriptModule.load(again);
-         Tensor mask = Tensor.of(new boolean[] {true, false}, 2);
-         Tensor out = (Tensor) module.call(mask)) {
+        Tensor mask = Tensor.of(new boolean[] {true, false}, 2);
+        Tensor out = (Tensor) module.call(mask)) {
       assertArrayEquals(new boolean[] {false, true}, out.toBooleanArray());
     }
     try (Pool pool = Pool.create(1);
-         TorchPackage copy = pool.loadPackage(pkg);
-         ReplicatedObject model = copy.loadPickle("model", "model.pkl")) {
+        TorchPackage copy = pool.loadPackage(pkg);
+        ReplicatedObject model = copy.loadPickle("model", "model.pkl")) {
       assertEquals(7L, model.call(7L));
     }
   }
@@ -128,26 +142,48 @@ class MetadataTest {
   @Test
   void aCopyThatCannotBeMadeThrows() {
     Path script = TestSupport.archive("invert_script.pt");
-    ErrorsTest.expect(NotFoundException.class, ErrorCode.NOT_FOUND, "",
+    ErrorsTest.expect(
+        NotFoundException.class,
+        ErrorCode.NOT_FOUND,
+        "",
         () -> Archives.saveCopy(dir.resolve("absent.pt"), dir.resolve("copy.pt"), null));
-    ErrorsTest.expect(NotFoundException.class, ErrorCode.NOT_FOUND, "",
+    ErrorsTest.expect(
+        NotFoundException.class,
+        ErrorCode.NOT_FOUND,
+        "",
         () -> Archives.saveCopy(script, dir.resolve("no/such/dir/copy.pt"), null));
-    ErrorsTest.expect(InvalidArgumentException.class, ErrorCode.INVALID_ARGUMENT, "bad.txt",
+    ErrorsTest.expect(
+        InvalidArgumentException.class,
+        ErrorCode.INVALID_ARGUMENT,
+        "bad.txt",
         () -> Archives.saveCopy(script, dir.resolve("bad.pt"), Map.of("bad.txt", 42L)));
-    ErrorsTest.expect(BadArchiveException.class, ErrorCode.BAD_ARCHIVE, "",
-        () -> Archives.saveCopy(TestSupport.archive("malformed/not_a_zip.pt"),
-            dir.resolve("copy.pt"), null));
+    ErrorsTest.expect(
+        BadArchiveException.class,
+        ErrorCode.BAD_ARCHIVE,
+        "",
+        () ->
+            Archives.saveCopy(
+                TestSupport.archive("malformed/not_a_zip.pt"), dir.resolve("copy.pt"), null));
   }
 
   @Test
   void extraFilesMustBeBytesOrStrings() {
     try (ScriptModule module = ScriptModule.load(TestSupport.archive("python_heavy_script.pt"))) {
-      ErrorsTest.expect(InvalidArgumentException.class, ErrorCode.INVALID_ARGUMENT, "bad.txt",
+      ErrorsTest.expect(
+          InvalidArgumentException.class,
+          ErrorCode.INVALID_ARGUMENT,
+          "bad.txt",
           () -> module.save(dir.resolve("bad.pt"), Map.of("bad.txt", 42L)));
     }
-    ErrorsTest.expect(NoSuchNameException.class, ErrorCode.NO_SUCH_NAME, "extra/nope",
+    ErrorsTest.expect(
+        NoSuchNameException.class,
+        ErrorCode.NO_SUCH_NAME,
+        "extra/nope",
         () -> Archives.readFile(TestSupport.archive("resnet18_script.pt"), "extra/nope"));
-    ErrorsTest.expect(BadArchiveException.class, ErrorCode.BAD_ARCHIVE, "",
+    ErrorsTest.expect(
+        BadArchiveException.class,
+        ErrorCode.BAD_ARCHIVE,
+        "",
         () -> Archives.listFiles(TestSupport.archive("malformed/not_a_zip.pt")));
   }
 }

@@ -11,13 +11,14 @@ import java.util.concurrent.ConcurrentLinkedQueue;
 import org.junit.jupiter.api.Test;
 
 /**
- * Callbacks on threads the JVM never saw: native threads (java/src/test/native)
- * call a model through the C API, the Java callback runs on them (attached by
- * the glue), and when they exit they are detached again.
+ * Callbacks on threads the JVM never saw: native threads (java/src/test/native) call a model
+ * through the C API, the Java callback runs on them (attached by the glue), and when they exit they
+ * are detached again.
  */
 class NativeThreadsTest {
   static {
-    System.load(TestSupport.buildDir().resolve("java-test-lib/libmanypy_java_test_native.so").toString());
+    System.load(
+        TestSupport.buildDir().resolve("java-test-lib/libmanypy_java_test_native.so").toString());
   }
 
   /** Starts `threads` native threads, each calling `model` once, joins them; failures. */
@@ -25,7 +26,8 @@ class NativeThreadsTest {
 
   static long attachedThreads() {
     return Thread.getAllStackTraces().keySet().stream()
-        .filter(t -> t.getName().equals("manypy-native")).count();
+        .filter(t -> t.getName().equals("manypy-native"))
+        .count();
   }
 
   @Test
@@ -38,10 +40,15 @@ class NativeThreadsTest {
     try (Pool pool = Pool.create(1);
         TorchPackage pkg = pool.loadPackage(TestSupport.archive("python_heavy.pt"));
         ReplicatedObject model = pkg.loadPickle("model", "model.pkl");
-        OpCallbackRegistration r = Manypy.addOpCallbacks(e -> {
-          threadNames.add(Thread.currentThread().getName());
-          daemons.add(Thread.currentThread().isDaemon());
-        }, null, 1.0, false)) {
+        OpCallbackRegistration r =
+            Manypy.addOpCallbacks(
+                e -> {
+                  threadNames.add(Thread.currentThread().getName());
+                  daemons.add(Thread.currentThread().isDaemon());
+                },
+                null,
+                1.0,
+                false)) {
       for (int round = 0; round < 3; ++round) {
         assertEquals(0, callFromNewThreads(model.nativeHandle(), input, 4));
         // pthread_join returned: each thread ran its thread-exit detach.

@@ -3,7 +3,6 @@ package org.manypy;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
-import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.time.Duration;
 import java.util.ArrayList;
@@ -18,10 +17,9 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /**
- * Pool.exec and Pool.eval with CallOptions (deadline, cancel token, pinned
- * interpreter), and one Tensor passed to many calls from many threads at
- * once. The stops here end cleanly (the loops let the stop's exception
- * through), so no interpreter is retired and the class shares its JVM.
+ * Pool.exec and Pool.eval with CallOptions (deadline, cancel token, pinned interpreter), and one
+ * Tensor passed to many calls from many threads at once. The stops here end cleanly (the loops let
+ * the stop's exception through), so no interpreter is retired and the class shares its JVM.
  */
 class PoolOptionsCallsTest {
   static Pool pool;
@@ -53,8 +51,9 @@ class PoolOptionsCallsTest {
     try (CallOptions options = new CallOptions().timeout(Duration.ofMillis(200))) {
       // On one line: Python 3.11 sends no line event for its jump to itself,
       // and the stop still reaches it (core/interp/stop.c).
-      DeadlineExceededException e = assertThrows(DeadlineExceededException.class,
-          () -> pool.exec("while True: pass", options));
+      DeadlineExceededException e =
+          assertThrows(
+              DeadlineExceededException.class, () -> pool.exec("while True: pass", options));
       assertEquals(ErrorCode.DEADLINE_EXCEEDED, e.code());
       // The same options bound an eval, and work when nothing runs long.
       assertThrows(DeadlineExceededException.class, () -> pool.eval("spin()", options));
@@ -68,16 +67,20 @@ class PoolOptionsCallsTest {
   void aCancelledTokenCancelsAnEval() throws Exception {
     try (CancelToken token = new CancelToken();
         CallOptions options = new CallOptions().cancelToken(token)) {
-      Future<?> cancel = threads.submit(() -> {
-        Thread.sleep(100); // lets the eval start; the test holds whichever comes first
-        token.cancel();
-        return null;
-      });
-      CancelledException e = assertThrows(CancelledException.class, () -> pool.eval("spin()", options));
+      Future<?> cancel =
+          threads.submit(
+              () -> {
+                Thread.sleep(100); // lets the eval start; the test holds whichever comes first
+                token.cancel();
+                return null;
+              });
+      CancelledException e =
+          assertThrows(CancelledException.class, () -> pool.eval("spin()", options));
       assertEquals(ErrorCode.CANCELLED, e.code());
       cancel.get(30, TimeUnit.SECONDS);
       // A token already cancelled fails an exec before anything runs.
-      assertThrows(CancelledException.class,
+      assertThrows(
+          CancelledException.class,
           () -> pool.exec("import sys; sys.ran_after_cancel = True", options));
       assertEquals(false, pool.eval("hasattr(__import__('sys'), 'ran_after_cancel')"));
     }
@@ -117,14 +120,16 @@ class PoolOptionsCallsTest {
         }
         List<Future<Integer>> workers = new ArrayList<>();
         for (int t = 0; t < 4; ++t) {
-          workers.add(threads.submit(() -> {
-            for (int i = 0; i < 25; ++i) {
-              try (Tensor logits = logits(model.call(null, List.of(x), kwargs, null))) {
-                assertArrayEquals(expected, logits.toFloatArray());
-              }
-            }
-            return 25;
-          }));
+          workers.add(
+              threads.submit(
+                  () -> {
+                    for (int i = 0; i < 25; ++i) {
+                      try (Tensor logits = logits(model.call(null, List.of(x), kwargs, null))) {
+                        assertArrayEquals(expected, logits.toFloatArray());
+                      }
+                    }
+                    return 25;
+                  }));
         }
         int calls = 0;
         for (Future<Integer> w : workers) calls += w.get(300, TimeUnit.SECONDS);

@@ -14,9 +14,8 @@ import org.junit.jupiter.api.Test;
 import org.manypy.internal.ManypyNativeConstants;
 
 /**
- * What happens to a whole JVM: loading the library (missing, mismatched),
- * starting without the static TLS setting, exiting with live pools. Each case
- * runs in a child JVM.
+ * What happens to a whole JVM: loading the library (missing, mismatched), starting without the
+ * static TLS setting, exiting with live pools. Each case runs in a child JVM.
  */
 class ProcessTest {
   static final String TUNABLES = "glibc.rtld.optional_static_tls=16384";
@@ -32,7 +31,11 @@ class ProcessTest {
   }
 
   static String resultLine(TestSupport.ChildResult child) {
-    return child.output().lines().filter(l -> l.startsWith("RESULT ")).findFirst()
+    return child
+        .output()
+        .lines()
+        .filter(l -> l.startsWith("RESULT "))
+        .findFirst()
         .orElseThrow(() -> new AssertionError("no RESULT line; output:\n" + child.output()));
   }
 
@@ -41,9 +44,9 @@ class ProcessTest {
     assertEquals(Manypy.version(), Manypy.libraryVersion());
     // While the major is 0, the minor is the ABI: any patch, nothing else.
     assertTrue(NativeLibrary.compatible(200, 200));
-    assertTrue(NativeLibrary.compatible(200, 203));    // another patch: same ABI
-    assertFalse(NativeLibrary.compatible(200, 100));   // older minor
-    assertFalse(NativeLibrary.compatible(200, 300));   // newer minor: another ABI too
+    assertTrue(NativeLibrary.compatible(200, 203)); // another patch: same ABI
+    assertFalse(NativeLibrary.compatible(200, 100)); // older minor
+    assertFalse(NativeLibrary.compatible(200, 300)); // newer minor: another ABI too
     assertFalse(NativeLibrary.compatible(200, 10200)); // another major
     // From 1.0 on, the major is the ABI: a newer minor has all of an older one.
     assertTrue(NativeLibrary.compatible(10100, 10305));
@@ -54,8 +57,8 @@ class ProcessTest {
 
   @Test
   void aMissingLibraryIsAClearError() throws Exception {
-    TestSupport.ChildResult child = TestSupport.runChild(env(TUNABLES),
-        List.of("-Dmanypy.library.path=/no/such/dir"), "load");
+    TestSupport.ChildResult child =
+        TestSupport.runChild(env(TUNABLES), List.of("-Dmanypy.library.path=/no/such/dir"), "load");
     String line = resultLine(child);
     assertTrue(line.startsWith("RESULT load-failed manypy: could not load /no/such/dir"), line);
     assertTrue(line.contains("-Djava.library.path"), line);
@@ -67,8 +70,11 @@ class ProcessTest {
     // The directory, and the file itself, with java.library.path left empty.
     Path lib = TestSupport.buildDir().resolve("lib");
     for (Path path : List.of(lib, lib.resolve("libmanypy_jni.so"))) {
-      TestSupport.ChildResult child = TestSupport.runChild(env(TUNABLES),
-          List.of("-Djava.library.path=/nonexistent", "-Dmanypy.library.path=" + path), "load");
+      TestSupport.ChildResult child =
+          TestSupport.runChild(
+              env(TUNABLES),
+              List.of("-Djava.library.path=/nonexistent", "-Dmanypy.library.path=" + path),
+              "load");
       assertEquals("RESULT loaded " + Manypy.version(), resultLine(child), child.output());
     }
   }
@@ -76,8 +82,11 @@ class ProcessTest {
   @Test
   void theNativePathPropertyAndEnvironmentVariableNeedNoLibraryPath() throws Exception {
     Path lib = TestSupport.buildDir().resolve("lib");
-    TestSupport.ChildResult byProperty = TestSupport.runChild(env(TUNABLES),
-        List.of("-Djava.library.path=/nonexistent", "-Dmanypy.native.path=" + lib), "load");
+    TestSupport.ChildResult byProperty =
+        TestSupport.runChild(
+            env(TUNABLES),
+            List.of("-Djava.library.path=/nonexistent", "-Dmanypy.native.path=" + lib),
+            "load");
     assertEquals("RESULT loaded " + Manypy.version(), resultLine(byProperty), byProperty.output());
     Map<String, String> env = env(TUNABLES);
     env.put("MANYPY_NATIVE_PATH", lib.resolve("libmanypy_jni.so").toString());
@@ -86,9 +95,14 @@ class ProcessTest {
     assertEquals("RESULT loaded " + Manypy.version(), resultLine(byEnv), byEnv.output());
     // The property wins over the environment.
     env.put("MANYPY_NATIVE_PATH", lib.toString());
-    TestSupport.ChildResult both = TestSupport.runChild(env,
-        List.of("-Djava.library.path=/nonexistent", "-Dmanypy.native.path=/no/such/dir"), "load");
-    assertTrue(resultLine(both).startsWith("RESULT load-failed manypy: could not load /no/such/dir"), both.output());
+    TestSupport.ChildResult both =
+        TestSupport.runChild(
+            env,
+            List.of("-Djava.library.path=/nonexistent", "-Dmanypy.native.path=/no/such/dir"),
+            "load");
+    assertTrue(
+        resultLine(both).startsWith("RESULT load-failed manypy: could not load /no/such/dir"),
+        both.output());
   }
 
   @Test
@@ -111,8 +125,11 @@ class ProcessTest {
     env.put("LD_LIBRARY_PATH", fake.toString());
     TestSupport.ChildResult child = TestSupport.runChild(env, List.of(libraryPath()), "load");
     String line = resultLine(child);
-    assertTrue(line.contains("libmanypy.so is version 1.0.0 but this jar needs "
-        + NativeLibrary.abi(ManypyNativeConstants.MANYPY_VERSION_NUMBER)), line);
+    assertTrue(
+        line.contains(
+            "libmanypy.so is version 1.0.0 but this jar needs "
+                + NativeLibrary.abi(ManypyNativeConstants.MANYPY_VERSION_NUMBER)),
+        line);
   }
 
   @Test
@@ -128,16 +145,17 @@ class ProcessTest {
   }
 
   /**
-   * A serve-early pool whose interpreters past glibc's default static TLS fail to start in
-   * the background (ChildMain.interpreterFailed): its callback is told of each, with a
+   * A serve-early pool whose interpreters past glibc's default static TLS fail to start in the
+   * background (ChildMain.interpreterFailed): its callback is told of each, with a
    * StaticTlsException, on a daemon manypy-native thread; the callback's exception goes to the
    * error handler and the JVM lives; each failed interpreter is broken and says why; the pool
    * serves on the others and closes.
    */
   @Test
   void aServeEarlyPoolTellsItsCallbackOfInterpretersThatFailToStart() throws Exception {
-    TestSupport.ChildResult child = TestSupport.runChild(env(null),
-        List.of(libraryPath(), "-Xcheck:jni"), "interpreter-failed");
+    TestSupport.ChildResult child =
+        TestSupport.runChild(
+            env(null), List.of(libraryPath(), "-Xcheck:jni"), "interpreter-failed");
     assertEquals(0, child.exitCode(), child.output());
     String line = resultLine(child);
     System.out.println("interpreter-failed child: " + line);
@@ -158,29 +176,34 @@ class ProcessTest {
     StringBuilder expected = new StringBuilder();
     for (String report : told) {
       String[] parts = report.split(":");
-      assertEquals(List.of("STATIC_TLS", "manypy-native", "true"),
-          List.of(parts[1], parts[2], parts[3]), line);
+      assertEquals(
+          List.of("STATIC_TLS", "manypy-native", "true"),
+          List.of(parts[1], parts[2], parts[3]),
+          line);
       int index = Integer.parseInt(parts[0]);
       assertTrue(index >= 1 && index < n, line);
       expected.append(expected.length() == 0 ? "" : ",").append(index).append(":static-tls");
     }
     // Each failed interpreter is broken, and checkInterpreter says why.
     List<String> checked = List.of(fields.get("checked").split(","));
-    assertEquals(java.util.Set.copyOf(List.of(expected.toString().split(","))),
-        java.util.Set.copyOf(checked), line);
+    assertEquals(
+        java.util.Set.copyOf(List.of(expected.toString().split(","))),
+        java.util.Set.copyOf(checked),
+        line);
   }
 
   /**
-   * The native pool holds its interpreter-failed callback for as long as it lives, Java handles
-   * or not (ChildMain.interpreterFailedAfterClose): a pool closed at once while 150 asynchronous
-   * calls hold it grows for them, and the interpreters past glibc's default static TLS, which
-   * fail to start after the close, are still told; every call succeeds, and once the last one
-   * is done the callback is released.
+   * The native pool holds its interpreter-failed callback for as long as it lives, Java handles or
+   * not (ChildMain.interpreterFailedAfterClose): a pool closed at once while 150 asynchronous calls
+   * hold it grows for them, and the interpreters past glibc's default static TLS, which fail to
+   * start after the close, are still told; every call succeeds, and once the last one is done the
+   * callback is released.
    */
   @Test
   void failuresAfterThePoolIsClosedAreStillTold() throws Exception {
-    TestSupport.ChildResult child = TestSupport.runChild(env(null),
-        List.of(libraryPath(), "-Xcheck:jni"), "interpreter-failed-after-close");
+    TestSupport.ChildResult child =
+        TestSupport.runChild(
+            env(null), List.of(libraryPath(), "-Xcheck:jni"), "interpreter-failed-after-close");
     assertEquals(0, child.exitCode(), child.output());
     String line = resultLine(child);
     System.out.println("interpreter-failed-after-close child: " + line);
@@ -189,7 +212,8 @@ class ProcessTest {
       fields.put(field.substring(0, field.indexOf('=')), field.substring(field.indexOf('=') + 1));
     }
     int n = Integer.parseInt(fields.get("interpreters"));
-    assertEquals("1", fields.get("heldAfterClose"), "the calls hold the pool, and so the callback: " + line);
+    assertEquals(
+        "1", fields.get("heldAfterClose"), "the calls hold the pool, and so the callback: " + line);
     assertEquals("150", fields.get("ok"), line);
     assertEquals("0", fields.get("heldAtEnd"), "released with the pool's last call: " + line);
     String told = fields.get("told").replaceAll("^\\[|\\]$", "");

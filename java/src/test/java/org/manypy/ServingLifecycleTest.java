@@ -2,7 +2,6 @@ package org.manypy;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -28,11 +27,11 @@ import org.junit.jupiter.api.function.Executable;
 import org.manypy.internal.ManypyNative;
 
 /**
- * The serving lifecycle (issue 23): serve early, growth, resize, stats, request metrics and
- * their Prometheus text, drain and DrainingException, the interpreter-failed callback's
- * registration. In a JVM of its own (fresh-jvm), so that the first pool starts fresh
- * interpreters (serve early is seen only while interpreters start) and the drains, which
- * cancel running calls, cannot retire an interpreter other suites need.
+ * The serving lifecycle (issue 23): serve early, growth, resize, stats, request metrics and their
+ * Prometheus text, drain and DrainingException, the interpreter-failed callback's registration. In
+ * a JVM of its own (fresh-jvm), so that the first pool starts fresh interpreters (serve early is
+ * seen only while interpreters start) and the drains, which cancel running calls, cannot retire an
+ * interpreter other suites need.
  */
 @Tag("fresh-jvm")
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
@@ -57,8 +56,8 @@ class ServingLifecycleTest {
     }
   }
 
-  static Future<?> execInBackground(ExecutorService threads, Pool pool, String model,
-      int interpreter, String source) {
+  static Future<?> execInBackground(
+      ExecutorService threads, Pool pool, String model, int interpreter, String source) {
     return threads.submit(() -> exec(pool, model, interpreter, source));
   }
 
@@ -83,8 +82,8 @@ class ServingLifecycleTest {
     long t0 = System.nanoTime();
     try (Pool pool = Pool.create(new PoolOptions().interpreters(3).serveEarly(true))) {
       PoolStats first = pool.stats();
-      System.out.printf("serve early: serving after %.2f s with %s%n",
-          (System.nanoTime() - t0) / 1e9, first);
+      System.out.printf(
+          "serve early: serving after %.2f s with %s%n", (System.nanoTime() - t0) / 1e9, first);
       assertEquals(3, first.interpreters());
       assertEquals(3, pool.size());
       assertEquals(3, first.starting() + first.ready() + first.busy() + first.broken());
@@ -111,15 +110,21 @@ class ServingLifecycleTest {
   @Test
   @Order(2)
   void aPoolGrowsWhenCallsWaitLongerThanGrowAfter() throws Exception {
-    try (Pool pool = Pool.create(new PoolOptions().interpreters(1).maxInterpreters(2)
-            .growAfter(Duration.ofMillis(5)).threadMode(ThreadMode.HANDOFF))) {
+    try (Pool pool =
+        Pool.create(
+            new PoolOptions()
+                .interpreters(1)
+                .maxInterpreters(2)
+                .growAfter(Duration.ofMillis(5))
+                .threadMode(ThreadMode.HANDOFF))) {
       assertEquals(1, pool.size());
       ExecutorService threads = Executors.newFixedThreadPool(4);
       try {
         List<Future<?>> calls = new ArrayList<>();
         for (int i = 0; i < 4; ++i) {
-          calls.add(execInBackground(threads, pool, "", Pool.ANY_INTERPRETER,
-              "import time\ntime.sleep(0.1)"));
+          calls.add(
+              execInBackground(
+                  threads, pool, "", Pool.ANY_INTERPRETER, "import time\ntime.sleep(0.1)"));
         }
         for (Future<?> call : calls) assertNull(outcome(call));
       } finally {
@@ -141,12 +146,19 @@ class ServingLifecycleTest {
         TorchPackage pkg = pool.loadPackage(TestSupport.archive("version_1.pt"));
         ReplicatedObject model = pkg.loadPickle("model", "model.pkl");
         CallOptions onSecond = new CallOptions().interpreter(1)) {
-      OutOfRangeException zero = expect(OutOfRangeException.class,
-          "a pool needs 1 to " + max + " interpreters on this platform, not 0", () -> pool.resize(0));
+      OutOfRangeException zero =
+          expect(
+              OutOfRangeException.class,
+              "a pool needs 1 to " + max + " interpreters on this platform, not 0",
+              () -> pool.resize(0));
       assertEquals(ErrorCode.OUT_OF_RANGE, zero.code());
-      expect(OutOfRangeException.class, "1 to " + max + " interpreters on this platform, not "
-          + (max + 1), () -> pool.resize(max + 1));
-      expect(OutOfRangeException.class, "1 to " + max + " interpreters on this platform, not -1",
+      expect(
+          OutOfRangeException.class,
+          "1 to " + max + " interpreters on this platform, not " + (max + 1),
+          () -> pool.resize(max + 1));
+      expect(
+          OutOfRangeException.class,
+          "1 to " + max + " interpreters on this platform, not -1",
           () -> pool.resize(-1));
       assertEquals(1, pool.size());
       for (int round = 0; round < 2; ++round) {
@@ -186,7 +198,8 @@ class ServingLifecycleTest {
       assertEquals(1, s.completed(ErrorCode.OUT_OF_RANGE));
       assertEquals(0, s.completed(ErrorCode.DRAINING));
       assertEquals(6, s.totalCompleted());
-      assertEquals(Map.of(ErrorCode.OK, 4L, ErrorCode.PYTHON, 1L, ErrorCode.OUT_OF_RANGE, 1L),
+      assertEquals(
+          Map.of(ErrorCode.OK, 4L, ErrorCode.PYTHON, 1L, ErrorCode.OUT_OF_RANGE, 1L),
           s.completed());
       assertThrows(UnsupportedOperationException.class, () -> s.completed().put(ErrorCode.OK, 0L));
 
@@ -219,17 +232,18 @@ class ServingLifecycleTest {
 
       String text = pool.prometheusText();
       String label = "pool=\"svc \\\"a\\\"\"";
-      for (String line : List.of(
-          "# TYPE manypy_requests_total counter",
-          "manypy_requests_total{" + label + ",model=\"m1\",code=\"ok\"} 3",
-          "manypy_requests_total{" + label + ",model=\"m1\",code=\"python\"} 1",
-          "manypy_requests_total{" + label + ",model=\"m1\",code=\"out_of_range\"} 1",
-          "# TYPE manypy_request_duration_seconds histogram",
-          "manypy_request_duration_seconds_bucket{" + label + ",model=\"m1\",le=\"+Inf\"} 4",
-          "manypy_queue_duration_seconds_count{" + label + ",model=\"m2\"} 1",
-          "manypy_inflight_requests{" + label + "} 0",
-          "manypy_interpreters{" + label + ",state=\"ready\"} 2",
-          "manypy_draining{" + label + "} 0")) {
+      for (String line :
+          List.of(
+              "# TYPE manypy_requests_total counter",
+              "manypy_requests_total{" + label + ",model=\"m1\",code=\"ok\"} 3",
+              "manypy_requests_total{" + label + ",model=\"m1\",code=\"python\"} 1",
+              "manypy_requests_total{" + label + ",model=\"m1\",code=\"out_of_range\"} 1",
+              "# TYPE manypy_request_duration_seconds histogram",
+              "manypy_request_duration_seconds_bucket{" + label + ",model=\"m1\",le=\"+Inf\"} 4",
+              "manypy_queue_duration_seconds_count{" + label + ",model=\"m2\"} 1",
+              "manypy_inflight_requests{" + label + "} 0",
+              "manypy_interpreters{" + label + ",state=\"ready\"} 2",
+              "manypy_draining{" + label + "} 0")) {
         assertTrue(text.lines().anyMatch(line::equals), line + " in\n" + text);
       }
     }
@@ -280,8 +294,8 @@ class ServingLifecycleTest {
         PoolStats s = pool.stats();
         assertTrue(s.draining());
         assertFalse(s.serving());
-        assertEquals(ErrorCode.DRAINING, assertThrows(DrainingException.class,
-            () -> pool.eval("1")).code());
+        assertEquals(
+            ErrorCode.DRAINING, assertThrows(DrainingException.class, () -> pool.eval("1")).code());
         // The 3 calls drained; the 5 refusals (loading, before, is no call).
         assertEquals(Map.of(ErrorCode.OK, 3L, ErrorCode.DRAINING, 5L), s.completed());
         // Again: nothing is left, nothing counted. Resize is refused.
@@ -317,7 +331,8 @@ class ServingLifecycleTest {
       try {
         // One running, one queued behind it; neither ends by itself.
         List<Future<?>> calls = new ArrayList<>();
-        for (int i = 0; i < 2; ++i) calls.add(execInBackground(threads, pool, "stuck", 0, SLEEP_FOREVER));
+        for (int i = 0; i < 2; ++i)
+          calls.add(execInBackground(threads, pool, "stuck", 0, SLEEP_FOREVER));
         TestSupport.await(() -> pool.inFlight() == 2, "2 calls in flight");
         long t0 = System.nanoTime();
         assertEquals(new DrainResult(0, 2), pool.drain(Duration.ofMillis(300)));
@@ -352,11 +367,13 @@ class ServingLifecycleTest {
         TestSupport.await(() -> pool.inFlight() == 1, "a call in flight");
         CountDownLatch go = new CountDownLatch(1);
         final int r = round;
-        Future<DrainResult> drain = threads.submit(() -> {
-          go.await();
-          if (r % 3 == 1) Thread.sleep(20);
-          return pool.drain();
-        });
+        Future<DrainResult> drain =
+            threads.submit(
+                () -> {
+                  go.await();
+                  if (r % 3 == 1) Thread.sleep(20);
+                  return pool.drain();
+                });
         go.countDown();
         if (r % 3 == 2) Thread.sleep(20);
         if (r % 2 == 0) model.close(); // the drain may race frees of handles too
@@ -382,8 +399,14 @@ class ServingLifecycleTest {
   void aClosedPoolRefusesTheLifecycleCalls() {
     Pool pool = Pool.create(1);
     pool.close();
-    for (Executable call : List.<Executable>of(pool::size, pool::stats, () -> pool.resize(1),
-        pool::drain, pool::prometheusText, pool::requestMetrics)) {
+    for (Executable call :
+        List.<Executable>of(
+            pool::size,
+            pool::stats,
+            () -> pool.resize(1),
+            pool::drain,
+            pool::prometheusText,
+            pool::requestMetrics)) {
       expect(IllegalStateException.class, "closed", call);
     }
   }
@@ -393,26 +416,47 @@ class ServingLifecycleTest {
     int max = Manypy.maxInterpreters();
     long before = callbacksHeld();
     InterpreterFailedCallback callback = (i, why) -> {};
-    expect(OutOfRangeException.class, "wait_ns must be >= 1, not 0",
-        () -> Pool.create(new PoolOptions().growAfter(Duration.ZERO).onInterpreterFailed(callback)));
-    expect(OutOfRangeException.class, "wait_ns must be >= 1, not -1000000",
+    expect(
+        OutOfRangeException.class,
+        "wait_ns must be >= 1, not 0",
+        () ->
+            Pool.create(new PoolOptions().growAfter(Duration.ZERO).onInterpreterFailed(callback)));
+    expect(
+        OutOfRangeException.class,
+        "wait_ns must be >= 1, not -1000000",
         () -> Pool.create(new PoolOptions().growAfter(Duration.ofMillis(-1))));
     assertThrows(IllegalArgumentException.class, () -> new PoolOptions().growAfter(null));
-    expect(OutOfRangeException.class, "negative",
+    expect(
+        OutOfRangeException.class,
+        "negative",
         () -> Pool.create(new PoolOptions().maxInterpreters(-1)));
-    expect(OutOfRangeException.class, "between the pool's starting number (2) and this "
-        + "platform's limit (" + max + "), not 1",
-        () -> Pool.create(new PoolOptions().interpreters(2).maxInterpreters(1)
-            .onInterpreterFailed(callback)));
-    expect(OutOfRangeException.class, "not " + (max + 1),
+    expect(
+        OutOfRangeException.class,
+        "between the pool's starting number (2) and this "
+            + "platform's limit ("
+            + max
+            + "), not 1",
+        () ->
+            Pool.create(
+                new PoolOptions()
+                    .interpreters(2)
+                    .maxInterpreters(1)
+                    .onInterpreterFailed(callback)));
+    expect(
+        OutOfRangeException.class,
+        "not " + (max + 1),
         () -> Pool.create(new PoolOptions().maxInterpreters(max + 1)));
-    expect(IllegalArgumentException.class, "NUL",
-        () -> Pool.create(new PoolOptions().name("a\0b")));
+    expect(
+        IllegalArgumentException.class, "NUL", () -> Pool.create(new PoolOptions().name("a\0b")));
     // A pool that was never made holds no callback: the options released it at once.
     assertEquals(before, callbacksHeld());
     // A maximum equal to the start, and a huge wait, are fine.
-    try (Pool pool = Pool.create(new PoolOptions().interpreters(1).maxInterpreters(1)
-        .growAfter(Duration.ofDays(365L * 1000)))) {
+    try (Pool pool =
+        Pool.create(
+            new PoolOptions()
+                .interpreters(1)
+                .maxInterpreters(1)
+                .growAfter(Duration.ofDays(365L * 1000)))) {
       assertEquals(1, pool.size());
     }
   }
@@ -424,15 +468,15 @@ class ServingLifecycleTest {
 
   /**
    * The native pool holds the callback for as long as anything holds the pool, a Java handle or
-   * not, and manypy then releases it, once; null removes it. (A real background start failure
-   * needs a JVM without the static TLS setting: ProcessTest.)
+   * not, and manypy then releases it, once; null removes it. (A real background start failure needs
+   * a JVM without the static TLS setting: ProcessTest.)
    */
   @Test
   void theInterpreterFailedCallbackIsReleasedOnceThePoolIsGone() {
     long before = callbacksHeld();
     InterpreterFailedCallback callback = (i, why) -> {};
-    try (Pool none = Pool.create(new PoolOptions().onInterpreterFailed(callback)
-        .onInterpreterFailed(null))) {
+    try (Pool none =
+        Pool.create(new PoolOptions().onInterpreterFailed(callback).onInterpreterFailed(null))) {
       assertEquals(before, callbacksHeld());
     }
 
@@ -464,17 +508,20 @@ class ServingLifecycleTest {
       collect();
       assertEquals(before + 1, callbacksHeld(), "the call holds the pool");
       token.cancel();
-      assertTrue(TestSupport.failure(spin) instanceof CancelledException,
+      assertTrue(
+          TestSupport.failure(spin) instanceof CancelledException,
           String.valueOf(TestSupport.failure(spin)));
     }
     TestSupport.await(() -> callbacksHeld() == before, "the callback released after the call");
 
     // A pool never closed: the Cleaner frees it once it is unreachable, and the callback with it.
     createUnclosed(callback);
-    TestSupport.await(() -> {
-      collect();
-      return callbacksHeld() == before;
-    }, "the collected pool's callback released");
+    TestSupport.await(
+        () -> {
+          collect();
+          return callbacksHeld() == before;
+        },
+        "the collected pool's callback released");
     assertEquals(before, callbacksHeld());
   }
 
@@ -495,10 +542,10 @@ class ServingLifecycleTest {
   }
 
   /**
-   * The Java end of the callback, called as the glue calls it: the callback gets the index and
-   * the status's exception; one that throws is reported, and so is an object that is not a
-   * callback; handles it frees (the pool's, which must not be destroyed on the pool's own
-   * thread) are freed on another thread.
+   * The Java end of the callback, called as the glue calls it: the callback gets the index and the
+   * status's exception; one that throws is reported, and so is an object that is not a callback;
+   * handles it frees (the pool's, which must not be destroyed on the pool's own thread) are freed
+   * on another thread.
    */
   @Test
   void theCallbackGetsItsExceptionAndMayCloseThePool() throws Exception {
@@ -508,12 +555,13 @@ class ServingLifecycleTest {
     NativeResource probe =
         new NativeResource(1, address -> freedOn.set(Thread.currentThread().getName()), "Probe") {};
     Pool pool = Pool.create(1);
-    InterpreterFailedCallback callback = (interpreter, why) -> {
-      told.add(interpreter + " " + why.getClass().getSimpleName() + " " + why.getMessage());
-      probe.close();
-      pool.close();
-      throw new IllegalStateException("thrown by the callback");
-    };
+    InterpreterFailedCallback callback =
+        (interpreter, why) -> {
+          told.add(interpreter + " " + why.getClass().getSimpleName() + " " + why.getMessage());
+          probe.close();
+          pool.close();
+          throw new IllegalStateException("thrown by the callback");
+        };
     Manypy.setCallbackErrorHandler(reported::add);
     long status = ManypyNative.manypy_status_new(ErrorCode.STATIC_TLS.value(), "out of static TLS");
     try {
@@ -526,7 +574,8 @@ class ServingLifecycleTest {
     assertEquals(List.of("3 StaticTlsException out of static TLS"), List.copyOf(told));
     assertEquals(2, reported.size());
     assertEquals("thrown by the callback", reported.peek().getMessage());
-    assertTrue(List.copyOf(reported).get(1) instanceof ClassCastException,
+    assertTrue(
+        List.copyOf(reported).get(1) instanceof ClassCastException,
         String.valueOf(List.copyOf(reported).get(1)));
     TestSupport.await(() -> freedOn.get() != null, "the probe freed");
     assertEquals("manypy-deferred-free", freedOn.get());
@@ -547,7 +596,8 @@ class ServingLifecycleTest {
       CompletableFuture<Object> before = model.callMethodAsync("version");
       pool.drain();
       assertEquals(2L, TestSupport.value(before));
-      expect(DrainingException.class, "draining", () -> model.callAsync(Tensor.of(new float[] {1})));
+      expect(
+          DrainingException.class, "draining", () -> model.callAsync(Tensor.of(new float[] {1})));
       TestSupport.await(() -> TestSupport.pendingAsync() == 0, "every native completion");
     }
   }

@@ -24,17 +24,15 @@ import org.junit.jupiter.api.TestMethodOrder;
 import org.junit.jupiter.api.function.Executable;
 
 /**
- * Deadlines and cancel tokens on stuck.pt (samples/models/stuck.py), whose
- * methods never return, in a pool of 2 interpreters of one thread mode
- * (DeadlinesDirectTest, DeadlinesHandoffTest): a model stuck in Python is
- * stopped within its timeout plus 100 ms (the contract; the mechanism needs
- * about one GIL switch interval, 5 ms), its interpreter keeps serving, a
- * waiting call gives up, and a bound that does not expire changes nothing.
- * A model that catches the stop and goes on is ended when the pool's stop
- * grace has passed, and its interpreter is retired: that test runs last,
- * because interpreter 1 never serves again, and each class runs in a JVM of
- * its own (fresh-jvm), because the process never gets that interpreter back
- * (a torch 2.x process has only 7). Mirrors tests/capi/capi_deadlines.c.
+ * Deadlines and cancel tokens on stuck.pt (samples/models/stuck.py), whose methods never return, in
+ * a pool of 2 interpreters of one thread mode (DeadlinesDirectTest, DeadlinesHandoffTest): a model
+ * stuck in Python is stopped within its timeout plus 100 ms (the contract; the mechanism needs
+ * about one GIL switch interval, 5 ms), its interpreter keeps serving, a waiting call gives up, and
+ * a bound that does not expire changes nothing. A model that catches the stop and goes on is ended
+ * when the pool's stop grace has passed, and its interpreter is retired: that test runs last,
+ * because interpreter 1 never serves again, and each class runs in a JVM of its own (fresh-jvm),
+ * because the process never gets that interpreter back (a torch 2.x process has only 7). Mirrors
+ * tests/capi/capi_deadlines.c.
  */
 @Tag("fresh-jvm")
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
@@ -42,6 +40,7 @@ import org.junit.jupiter.api.function.Executable;
 abstract class StuckModelTest {
   /** How late a stop may come after its deadline or its cancel. */
   static final long SLACK_NANOS = TimeUnit.MILLISECONDS.toNanos(100);
+
   /** How late an escalated stop (after the grace) may end the call. */
   static final long ESCALATION_SLACK_NANOS = TimeUnit.MILLISECONDS.toNanos(500);
 
@@ -88,22 +87,24 @@ abstract class StuckModelTest {
   /** stuck's forward(x) on `interpreter` gives x * 2. */
   void assertServes(int interpreter) {
     try (CallOptions options = pinned(interpreter, null, null);
-        Tensor out = (Tensor) stuck.call(null, List.of(Tensor.of(new float[] {1, 2, 3})), null, options)) {
+        Tensor out =
+            (Tensor) stuck.call(null, List.of(Tensor.of(new float[] {1, 2, 3})), null, options)) {
       assertArrayEquals(new float[] {2, 4, 6}, out.toFloatArray());
     }
   }
 
   /**
-   * Runs `call`, which must throw `type`, naming the stop in its message and,
-   * when Python was stopped while running (`ran`), carrying the Python type
-   * and a traceback through `where`. Returns the exception.
+   * Runs `call`, which must throw `type`, naming the stop in its message and, when Python was
+   * stopped while running (`ran`), carrying the Python type and a traceback through `where`.
+   * Returns the exception.
    */
-  static <T extends ManypyException> T expectStop(Class<T> type, String where, boolean ran,
-      Executable call) {
+  static <T extends ManypyException> T expectStop(
+      Class<T> type, String where, boolean ran, Executable call) {
     T e = assertThrows(type, call);
     boolean cancelled = e instanceof CancelledException;
     assertEquals(cancelled ? ErrorCode.CANCELLED : ErrorCode.DEADLINE_EXCEEDED, e.code());
-    assertTrue(e.getMessage().contains(cancelled ? "cancelled" : "deadline exceeded"), e.getMessage());
+    assertTrue(
+        e.getMessage().contains(cancelled ? "cancelled" : "deadline exceeded"), e.getMessage());
     if (ran) {
       assertEquals(cancelled ? "manypy.Cancelled" : "manypy.DeadlineExceeded", e.pythonType());
       assertTrue(e.pythonTraceback().contains(where), e.pythonTraceback());
@@ -120,7 +121,8 @@ abstract class StuckModelTest {
     long elapsed = System.nanoTime() - startNanos;
     String ms = (elapsed / 1_000_000) + " ms";
     assertTrue(elapsed >= timeout.toNanos(), what + " stopped early, after " + ms);
-    assertTrue(elapsed <= timeout.toNanos() + slackNanos,
+    assertTrue(
+        elapsed <= timeout.toNanos() + slackNanos,
         what + " stopped after " + ms + " (timeout " + timeout.toMillis() + " ms)");
   }
 
@@ -129,7 +131,10 @@ abstract class StuckModelTest {
     Duration timeout = Duration.ofMillis(300);
     try (CallOptions options = pinned(0, timeout, null)) {
       long start = System.nanoTime();
-      expectStop(DeadlineExceededException.class, "spin", true,
+      expectStop(
+          DeadlineExceededException.class,
+          "spin",
+          true,
           () -> stuck.call("spin", null, null, options));
       assertStoppedInTime(start, timeout, "spin()");
     }
@@ -137,9 +142,9 @@ abstract class StuckModelTest {
   }
 
   /**
-   * A model that catches every stop: the stop escalates once the grace has
-   * passed, the call ends, and interpreter 1 is retired for the rest of the
-   * JVM. Last in the class: that interpreter never serves again.
+   * A model that catches every stop: the stop escalates once the grace has passed, the call ends,
+   * and interpreter 1 is retired for the rest of the JVM. Last in the class: that interpreter never
+   * serves again.
    */
   @Test
   @Order(Integer.MAX_VALUE)
@@ -149,19 +154,24 @@ abstract class StuckModelTest {
     String graceText = "within its " + grace.toMillis() + " ms grace period";
     try (CallOptions options = pinned(1, timeout, null)) {
       long start = System.nanoTime();
-      DeadlineExceededException e = expectStop(DeadlineExceededException.class, "spin_catching",
-          true, () -> stuck.call("spin_catching", null, null, options));
+      DeadlineExceededException e =
+          expectStop(
+              DeadlineExceededException.class,
+              "spin_catching",
+              true,
+              () -> stuck.call("spin_catching", null, null, options));
       // An escalation is a second stop, and then the retirement: the same
       // bound as capi_deadlines.c's, which leaves room for a loaded machine.
-      assertStoppedInTime(start, timeout.plus(grace), "spin_catching() with its grace",
-          ESCALATION_SLACK_NANOS);
+      assertStoppedInTime(
+          start, timeout.plus(grace), "spin_catching() with its grace", ESCALATION_SLACK_NANOS);
       assertTrue(e.getMessage().contains("the interpreter was retired"), e.getMessage());
       assertTrue(e.getMessage().contains(graceText), e.getMessage());
 
       InterpreterBrokenException broken =
           assertThrows(InterpreterBrokenException.class, () -> pool.checkInterpreter(1));
       assertEquals(ErrorCode.INTERPRETER_BROKEN, broken.code());
-      assertTrue(broken.getMessage().contains("retired") && broken.getMessage().contains(graceText),
+      assertTrue(
+          broken.getMessage().contains("retired") && broken.getMessage().contains(graceText),
           broken.getMessage());
       pool.checkInterpreter(0);
       assertThrows(OutOfRangeException.class, () -> pool.checkInterpreter(2));
@@ -169,7 +179,8 @@ abstract class StuckModelTest {
 
       // Pinned to it: refused at once, without running.
       long refused = System.nanoTime();
-      assertThrows(InterpreterBrokenException.class,
+      assertThrows(
+          InterpreterBrokenException.class,
           () -> stuck.call(null, List.of(Tensor.of(new float[] {1})), null, options));
       assertTrue(System.nanoTime() - refused < timeout.toNanos(), "a call pinned to it ran");
     }
@@ -184,12 +195,19 @@ abstract class StuckModelTest {
     try (CallOptions options = pinned(0, null, null)) {
       long start = System.nanoTime();
       options.deadlineNanos(Manypy.monotonicNanos() + budget.toNanos());
-      expectStop(DeadlineExceededException.class, "spin", true,
+      expectStop(
+          DeadlineExceededException.class,
+          "spin",
+          true,
           () -> stuck.call("spin", null, null, options));
       assertStoppedInTime(start, budget, "spin() with a deadline");
       // Now past: later calls with it fail without running.
-      ManypyException e = expectStop(DeadlineExceededException.class, "", false,
-          () -> stuck.call(null, List.of(Tensor.of(new float[] {1})), null, options));
+      ManypyException e =
+          expectStop(
+              DeadlineExceededException.class,
+              "",
+              false,
+              () -> stuck.call(null, List.of(Tensor.of(new float[] {1})), null, options));
       assertEquals("", e.pythonType());
     }
   }
@@ -201,17 +219,22 @@ abstract class StuckModelTest {
     CallOptions options1 = pinned(1, null, token);
     // One token, two running calls (one per interpreter), cancelled from a
     // third thread 300 ms in.
-    Future<CancelledException> other = threads.submit(() -> assertThrows(CancelledException.class,
-        () -> stuck.call("spin", null, null, options1)));
+    Future<CancelledException> other =
+        threads.submit(
+            () ->
+                assertThrows(
+                    CancelledException.class, () -> stuck.call("spin", null, null, options1)));
     AtomicLong cancelledAt = new AtomicLong();
-    Future<?> canceller = threads.submit(() -> {
-      Thread.sleep(300);
-      cancelledAt.set(System.nanoTime());
-      token.cancel();
-      return null;
-    });
-    expectStop(CancelledException.class, "spin", true,
-        () -> stuck.call("spin", null, null, options0));
+    Future<?> canceller =
+        threads.submit(
+            () -> {
+              Thread.sleep(300);
+              cancelledAt.set(System.nanoTime());
+              token.cancel();
+              return null;
+            });
+    expectStop(
+        CancelledException.class, "spin", true, () -> stuck.call("spin", null, null, options0));
     long late = System.nanoTime() - cancelledAt.get();
     canceller.get();
     assertTrue(late <= SLACK_NANOS, "stopped " + late / 1_000_000 + " ms after the cancel");
@@ -222,8 +245,12 @@ abstract class StuckModelTest {
     token.close(); // the options keep the native token: still cancelled for them
     // Later calls with the token fail at once, without running.
     long start = System.nanoTime();
-    ManypyException again = expectStop(CancelledException.class, "", false,
-        () -> stuck.call(null, List.of(Tensor.of(new float[] {1})), null, options0));
+    ManypyException again =
+        expectStop(
+            CancelledException.class,
+            "",
+            false,
+            () -> stuck.call(null, List.of(Tensor.of(new float[] {1})), null, options0));
     assertEquals("", again.pythonType());
     assertTrue(System.nanoTime() - start <= SLACK_NANOS, "a call with a cancelled token ran");
     expectStop(CancelledException.class, "", false, () -> stuck.getAttr("training", options1));
@@ -246,7 +273,10 @@ abstract class StuckModelTest {
       Duration timeout = Duration.ofMillis(200);
       try (CallOptions options = pinned(0, timeout, null)) {
         long start = System.nanoTime();
-        expectStop(DeadlineExceededException.class, "spin", false,
+        expectStop(
+            DeadlineExceededException.class,
+            "spin",
+            false,
             () -> stuck.call("spin", null, null, options));
         assertStoppedInTime(start, timeout, "a call waiting for interpreter 0");
       }
@@ -263,7 +293,8 @@ abstract class StuckModelTest {
       deadline.deadlineNanos(Manypy.monotonicNanos() + Duration.ofSeconds(10).toNanos());
       for (CallOptions options : List.of(timeout, deadline)) {
         for (int k = 0; k < 20; ++k) {
-          try (Tensor out = (Tensor) stuck.call(null, List.of(Tensor.of(new float[] {5, -1})), null, options)) {
+          try (Tensor out =
+              (Tensor) stuck.call(null, List.of(Tensor.of(new float[] {5, -1})), null, options)) {
             assertArrayEquals(new float[] {10, -2}, out.toFloatArray());
           }
         }
@@ -279,7 +310,10 @@ abstract class StuckModelTest {
     Duration timeout = Duration.ofMillis(200);
     try (CallOptions options = pinned(1, timeout, null)) {
       long start = System.nanoTime();
-      expectStop(DeadlineExceededException.class, "spinning_property", true,
+      expectStop(
+          DeadlineExceededException.class,
+          "spinning_property",
+          true,
           () -> stuck.getAttr("spinning_property", options));
       assertStoppedInTime(start, timeout, "getattr(spinning_property)");
     }

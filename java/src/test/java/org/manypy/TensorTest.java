@@ -44,7 +44,8 @@ class TensorTest extends IdentityModelTest {
   @Test
   void javaMadeTensorsReadBackWithoutACall() {
     assertArrayEquals(new byte[] {-1, 2}, Tensor.of(new byte[] {-1, 2}).toByteArray());
-    assertArrayEquals(new byte[] {(byte) 200, 3}, Tensor.ofUint8(new byte[] {(byte) 200, 3}).toByteArray());
+    assertArrayEquals(
+        new byte[] {(byte) 200, 3}, Tensor.ofUint8(new byte[] {(byte) 200, 3}).toByteArray());
     assertEquals(2, Tensor.of(new byte[] {1, 2}).buffer().get(1));
     assertArrayEquals(new float[] {1, 2}, Tensor.of(new float[] {1, 2}).toFloatArray());
   }
@@ -69,7 +70,11 @@ class TensorTest extends IdentityModelTest {
     // A 2x3 view with strides (1, 2): the transpose of a 3x2 C-ordered array.
     ByteBuffer memory = ByteBuffer.allocateDirect(8 + 6 * 4).order(ByteOrder.nativeOrder());
     memory.position(8);
-    memory.slice().order(ByteOrder.nativeOrder()).asFloatBuffer().put(new float[] {1, 2, 3, 4, 5, 6});
+    memory
+        .slice()
+        .order(ByteOrder.nativeOrder())
+        .asFloatBuffer()
+        .put(new float[] {1, 2, 3, 4, 5, 6});
     Tensor t = Tensor.fromBuffer(memory, DType.FLOAT32, new long[] {2, 3}, new long[] {1, 2});
     assertEquals(false, t.isContiguous());
     assertArrayEquals(new float[] {1, 3, 5, 2, 4, 6}, t.toFloatArray());
@@ -105,16 +110,22 @@ class TensorTest extends IdentityModelTest {
   void badTensorsAreClearErrors() {
     IllegalArgumentException shape =
         assertThrows(IllegalArgumentException.class, () -> Tensor.of(new float[5], 2, 3));
-    assertTrue(shape.getMessage().contains("holds 6 elements but the array has 5"), shape.getMessage());
+    assertTrue(
+        shape.getMessage().contains("holds 6 elements but the array has 5"), shape.getMessage());
     ByteBuffer small = ByteBuffer.allocateDirect(8);
-    IllegalArgumentException size = assertThrows(IllegalArgumentException.class,
-        () -> Tensor.fromBuffer(small, DType.FLOAT32, 3));
-    assertTrue(size.getMessage().contains("needs 12 bytes but the buffer has 8"), size.getMessage());
+    IllegalArgumentException size =
+        assertThrows(
+            IllegalArgumentException.class, () -> Tensor.fromBuffer(small, DType.FLOAT32, 3));
+    assertTrue(
+        size.getMessage().contains("needs 12 bytes but the buffer has 8"), size.getMessage());
     // A negative stride passes Java's checks and is refused by manypy when
     // the Tensor is made.
-    BadTensorException bad = assertThrows(BadTensorException.class,
-        () -> Tensor.fromBuffer(ByteBuffer.allocateDirect(16), DType.FLOAT32,
-            new long[] {2}, new long[] {-1}));
+    BadTensorException bad =
+        assertThrows(
+            BadTensorException.class,
+            () ->
+                Tensor.fromBuffer(
+                    ByteBuffer.allocateDirect(16), DType.FLOAT32, new long[] {2}, new long[] {-1}));
     assertEquals(ErrorCode.BAD_TENSOR, bad.code());
     // A closed input Tensor can no longer be passed or read.
     Tensor input = Tensor.of(new float[] {1, 2});

@@ -23,7 +23,8 @@ final class TestSupport {
   /** The CMake build directory (Maven passes -Dmanypy.build.dir). */
   static Path buildDir() {
     String dir = System.getProperty("manypy.build.dir");
-    if (dir == null) throw new IllegalStateException("run with -Dmanypy.build.dir=<cmake build dir>");
+    if (dir == null)
+      throw new IllegalStateException("run with -Dmanypy.build.dir=<cmake build dir>");
     return Path.of(dir).toAbsolutePath().normalize();
   }
 
@@ -32,7 +33,9 @@ final class TestSupport {
     return buildDir().resolve("archives").resolve(name);
   }
 
-  /** The model (model/model.pkl) of a sample archive, loaded into `pool`; it keeps its package open. */
+  /**
+   * The model (model/model.pkl) of a sample archive, loaded into `pool`; it keeps its package open.
+   */
   static ReplicatedObject loadModel(Pool pool, String archive) {
     try (TorchPackage pkg = pool.loadPackage(archive(archive))) {
       return pkg.loadPickle("model", "model.pkl");
@@ -42,7 +45,8 @@ final class TestSupport {
   /** A float32 little-endian file of the archives directory, e.g. resnet18.input.bin. */
   static float[] floats(String name) {
     try {
-      ByteBuffer bytes = ByteBuffer.wrap(Files.readAllBytes(archive(name))).order(ByteOrder.LITTLE_ENDIAN);
+      ByteBuffer bytes =
+          ByteBuffer.wrap(Files.readAllBytes(archive(name))).order(ByteOrder.LITTLE_ENDIAN);
       float[] out = new float[bytes.remaining() / 4];
       bytes.asFloatBuffer().get(out);
       return out;
@@ -99,9 +103,9 @@ final class TestSupport {
   }
 
   /**
-   * Asynchronous calls whose native completion has not yet finished (the glue's count). It
-   * drops just after the completion hands the future to its executor, so it may lag a
-   * future that is already complete: wait for it, never compare it at once.
+   * Asynchronous calls whose native completion has not yet finished (the glue's count). It drops
+   * just after the completion hands the future to its executor, so it may lag a future that is
+   * already complete: wait for it, never compare it at once.
    */
   static long pendingAsync() {
     return ManypyNative.manypy_jni_async_calls_pending();
@@ -111,8 +115,8 @@ final class TestSupport {
   record ChildResult(int exitCode, String output) {}
 
   /**
-   * Runs ChildMain in a new JVM with the test classpath, `args`, and the
-   * environment changed by `env` (a null value removes a variable).
+   * Runs ChildMain in a new JVM with the test classpath, `args`, and the environment changed by
+   * `env` (a null value removes a variable).
    */
   static ChildResult runChild(Map<String, String> env, List<String> jvmOptions, String... args)
       throws IOException, InterruptedException {
@@ -127,10 +131,11 @@ final class TestSupport {
     command.add(ChildMain.class.getName());
     command.addAll(List.of(args));
     ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);
-    env.forEach((k, v) -> {
-      if (v == null) builder.environment().remove(k);
-      else builder.environment().put(k, v);
-    });
+    env.forEach(
+        (k, v) -> {
+          if (v == null) builder.environment().remove(k);
+          else builder.environment().put(k, v);
+        });
     Process process = builder.start();
     String output = new String(process.getInputStream().readAllBytes());
     if (!process.waitFor(5, TimeUnit.MINUTES)) {

@@ -20,29 +20,28 @@ import org.junit.jupiter.api.Test;
 import org.manypy.internal.ManypyNative;
 
 /**
- * Trusted archives, for pools and for TorchScript on the host, and the os._exit guard, from
- * Java.
+ * Trusted archives, for pools and for TorchScript on the host, and the os._exit guard, from Java.
  *
- * <p>In a JVM of its own (the {@code fresh-jvm} tag: pom.xml runs such classes in a new JVM
- * each). Interpreters remember the archives that ran in them, and a pool with an allow-list
- * leases only interpreters whose whole history it trusts (docs/security.md, "Pools with
- * different trust"): in the suites' shared JVM, earlier classes may leave no such interpreter.
- * Here no pool that checks nothing runs an archive, and every pool that accepts identity.pt
- * lists it, so whatever order the tests run in, each pool finds interpreters it trusts and no
- * verifier is asked about what another test ran.
+ * <p>In a JVM of its own (the {@code fresh-jvm} tag: pom.xml runs such classes in a new JVM each).
+ * Interpreters remember the archives that ran in them, and a pool with an allow-list leases only
+ * interpreters whose whole history it trusts (docs/security.md, "Pools with different trust"): in
+ * the suites' shared JVM, earlier classes may leave no such interpreter. Here no pool that checks
+ * nothing runs an archive, and every pool that accepts identity.pt lists it, so whatever order the
+ * tests run in, each pool finds interpreters it trusts and no verifier is asked about what another
+ * test ran.
  */
 @Tag("fresh-jvm")
 class TrustTest {
   private static String sha256(Path file) throws Exception {
-    return HexFormat.of().formatHex(
-        MessageDigest.getInstance("SHA-256").digest(Files.readAllBytes(file)));
+    return HexFormat.of()
+        .formatHex(MessageDigest.getInstance("SHA-256").digest(Files.readAllBytes(file)));
   }
 
   /** Runs invert_script.pt's forward, ~mask, and closes the module. */
   private static void checkInverts(ScriptModule module) {
     try (module;
-         Tensor mask = Tensor.of(new boolean[] {true, false, true}, 3);
-         Tensor out = (Tensor) module.call(mask)) {
+        Tensor mask = Tensor.of(new boolean[] {true, false, true}, 3);
+        Tensor out = (Tensor) module.call(mask)) {
       assertArrayEquals(new boolean[] {false, true, false}, out.toBooleanArray());
     }
   }
@@ -72,11 +71,12 @@ class TrustTest {
           assertThrows(UntrustedArchiveException.class, () -> pool.loadPackage(other));
       assertTrue(e.getMessage().contains(sha256(other)), e.getMessage());
       try (TorchPackage pkg = pool.loadPackage(identity);
-           ReplicatedObject model = pkg.loadPickle("model", "model.pkl")) {
+          ReplicatedObject model = pkg.loadPickle("model", "model.pkl")) {
         assertEquals(Boolean.FALSE, model.getAttr("training"));
       }
     }
-    assertThrows(InvalidArgumentException.class,
+    assertThrows(
+        InvalidArgumentException.class,
         () -> Pool.create(new PoolOptions().trustSha256("not a digest")).close());
   }
 
@@ -84,7 +84,8 @@ class TrustTest {
   void anAllowListCoversTorchScriptOnTheHost() throws Exception {
     Path invert = TestSupport.archive("invert_script.pt");
     Path loop = TestSupport.archive("loop_script.pt");
-    ArchiveTrust trust = ArchiveTrust.ofSha256(sha256(invert), sha256(TestSupport.archive("identity.pt")));
+    ArchiveTrust trust =
+        ArchiveTrust.ofSha256(sha256(invert), sha256(TestSupport.archive("identity.pt")));
 
     UntrustedArchiveException e =
         assertThrows(UntrustedArchiveException.class, () -> ScriptModule.load(loop, trust));
@@ -128,9 +129,11 @@ class TrustTest {
     List<Throwable> reported = new ArrayList<>();
     Manypy.setCallbackErrorHandler(reported::add);
     try {
-      ArchiveTrust throwing = ArchiveTrust.NONE.withVerifier((sha256, origin) -> {
-        throw new IllegalStateException("verifier throws on purpose");
-      });
+      ArchiveTrust throwing =
+          ArchiveTrust.NONE.withVerifier(
+              (sha256, origin) -> {
+                throw new IllegalStateException("verifier throws on purpose");
+              });
       assertThrows(UntrustedArchiveException.class, () -> ScriptModule.load(invert, throwing));
     } finally {
       Manypy.setCallbackErrorHandler(null);
@@ -145,7 +148,8 @@ class TrustTest {
     Path runsCode = TestSupport.archive("malformed/runs_code.pt");
     Path invert = TestSupport.archive("invert_script.pt");
     Recorder recorder = new Recorder();
-    ArchiveTrust trust = ArchiveTrust.ofSha256(sha256(invert), sha256(identity)).withVerifier(recorder);
+    ArchiveTrust trust =
+        ArchiveTrust.ofSha256(sha256(invert), sha256(identity)).withVerifier(recorder);
     try (Pool pool = Pool.create(new PoolOptions().trust(trust))) {
       // runs_code.pt's pickle would write a file: refused before it runs.
       UntrustedArchiveException e =
@@ -153,11 +157,12 @@ class TrustTest {
       assertTrue(e.getMessage().contains(sha256(runsCode)), e.getMessage());
       byte[] runsCodeBytes = Files.readAllBytes(runsCode);
       assertThrows(UntrustedArchiveException.class, () -> pool.loadPackage(runsCodeBytes));
-      assertEquals(List.of(sha256(runsCode) + " " + runsCode, sha256(runsCode) + " <bytes>"),
+      assertEquals(
+          List.of(sha256(runsCode) + " " + runsCode, sha256(runsCode) + " <bytes>"),
           recorder.asked());
       try (ReplicatedObject model = TestSupport.loadModel(pool, "identity.pt");
-           Tensor x = Tensor.of(new float[] {1, 2}, 2);
-           Tensor y = (Tensor) model.call(x)) {
+          Tensor x = Tensor.of(new float[] {1, 2}, 2);
+          Tensor y = (Tensor) model.call(x)) {
         assertArrayEquals(new float[] {1, 2}, y.toFloatArray());
       }
       checkInverts(ScriptModule.load(invert, trust));
@@ -165,11 +170,13 @@ class TrustTest {
 
     // A trust replaces the digests given before it; digests after it add.
     ArchiveTrust onlyInvert = ArchiveTrust.ofSha256(sha256(invert));
-    try (Pool replaced = Pool.create(new PoolOptions().trustSha256(sha256(identity)).trust(onlyInvert))) {
+    try (Pool replaced =
+        Pool.create(new PoolOptions().trustSha256(sha256(identity)).trust(onlyInvert))) {
       assertThrows(UntrustedArchiveException.class, () -> replaced.loadPackage(identity));
     }
-    try (Pool added = Pool.create(new PoolOptions().trust(onlyInvert).trustSha256(sha256(identity)));
-         TorchPackage pkg = added.loadPackage(identity)) {
+    try (Pool added =
+            Pool.create(new PoolOptions().trust(onlyInvert).trustSha256(sha256(identity)));
+        TorchPackage pkg = added.loadPackage(identity)) {
       assertThrows(UntrustedArchiveException.class, () -> added.loadPackage(runsCode));
     }
     assertThrows(IllegalArgumentException.class, () -> new PoolOptions().trust(null));
@@ -181,10 +188,14 @@ class TrustTest {
     for (String bad : List.of("", "not a digest", "0".repeat(63), "0".repeat(65), "g".repeat(64))) {
       ArchiveTrust trust = ArchiveTrust.ofSha256(sha256(invert), bad);
       assertThrows(InvalidArgumentException.class, () -> ScriptModule.load(invert, trust), bad);
-      assertThrows(InvalidArgumentException.class,
-          () -> ScriptModule.load(Files.readAllBytes(invert), trust), bad);
-      assertThrows(InvalidArgumentException.class,
-          () -> Pool.create(new PoolOptions().trust(trust)).close(), bad);
+      assertThrows(
+          InvalidArgumentException.class,
+          () -> ScriptModule.load(Files.readAllBytes(invert), trust),
+          bad);
+      assertThrows(
+          InvalidArgumentException.class,
+          () -> Pool.create(new PoolOptions().trust(trust)).close(),
+          bad);
     }
     // Java-side misuse: a NUL (C strings end there) or null.
     ArchiveTrust nul = ArchiveTrust.ofSha256("0".repeat(64) + "\0");
@@ -216,15 +227,20 @@ class TrustTest {
         ArchiveTrust.ofSha256(sha256(TestSupport.archive("identity.pt"))).withVerifier(verifier);
     try (Pool pool = Pool.create(new PoolOptions().trust(trust))) {
       assertEquals(before + 1, ManypyNative.manypy_jni_archive_verifiers_held()); // the pool's
-      assertThrows(UntrustedArchiveException.class,
+      assertThrows(
+          UntrustedArchiveException.class,
           () -> ScriptModule.load(TestSupport.archive("loop_script.pt"), trust));
       assertEquals(before + 1, ManypyNative.manypy_jni_archive_verifiers_held());
-      assertThrows(UntrustedArchiveException.class,
+      assertThrows(
+          UntrustedArchiveException.class,
           () -> pool.loadPackage(TestSupport.archive("malformed/runs_code.pt")));
     }
     // A pool that fails after its options took the trust releases that copy too.
-    assertThrows(OutOfRangeException.class, () -> Pool.create(
-        new PoolOptions().trust(trust).interpreters(Manypy.maxInterpreters() + 1)).close());
+    assertThrows(
+        OutOfRangeException.class,
+        () ->
+            Pool.create(new PoolOptions().trust(trust).interpreters(Manypy.maxInterpreters() + 1))
+                .close());
     return new WeakReference<>(verifier);
   }
 

@@ -20,7 +20,9 @@ class ValuesTest extends IdentityModelTest {
     assertEquals(true, pool.eval("1 < 2"));
     assertEquals(-(1L << 62), pool.eval("-(1 << 62)"));
     assertEquals(0.25, pool.eval("1 / 4"));
-    assertEquals("snake \uD83D\uDC0D and NUL \0 inside", pool.eval("'snake \\U0001F40D and NUL \\x00 inside'"));
+    assertEquals(
+        "snake \uD83D\uDC0D and NUL \0 inside",
+        pool.eval("'snake \\U0001F40D and NUL \\x00 inside'"));
     assertArrayEquals(new byte[] {0, (byte) 255}, (byte[]) pool.eval("b'\\x00\\xff'"));
     assertEquals(List.of(1L, "two"), pool.eval("[1, 'two']"));
     assertEquals(Tuple.of(1L, null), pool.eval("(1, None)"));

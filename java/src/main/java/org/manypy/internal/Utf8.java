@@ -4,9 +4,8 @@ import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 
 /**
- * Strings across the JNI layer as real UTF-8 (JNI's own string functions use
- * "modified UTF-8", which encodes NUL and characters outside the BMP
- * differently from the UTF-8 manypy checks for).
+ * Strings across the JNI layer as real UTF-8 (JNI's own string functions use "modified UTF-8",
+ * which encodes NUL and characters outside the BMP differently from the UTF-8 manypy checks for).
  */
 public final class Utf8 {
   private Utf8() {}

@@ -25,8 +25,8 @@ import org.manypy.PoolStats;
 import org.manypy.RequestMetrics;
 
 /**
- * A Micrometer {@link MeterBinder} for one {@link Pool}: its request counts, durations and
- * load as meters of whatever registry a service publishes (Prometheus, OTLP, StatsD, ...).
+ * A Micrometer {@link MeterBinder} for one {@link Pool}: its request counts, durations and load as
+ * meters of whatever registry a service publishes (Prometheus, OTLP, StatsD, ...).
  *
  * <pre>{@code
  * new ManypyMetrics(pool).bindTo(registry);
@@ -51,23 +51,23 @@ import org.manypy.RequestMetrics;
  * </table>
  *
  * <p>Every meter also carries {@code pool=<name>} when the pool has a name ({@link
- * org.manypy.PoolOptions#name(String)}), and the tags given to the constructor. {@code model}
- * is the model id of the calls' context ("" for calls without one); {@code code} is the
- * lower-case {@link ErrorCode} ({@code ok}, {@code python}, {@code deadline_exceeded}, ...), as
- * in {@link Pool#prometheusText()}.
+ * org.manypy.PoolOptions#name(String)}), and the tags given to the constructor. {@code model} is
+ * the model id of the calls' context ("" for calls without one); {@code code} is the lower-case
+ * {@link ErrorCode} ({@code ok}, {@code python}, {@code deadline_exceeded}, ...), as in {@link
+ * Pool#prometheusText()}.
  *
  * <p>The durations are the count and total of the pool's histograms: Micrometer cannot take a
  * histogram whose buckets were counted elsewhere, so the buckets themselves are in {@link
  * Pool#prometheusText()} ({@code manypy_request_duration_seconds_bucket}), for a service that
  * serves that text beside its registry's.
  *
- * <p>Values are read from the pool when the registry reads its meters (a scrape, a publish),
- * at most once per 100 ms, so one scrape sees one moment of the pool. Models and codes that
- * appear after binding are registered when a read first sees them, just after it (never
- * inside a registry's own read), and reported from the next read on; {@link #refresh()}
- * registers them at once. The meters hold the pool weakly, as Micrometer's do: once the pool
- * is collected they read NaN, and once it is closed the gauges read NaN and the counters and
- * timers keep their last values.
+ * <p>Values are read from the pool when the registry reads its meters (a scrape, a publish), at
+ * most once per 100 ms, so one scrape sees one moment of the pool. Models and codes that appear
+ * after binding are registered when a read first sees them, just after it (never inside a
+ * registry's own read), and reported from the next read on; {@link #refresh()} registers them at
+ * once. The meters hold the pool weakly, as Micrometer's do: once the pool is collected they read
+ * NaN, and once it is closed the gauges read NaN and the counters and timers keep their last
+ * values.
  */
 public final class ManypyMetrics implements MeterBinder {
   /** How long one reading of the pool serves the meters. */
@@ -82,7 +82,8 @@ public final class ManypyMetrics implements MeterBinder {
   private final AtomicBoolean registrationPending = new AtomicBoolean();
   private final Object readLock = new Object();
   // Stale from the start (nanoTime differences only: its values may be negative).
-  private volatile Reading reading = new Reading(null, Map.of(), System.nanoTime() - 2 * MAX_AGE_NANOS);
+  private volatile Reading reading =
+      new Reading(null, Map.of(), System.nanoTime() - 2 * MAX_AGE_NANOS);
 
   /** One reading of the pool: stats null when it could not be read (closed). */
   private record Reading(PoolStats stats, Map<String, RequestMetrics> byModel, long takenAt) {}
@@ -108,20 +109,55 @@ public final class ManypyMetrics implements MeterBinder {
     registries.add(registry);
     Pool p = pool.get();
     if (p == null) return;
-    gauge(registry, p, "manypy.inflight.requests", "Calls admitted and not complete.",
-        s -> s.inFlight(), Tags.empty());
-    gauge(registry, p, "manypy.queued.requests", "Calls waiting for an interpreter.",
-        s -> s.queued(), Tags.empty());
-    gauge(registry, p, "manypy.interpreters", "The pool's interpreters by state.",
-        s -> s.starting(), Tags.of("state", "starting"));
-    gauge(registry, p, "manypy.interpreters", "The pool's interpreters by state.",
-        s -> s.ready(), Tags.of("state", "ready"));
-    gauge(registry, p, "manypy.interpreters", "The pool's interpreters by state.",
-        s -> s.busy(), Tags.of("state", "busy"));
-    gauge(registry, p, "manypy.interpreters", "The pool's interpreters by state.",
-        s -> s.broken(), Tags.of("state", "broken"));
-    gauge(registry, p, "manypy.draining", "1 once the pool drains (Pool.drain).",
-        s -> s.draining() ? 1 : 0, Tags.empty());
+    gauge(
+        registry,
+        p,
+        "manypy.inflight.requests",
+        "Calls admitted and not complete.",
+        s -> s.inFlight(),
+        Tags.empty());
+    gauge(
+        registry,
+        p,
+        "manypy.queued.requests",
+        "Calls waiting for an interpreter.",
+        s -> s.queued(),
+        Tags.empty());
+    gauge(
+        registry,
+        p,
+        "manypy.interpreters",
+        "The pool's interpreters by state.",
+        s -> s.starting(),
+        Tags.of("state", "starting"));
+    gauge(
+        registry,
+        p,
+        "manypy.interpreters",
+        "The pool's interpreters by state.",
+        s -> s.ready(),
+        Tags.of("state", "ready"));
+    gauge(
+        registry,
+        p,
+        "manypy.interpreters",
+        "The pool's interpreters by state.",
+        s -> s.busy(),
+        Tags.of("state", "busy"));
+    gauge(
+        registry,
+        p,
+        "manypy.interpreters",
+        "The pool's interpreters by state.",
+        s -> s.broken(),
+        Tags.of("state", "broken"));
+    gauge(
+        registry,
+        p,
+        "manypy.draining",
+        "1 once the pool drains (Pool.drain).",
+        s -> s.draining() ? 1 : 0,
+        Tags.empty());
     Reading now = read(p, true);
     for (String model : models) registerModel(registry, p, model);
     for (String counter : counters) {
@@ -132,45 +168,70 @@ public final class ManypyMetrics implements MeterBinder {
   }
 
   /**
-   * Reads the pool now and registers meters, in every registry bound, for the models and
-   * codes that appeared since the last read. Meters of a series that already had them are
-   * untouched.
+   * Reads the pool now and registers meters, in every registry bound, for the models and codes that
+   * appeared since the last read. Meters of a series that already had them are untouched.
    */
   public void refresh() {
     Pool p = pool.get();
     if (p != null) registerNew(read(p, true));
   }
 
-  private void gauge(MeterRegistry registry, Pool p, String name, String description,
-      ToDoubleFunction<PoolStats> value, Tags more) {
-    Gauge.builder(name, p, held -> {
-      PoolStats stats = current(held).stats();
-      return stats == null ? Double.NaN : value.applyAsDouble(stats);
-    }).description(description).tags(tags).tags(more).register(registry);
+  private void gauge(
+      MeterRegistry registry,
+      Pool p,
+      String name,
+      String description,
+      ToDoubleFunction<PoolStats> value,
+      Tags more) {
+    Gauge.builder(
+            name,
+            p,
+            held -> {
+              PoolStats stats = current(held).stats();
+              return stats == null ? Double.NaN : value.applyAsDouble(stats);
+            })
+        .description(description)
+        .tags(tags)
+        .tags(more)
+        .register(registry);
   }
 
   private void registerModel(MeterRegistry registry, Pool p, String model) {
-    FunctionTimer.builder("manypy.request.duration", p,
+    FunctionTimer.builder(
+            "manypy.request.duration",
+            p,
             held -> metrics(held, model).map(RequestMetrics::requestCount).orElse(0L),
             held -> metrics(held, model).map(RequestMetrics::requestSecondsSum).orElse(0.0),
             TimeUnit.SECONDS)
         .description("Time from admission to completion (buckets: Pool.prometheusText()).")
-        .tags(tags).tag("model", model).register(registry);
-    FunctionTimer.builder("manypy.queue.duration", p,
+        .tags(tags)
+        .tag("model", model)
+        .register(registry);
+    FunctionTimer.builder(
+            "manypy.queue.duration",
+            p,
             held -> metrics(held, model).map(RequestMetrics::queueCount).orElse(0L),
             held -> metrics(held, model).map(RequestMetrics::queueSecondsSum).orElse(0.0),
             TimeUnit.SECONDS)
-        .description("Time from admission until the call began running in its interpreter "
-            + "(buckets: Pool.prometheusText()).")
-        .tags(tags).tag("model", model).register(registry);
+        .description(
+            "Time from admission until the call began running in its interpreter "
+                + "(buckets: Pool.prometheusText()).")
+        .tags(tags)
+        .tag("model", model)
+        .register(registry);
   }
 
   private void registerCounter(MeterRegistry registry, Pool p, String model, String code) {
     ErrorCode errorCode = ErrorCode.valueOf(code.toUpperCase(Locale.ROOT));
-    FunctionCounter.builder("manypy.requests", p,
+    FunctionCounter.builder(
+            "manypy.requests",
+            p,
             held -> metrics(held, model).map(m -> (double) m.completed(errorCode)).orElse(0.0))
         .description("Calls completed or refused, by model and status code.")
-        .tags(tags).tag("model", model).tag("code", code).register(registry);
+        .tags(tags)
+        .tag("model", model)
+        .tag("code", code)
+        .register(registry);
   }
 
   private java.util.Optional<RequestMetrics> metrics(Pool held, String model) {
@@ -178,18 +239,19 @@ public final class ManypyMetrics implements MeterBinder {
   }
 
   /**
-   * The latest reading, read again if older than MAX_AGE_NANOS. Called from the registry's
-   * reads: series seen for the first time are registered afterwards, on another thread.
+   * The latest reading, read again if older than MAX_AGE_NANOS. Called from the registry's reads:
+   * series seen for the first time are registered afterwards, on another thread.
    */
   private Reading current(Pool p) {
     Reading last = reading;
     if (System.nanoTime() - last.takenAt() < MAX_AGE_NANOS) return last;
     Reading now = read(p, false);
     if (hasNew(now) && registrationPending.compareAndSet(false, true)) {
-      CompletableFuture.runAsync(() -> {
-        registrationPending.set(false);
-        registerNew(reading);
-      });
+      CompletableFuture.runAsync(
+          () -> {
+            registrationPending.set(false);
+            registerNew(reading);
+          });
     }
     return now;
   }
