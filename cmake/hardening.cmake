@@ -56,3 +56,35 @@ function(manypy_uninstrumented target)
     target_link_options(${target} PRIVATE -fno-sanitize=all)
   endif()
 endfunction()
+
+# The sanitizers' settings for a ctest entry of a sanitizer tree
+# (manypy_test_labels calls it for every selected entry but the fuzz ones,
+# whose scripts set their own, tests/fuzz/sanitizer_env.sh):
+#  - allocator_may_return_null: an allocation that cannot be served returns
+#    NULL (MANYPY_ERR_RESOURCE_EXHAUSTED), as glibc's would, instead of
+#    ending the process: the suites test exactly that;
+#  - leaks are checked, with fast stacks and lsan_fuzzing.supp (libtorch's
+#    known leak on a refused archive, F7), except in the entries listed
+#    below: their "leaks" are host objects an interpreter still references
+#    at exit, which LeakSanitizer cannot see (each namespace's libc keeps a
+#    heap of its own; interpreters are never finalized), or on purpose;
+#  - UBSan stops at its first report, with a stack.
+set(MANYPY_SANITIZER_NO_LEAK_CHECK
+  capi_tensors                 # tensors an interpreter still shares at exit
+  soak_quick                   # archive record views held by interpreters
+  # These exit with live pools, packages, objects and calls, on purpose.
+  capi_exit_live_pools_return capi_exit_live_pools_thread-exit capi_exit_live_pools_async
+)
+function(manypy_sanitizer_test_environment test)
+  if(NOT MANYPY_SANITIZE)
+    return()
+  endif()
+  set(leaks 1)
+  if(test IN_LIST MANYPY_SANITIZER_NO_LEAK_CHECK)
+    set(leaks 0)
+  endif()
+  set_property(TEST ${test} APPEND PROPERTY ENVIRONMENT
+    "ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=${leaks}:fast_unwind_on_malloc=1"
+    "LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/fuzz/lsan_fuzzing.supp:print_suppressions=0"
+    "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1")
+endfunction()

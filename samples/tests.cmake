@@ -15,12 +15,15 @@ add_test(NAME sample_deploy_example
 set_tests_properties(sample_deploy_example PROPERTIES
   TIMEOUT 180
   ENVIRONMENT "PATH_TO_EXTERN_PYTHON_PACKAGES=${MANYPY_PYTHON_PACKAGES}")
+manypy_test_labels(sample_deploy_example sample torch BUILDS manypy_deploy_example manypy_archives)
 
 # Loads libmanypy.so with dlopen and exits non-zero on any failure.
 add_test(NAME sample_dlopen_example COMMAND manypy_dlopen_example)
 set_tests_properties(sample_dlopen_example PROPERTIES TIMEOUT 120)
+manypy_test_labels(sample_dlopen_example sample torch BUILDS manypy_dlopen_example)
 
 # The demo, briefly: exit 0 means every output matched eager Python on every
 # interpreter and every call succeeded. Timings are not checked.
 add_test(NAME demo_quick COMMAND manypy_demo --quick --seconds 0.3)
 set_tests_properties(demo_quick PROPERTIES TIMEOUT 300)
+manypy_test_labels(demo_quick sample torch BUILDS manypy_demo)

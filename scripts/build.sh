@@ -1,19 +1,31 @@
 #!/usr/bin/env bash
 # Configures and builds manypy (incremental on later runs).
-#   scripts/build.sh            build/: the library, tests, samples, Java
-#   scripts/build.sh fuzz       build-fuzz/: clang, ASan + UBSan, only the
-#                               libFuzzer targets and what they link
-#                               (tests/fuzz, docs/hardening.md)
-#   scripts/build.sh sanitize   build-sanitize/: clang, the whole C/C++ side
-#                               and its tests with MANYPY_SANITIZE (default
-#                               undefined), no Java (docs/hardening.md)
-#   scripts/build.sh torch2     build-torch2/: the second leg, everything as
-#                               in build/ but on PyPI's torch 2.x and pyenv's
-#                               CPython 3.12, from the venv that
-#                               scripts/setup_torch2.sh makes (or finds)
-# Several may be given: scripts/build.sh main fuzz.
+#   scripts/build.sh            build/: the library, tests, samples, Java,
+#                               Rust, benchmarks (everything)
+#   scripts/build.sh sanitize   build-sanitize/: clang with ASan and UBSan
+#                               (docs/hardening.md): the libFuzzer targets
+#                               and the suites that exercise memory, no
+#                               Java, Rust or Go
+#   scripts/build.sh torch2     build-torch2/: the second leg, PyPI's torch
+#                               2.x on pyenv's CPython 3.12, from the venv
+#                               that scripts/setup_torch2.sh makes (or
+#                               finds): what its suites run
+#   scripts/build.sh demo       build/: only the demo (manypy_demo, the
+#                               library, the interpreter side, the archives);
+#                               a new build/ is configured without tests,
+#                               bindings or benchmarks
+# Several may be given: scripts/build.sh main sanitize. With --suites, main
+# builds what its ctest entries run (target manypy_suites_full) instead of
+# everything; sanitize and torch2 always build only their suites
+# (cmake/testing.cmake, MANYPY_TEST_SELECTION).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
+
+suites=0
+if [[ "${1:-}" == --suites ]]; then
+  suites=1
+  shift
+fi
 
 # Clang builds: -O1 and line tables only, which compile much faster than
 # RelWithDebInfo's -O2 -g and still give sanitizer reports file:line.
@@ -28,7 +40,7 @@ clang_flags=(
   -DMANYPY_BUILD_JAVA=OFF -DMANYPY_BUILD_BENCH=OFF
 )
 
-# ccache, which scripts/setup.sh installs: the test command builds four
+# ccache, which scripts/setup.sh installs: the test command builds three
 # trees, and CI builds them in a new clone each time. Paths are made
 # relative to the clone (CCACHE_BASEDIR) and its directory kept out of the
 # hash (CCACHE_NOHASHDIR), so a new clone of the same sources hits the
@@ -38,36 +50,51 @@ if command -v ccache >/dev/null; then
   export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-20G}"
   launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 fi
+# The project's own C and C++ compile with warnings as errors in every tree
+# these scripts make (MANYPY_WERROR; third-party headers are system headers).
+common=(-G Ninja "${launcher[@]}" -DMANYPY_WERROR=ON)
 
 build_one() {
   case "$1" in
     main)
       local build="${MANYPY_BUILD_DIR:-$root/build}"
-      cmake -S "$root" -B "$build" -G Ninja "${launcher[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-      cmake --build "$build"
+      cmake -S "$root" -B "$build" "${common[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DMANYPY_BUILD_TESTS=ON -DMANYPY_BUILD_JAVA=ON -DMANYPY_BUILD_RUST=ON \
+        -DMANYPY_BUILD_GO=ON -DMANYPY_BUILD_BENCH=ON -DMANYPY_TEST_SELECTION=full >/dev/null
+      if ((suites)); then
+        cmake --build "$build" --target manypy_suites_full
+      else
+        cmake --build "$build"
+      fi
       ;;
-    fuzz)
-      local build="${MANYPY_FUZZ_BUILD_DIR:-$root/build-fuzz}"
-      cmake -S "$root" -B "$build" -G Ninja "${launcher[@]}" "${clang_flags[@]}" -DMANYPY_BUILD_TESTS=OFF \
-        -DMANYPY_FUZZ=ON -DMANYPY_SANITIZE=address,undefined >/dev/null
-      cmake --build "$build" --target manypy_fuzz
+    demo)
+      local build="${MANYPY_BUILD_DIR:-$root/build}"
+      if [[ ! -f "$build/CMakeCache.txt" ]]; then
+        # Nothing but the demo needs configuring: no test framework, JDK,
+        # cargo or Go is looked for (scripts/setup.sh --demo installs less).
+        cmake -S "$root" -B "$build" "${common[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+          -DMANYPY_BUILD_TESTS=OFF -DMANYPY_BUILD_JAVA=OFF -DMANYPY_BUILD_RUST=OFF \
+          -DMANYPY_BUILD_GO=OFF -DMANYPY_BUILD_BENCH=OFF >/dev/null
+      fi
+      cmake --build "$build" --target manypy_demo
       ;;
     sanitize)
       local build="${MANYPY_SANITIZE_BUILD_DIR:-$root/build-sanitize}"
-      cmake -S "$root" -B "$build" -G Ninja "${launcher[@]}" "${clang_flags[@]}" \
-        -DMANYPY_SANITIZE="${MANYPY_SANITIZE:-undefined}" >/dev/null
-      cmake --build "$build"
+      cmake -S "$root" -B "$build" "${common[@]}" "${clang_flags[@]}" \
+        -DMANYPY_SANITIZE=address,undefined -DMANYPY_FUZZ=ON -DMANYPY_BUILD_TESTS=ON \
+        -DMANYPY_TEST_SELECTION=memory >/dev/null
+      cmake --build "$build" --target manypy_fuzz manypy_suites_memory
       ;;
     torch2)
       local build="${MANYPY_TORCH2_BUILD_DIR:-$root/build-torch2}"
       local venv
       venv="$("$root/scripts/setup_torch2.sh")"
-      cmake -S "$root" -B "$build" -G Ninja "${launcher[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-        -DMANYPY_PYTHON="$venv/bin/python" >/dev/null
-      cmake --build "$build"
+      cmake -S "$root" -B "$build" "${common[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DMANYPY_PYTHON="$venv/bin/python" -DMANYPY_TEST_SELECTION=leg2 >/dev/null
+      cmake --build "$build" --target manypy_suites_leg2
       ;;
     *)
-      echo "usage: scripts/build.sh [main|fuzz|sanitize|torch2]..." >&2
+      echo "usage: scripts/build.sh [--suites] [main|sanitize|torch2|demo]..." >&2
       exit 2
       ;;
   esac

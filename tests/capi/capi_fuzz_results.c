@@ -200,13 +200,18 @@ static uint64_t touch(const manypy_value* value) {
     t->deleter(t);
     return sum;
   }
+  /* Only lists and tuples have items; any other kind refuses with a status,
+   * which is the caller's to free. */
   size_t count = 0;
-  if (manypy_value_length(value, &count) == NULL) {
-    for (size_t k = 0; k < count; ++k) {
-      const manypy_value* item = NULL;
-      ASSERT_OK(manypy_value_get_item(value, k, &item));
-      sum += touch(item);
-    }
+  manypy_status* not_a_sequence = manypy_value_length(value, &count);
+  if (not_a_sequence != NULL) {
+    manypy_status_free(not_a_sequence);
+    return sum;
+  }
+  for (size_t k = 0; k < count; ++k) {
+    const manypy_value* item = NULL;
+    ASSERT_OK(manypy_value_get_item(value, k, &item));
+    sum += touch(item);
   }
   return sum;
 }

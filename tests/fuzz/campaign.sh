@@ -1,19 +1,19 @@
 #!/bin/sh
 # A longer fuzz campaign of one target, outside ctest (docs/hardening.md):
 #   tests/fuzz/campaign.sh TARGET SECONDS [libFuzzer flags...]
-# Runs build-fuzz/bin/TARGET in libFuzzer's fork mode with one worker (one
+# Runs build-sanitize/bin/TARGET in libFuzzer's fork mode with one worker (one
 # fuzzing process at a time), which goes on after a crash, for SECONDS.
-# Its corpus grows in build-fuzz/campaign/TARGET/corpus (kept between
+# Its corpus grows in build-sanitize/campaign/TARGET/corpus (kept between
 # campaigns, seeded from the target's seed and regression corpora) and each
-# crashing input lands in build-fuzz/campaign/TARGET/ as crash-*, leak-*,
-# oom-* or timeout-*; the log is build-fuzz/campaign/TARGET/log.
+# crashing input lands in build-sanitize/campaign/TARGET/ as crash-*, leak-*,
+# oom-* or timeout-*; the log is build-sanitize/campaign/TARGET/log.
 # MANYPY_FUZZ_TOLERATE (fuzz_support.h) looks past a known INTERNAL.
 set -eu
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 target=$1 seconds=$2
 shift 2
-build="${MANYPY_FUZZ_BUILD_DIR:-$root/build-fuzz}"
+build="${MANYPY_SANITIZE_BUILD_DIR:-$root/build-sanitize}"
 case "$target" in
   fuzz_archive_read|fuzz_script_load|fuzz_package_open) seeds=archives max_len=32768 ;;
   fuzz_values) seeds=values max_len=4096 ;;
