@@ -16,7 +16,9 @@ constexpr std::array<int64_t, 17> kBounds = {1,   2,    4,    8,    16,   32,   
                                              512, 1024, 2048, 4096, 8192, 16384, 32768, 65536};
 
 struct Histogram {
-  std::array<uint64_t, kBounds.size()> buckets{};  // not cumulative
+  // Not cumulative; the last: larger than every bound (a request alone may
+  // bring more rows than the largest batch), counted only in +Inf.
+  std::array<uint64_t, kBounds.size() + 1> buckets{};
   uint64_t count = 0;
   int64_t sum = 0;
 };
@@ -38,7 +40,7 @@ void BatchSizes::record(const std::string& name, int64_t rows) {
   std::lock_guard<std::mutex> lock(g_mu);
   Histogram& h = histograms()[name];
   size_t k = 0;
-  while (k + 1 < kBounds.size() && rows > kBounds[k]) ++k;
+  while (k < kBounds.size() && rows > kBounds[k]) ++k;
   ++h.buckets[k];
   ++h.count;
   h.sum += rows;

@@ -6,7 +6,6 @@
 #include "call_stop.h"
 #include "dispatch/lane.h"
 #include "error.h"
-#include "interpreter.h"
 
 namespace manypy::dispatch {
 
@@ -32,8 +31,11 @@ Chooser::Chooser(size_t capacity, size_t queue_limit) : queue_limit_(queue_limit
   for (size_t i = 0; i < capacity; ++i) slots_.push_back(std::make_unique<Slot>());
 }
 
-void Chooser::add(size_t index, Lane* lane) {
+void Chooser::add(size_t index, Lane* lane) { add(index, lane, lane); }
+
+void Chooser::add(size_t index, Lane* lane, const MemberHealth* health) {
   slots_.at(index)->lane.store(lane, std::memory_order_release);
+  slots_.at(index)->health.store(health, std::memory_order_release);
   set_state(index, SlotState::kStarting);
 }
 
@@ -62,7 +64,7 @@ void Chooser::check_index(int interpreter) const {
 }
 
 bool Chooser::up(size_t index) const {
-  return state(index) == SlotState::kUp && lane(index).interpreter().serving();
+  return state(index) == SlotState::kUp && health(index).serving();
 }
 
 void Chooser::throw_draining() const {
@@ -94,15 +96,25 @@ Ticket Chooser::admitted(size_t index) {
   // After counting itself in flight and on its slot: drain() sets the flag
   // and then reads the count, and a shrink marks the slot leaving and then
   // waits for its load, so a call either sees the change here or is
-  // counted there.
+  // counted there. Seen late, the slot may be empty already (the shrink
+  // found no load, gave its interpreter back and marked it absent): that
+  // is refused too, or the call would run in an interpreter the pool no
+  // longer has.
   if (draining_.load(std::memory_order_seq_cst)) throw_draining();
-  if (state(index) == SlotState::kLeaving) {
-    throw Error(Code::kOutOfRange, "interpreter " + std::to_string(index) +
-                                       " left the pool as the call was admitted "
-                                       "(manypy_pool_resize); the pool now has " +
-                                       std::to_string(size()));
-  }
+  if (left(index)) throw_left(index);
   return ticket;
+}
+
+bool Chooser::left(size_t index) const {
+  const SlotState now = state(index);
+  return now == SlotState::kLeaving || now == SlotState::kAbsent;
+}
+
+void Chooser::throw_left(size_t index) const {
+  throw Error(Code::kOutOfRange, "interpreter " + std::to_string(index) +
+                                     " left the pool as the call was admitted "
+                                     "(manypy_pool_resize); the pool now has " +
+                                     std::to_string(size()));
 }
 
 void Chooser::release(size_t index) noexcept {
@@ -122,12 +134,15 @@ Ticket Chooser::admit(int interpreter) {
   if (interpreter != kAnyInterpreter) {
     check_index(interpreter);
     const size_t index = static_cast<size_t>(interpreter);
+    // A shrink marks a member leaving before it lowers size(): refused as
+    // out of range, as it is once size() says so (not as broken).
+    if (left(index)) throw_left(index);
     // A member still starting takes the call: it queues behind the start.
     if (state(index) != SlotState::kStarting) {
-      const Interpreter& interp = lane(index).interpreter();
-      if (state(index) != SlotState::kUp || !interp.serving()) {
+      const MemberHealth& member = health(index);
+      if (state(index) != SlotState::kUp || !member.serving()) {
         throw Error(Code::kInterpreterBroken, "interpreter " + std::to_string(interpreter) +
-                                                  ": cannot run code: " + interp.why_not_serving());
+                                                  ": cannot run code: " + member.why_not_serving());
       }
     }
     return take(index);
@@ -167,7 +182,7 @@ void Chooser::throw_none_can_serve(size_t n) const {
   std::string why;
   for (size_t k = 0; k < n; ++k) {
     why += (k ? "; " : "") + std::string("interpreter ") + std::to_string(k) + ": " +
-           lane(k).interpreter().why_not_serving();
+           health(k).why_not_serving();
   }
   throw Error(Code::kInterpreterBroken, "no interpreter of this pool can serve (" + why + ")");
 }

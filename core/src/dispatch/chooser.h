@@ -19,16 +19,29 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
-
-namespace manypy {
-class Interpreter;
-}
 
 namespace manypy::dispatch {
 
 class Lane;
 class Chooser;
+
+// What the chooser asks of a member's interpreter: whether it serves, and
+// why not. A Lane answers for its Interpreter. An interface, not the Lane,
+// so that the chooser's choices can be tested without starting an
+// interpreter (tests/core/dispatch_chooser_test.cpp); the chooser itself
+// never touches the Lane, which only the dispatcher runs calls on.
+class MemberHealth {
+ public:
+  // Lock-free: asked on every call that may go anywhere.
+  virtual bool serving() const = 0;
+  // Why it cannot serve ("" while it can).
+  virtual std::string why_not_serving() const = 0;
+
+ protected:
+  ~MemberHealth() = default;
+};
 
 // One unit of load on one interpreter, held from admission to completion.
 // Movable; releasing twice is harmless.
@@ -76,8 +89,13 @@ class Chooser {
   }
 
   // Membership, changed by the pool only, one change at a time.
-  // Gives slot `index` its interpreter, in state kStarting.
+  // Gives slot `index` its interpreter, in state kStarting; the lane
+  // answers for its health.
   void add(size_t index, Lane* lane);
+  // The same with the member's health told apart from its lane (which may
+  // then be null, for a test that runs no call on it). `health` must live
+  // as long as the chooser may ask it.
+  void add(size_t index, Lane* lane, const MemberHealth* health);
   void set_state(size_t index, SlotState state);
   void set_size(size_t size);
   // Members in state kStarting. Lock-free.
@@ -87,10 +105,11 @@ class Chooser {
 
   // Admits a call for interpreter `interpreter` (an index, or
   // kAnyInterpreter). Throws Error: kDraining once drain() was called,
-  // kOutOfRange for a bad index, kInterpreterBroken when the pinned
-  // interpreter (or every one) cannot serve, kOverloaded when the call
-  // would wait and the queue is full. A call that may go anywhere goes to a
-  // member still starting only when no member is up.
+  // kOutOfRange for a bad index or a member leaving the pool,
+  // kInterpreterBroken when the pinned interpreter (or every one) cannot
+  // serve, kOverloaded when the call would wait and the queue is full. A
+  // call that may go anywhere goes to a member still starting only when no
+  // member is up.
   Ticket admit(int interpreter);
 
   // Throws Error(kOutOfRange) for an index outside the pool.
@@ -132,10 +151,14 @@ class Chooser {
   friend class Ticket;
   struct Slot {
     std::atomic<Lane*> lane{nullptr};
+    std::atomic<const MemberHealth*> health{nullptr};
     std::atomic<int> state{static_cast<int>(SlotState::kAbsent)};
     std::atomic<int> load{0};
   };
 
+  const MemberHealth& health(size_t index) const {
+    return *slots_[index]->health.load(std::memory_order_acquire);
+  }
   // Whether the member at `index` takes calls that may go anywhere.
   bool up(size_t index) const;
   // Takes one unit of load on `index`, counting a wait when it was busy;
@@ -146,6 +169,9 @@ class Chooser {
   // drain or the slot to leave meanwhile (then it gives the unit back and
   // throws).
   Ticket admitted(size_t index);
+  // Whether the slot is leaving the pool or has left it.
+  bool left(size_t index) const;
+  [[noreturn]] void throw_left(size_t index) const;
   void release(size_t index) noexcept;
   [[noreturn]] void throw_draining() const;
   [[noreturn]] void throw_none_can_serve(size_t n) const;

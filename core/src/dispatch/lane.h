@@ -9,7 +9,9 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 
+#include "dispatch/chooser.h"
 #include "dispatch/job.h"
 #include "dispatch/work_queue.h"
 #include "interpreter.h"
@@ -17,7 +19,8 @@
 
 namespace manypy::dispatch {
 
-class Lane {
+// A MemberHealth (chooser.h) that answers for its interpreter.
+class Lane final : public MemberHealth {
  public:
   // The interpreter's arguments (interpreter.h).
   Lane(unsigned slot, const HostServices& host);
@@ -26,6 +29,8 @@ class Lane {
 
   Interpreter& interpreter() { return interp_; }
   const Interpreter& interpreter() const { return interp_; }
+  bool serving() const override { return interp_.serving(); }
+  std::string why_not_serving() const override { return interp_.why_not_serving(); }
 
   // Starts the home thread, which starts the interpreter (so that it is the
   // interpreter's main thread), then serves the queue for the rest of the
