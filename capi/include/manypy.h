@@ -616,8 +616,10 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_options_set_grow_after(
 /* Told when an interpreter of the pool fails to start in the background
  * (with serve_early, or when the pool grows), with its index in the pool
  * and the status saying why (borrowed for the call). Runs on a thread of
- * manypy's; may call manypy (not manypy_pool_destroy on this pool); must
- * not unwind. Since 0.3. */
+ * manypy's, just after the interpreter is counted broken: a caller that
+ * sees it broken in manypy_pool_get_stats may be told a moment later. May
+ * call manypy (not manypy_pool_destroy on this pool); must not unwind.
+ * Since 0.3. */
 typedef void (*manypy_interpreter_failed_fn)(
     void* user_data, int32_t interpreter, const manypy_status* why);
 /* Sets the callback (NULL removes it), replacing an earlier one. The

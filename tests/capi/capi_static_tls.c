@@ -95,11 +95,19 @@ static void test_background_start_failure(void** state) {
   assert_true(stats.broken >= 1);
   assert_int_equal(stats.ready + stats.broken, TOO_MANY);
 
-  /* The callback was told of each, with the reason. */
-  pthread_mutex_lock(&g_failed_mu);
-  const int told = g_failed_count;
-  const int32_t index = g_failed_index;
-  pthread_mutex_unlock(&g_failed_mu);
+  /* The callback was told of each, with the reason. It runs on the
+   * starting thread just after the member is counted broken, so the last
+   * ones may still be on their way: wait for them (the same guard). */
+  int told;
+  int32_t index;
+  for (;;) {
+    pthread_mutex_lock(&g_failed_mu);
+    told = g_failed_count;
+    index = g_failed_index;
+    pthread_mutex_unlock(&g_failed_mu);
+    if (told >= (int)stats.broken || capi_now() - t0 >= 300) break;
+    usleep(20000);
+  }
   assert_int_equal(told, (int)stats.broken);
   assert_ptr_equal(g_failed_user_data, &g_failed_count);
   assert_int_equal(g_failed_code, MANYPY_ERR_STATIC_TLS);

@@ -77,6 +77,9 @@ public final class ChildMain {
       long end = System.nanoTime() + 300_000_000_000L;
       while (pool.stats().starting() > 0 && System.nanoTime() < end) sleep(20);
       PoolStats stats = pool.stats();
+      // The callback runs just after an interpreter is counted broken, on
+      // another thread: the last ones may still be on their way.
+      while (reported.size() < stats.broken() && System.nanoTime() < end) sleep(20);
       // What failed is broken; the pool serves on the others.
       String broken = "";
       for (int i = 0; i < n; ++i) {
