@@ -44,6 +44,7 @@ func sleepIn(model *Object, seconds float64) chan sleepResult {
 }
 
 func testQueueLimit(t *testing.T, mode ThreadMode) {
+	long(t, "stuck calls holding the queue, in each thread mode")
 	pool := newPool(t, PoolOptions{Interpreters: 1, ThreadMode: mode, QueueLimit: 1})
 	stuck := loadModel(t, pool, "stuck.pt")
 	batching := loadModel(t, pool, "batching.pt")

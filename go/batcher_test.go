@@ -455,6 +455,7 @@ func TestBatcherBadInput(t *testing.T) {
 // done submits nothing; one stopped before its batch runs is dropped from
 // it, and the batch runs for the others.
 func TestBatcherContext(t *testing.T) {
+	long(t, "contexts that end while requests wait for their batch")
 	pool := newPool(t, PoolOptions{Interpreters: 2})
 	model := loadModel(t, pool, "batching.pt")
 	rows := newBatcher(t, model, "rows", BatcherOptions{MaxBatch: 4, MaxWait: longWait})

@@ -112,6 +112,7 @@ func TestCloseRacingCalls(t *testing.T) {
 // 30 pools of 3 interpreters, never closed: the process has 15 at most, so
 // NewPool must collect the unreachable ones to go on.
 func TestUnclosedPoolsAreCollected(t *testing.T) {
+	long(t, "30 pools of 3 interpreters left to the garbage collector")
 	for i := 0; i < 30; i++ {
 		pool, err := NewPool(PoolOptions{Interpreters: 3})
 		if err != nil {

@@ -415,6 +415,7 @@ func TestDrainRacingClose(t *testing.T) {
 // filled with the version its share was, and version() agrees. In the end
 // the versions swapped out are unloaded from every interpreter.
 func TestHotSwapUnderLoad(t *testing.T) {
+	long(t, "versions swapped under concurrent calls")
 	pool := newPool(t, PoolOptions{Interpreters: 2})
 	type version struct {
 		model  *Object

@@ -77,6 +77,17 @@ func must[T any](v T, err error) T {
 // runs (isolated).
 const isolatedEnv = "MANYPY_GO_ISOLATED_TEST"
 
+// long skips t under -short (go_test_quick: the quick tier and the second
+// leg; go_test_cgocheck2): t is long and drives the binding's own
+// concurrency or lifecycle, the same code on both legs, which the full run's
+// go_test_race runs. why says what makes it long.
+func long(t *testing.T, why string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("slow: %s (go_test_race runs it)", why)
+	}
+}
+
 // isolated runs the calling top-level test in a child process (the test
 // binary again, running only that test) unless this process is that child.
 // Interpreters are the process's, and some tests leave them unfit for the

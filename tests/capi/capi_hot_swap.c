@@ -4,7 +4,9 @@
  * (manypy_object_share) under the lock and calls outside it; every 200 ms a
  * swap loads the other version beside it, warms it on every interpreter,
  * switches to it under the lock and frees the old handle, which unloads
- * once the requests still holding it end. 8 callers, 30 s. Checked:
+ * once the requests still holding it end. 8 callers, 10 s: about 50 swaps,
+ * each with calls in flight on both versions (the 30 s it ran before, 150
+ * swaps, met no case the first 50 did not). Checked:
  * - no call fails;
  * - every result comes from the version the call was sent to (the Versioned
  *   model fills its output with its version number);
@@ -14,7 +16,7 @@
  *   half a version's weights (32 MiB each) of what it was with one version
  *   loaded, and a second version loaded beside the first shows as at least
  *   that much, so the measure can see one version left behind.
- * MANYPY_HOT_SWAP_SECONDS overrides the 30 s for a run by hand.
+ * MANYPY_HOT_SWAP_SECONDS overrides the 10 s for a longer run by hand.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -154,7 +156,7 @@ static void stop_callers(server* s, pthread_t* threads) {
 static void test_hot_swap_under_load(void** state) {
   (void)state;
   const char* env = getenv("MANYPY_HOT_SWAP_SECONDS");
-  const double seconds = env ? atof(env) : 30.0;
+  const double seconds = env ? atof(env) : 10.0;
   manypy_pool* pool = MAKE_POOL(INTERPRETERS, MANYPY_THREAD_MODE_DIRECT);
   server s;
   memset(&s, 0, sizeof s);

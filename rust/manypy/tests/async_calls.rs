@@ -290,6 +290,7 @@ fn calls_past_the_queue_limit_are_overloaded() {
 }
 
 #[test]
+#[ignore = "slow: thousands of calls in flight while every handle drops; rust_tests runs it (--include-ignored)"]
 fn every_handle_dropped_with_thousands_of_calls_in_flight() {
     let _serial = serial();
     const CALLS: usize = 3000;
@@ -403,6 +404,7 @@ impl Choices {
 }
 
 #[test]
+#[ignore = "slow: thousands of calls with drops, timeouts and cancels; rust_tests runs it (--include-ignored)"]
 fn stress_drops_timeouts_and_cancels_racing_completions() {
     let _serial = serial();
     const THREADS: u64 = 8;

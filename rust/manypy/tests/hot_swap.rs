@@ -78,6 +78,7 @@ fn request(version: Arc<Version>, k: u64, asynchronous: bool) -> std::result::Re
 }
 
 #[test]
+#[ignore = "slow: versions swapped under concurrent calls; rust_tests runs it (--include-ignored)"]
 fn versions_swap_under_load_and_every_call_gets_the_version_it_used() {
     let pool = Pool::new(2).unwrap();
     let slot = RwLock::new(load_version(&pool, "version_1.pt", 1).unwrap());

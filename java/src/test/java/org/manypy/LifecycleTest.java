@@ -9,9 +9,12 @@ import java.util.List;
 import java.util.Queue;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.atomic.AtomicLong;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /** Closing in any order, closing under load, and garbage collection. */
+// The quick tier leaves it out: closes under load and garbage collections (about 45 s).
+@Tag("slow")
 class LifecycleTest {
   @Test
   void closeInAnyOrder() {

@@ -10,6 +10,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.manypy.internal.ManypyNativeConstants;
 
@@ -17,6 +18,8 @@ import org.manypy.internal.ManypyNativeConstants;
  * What happens to a whole JVM: loading the library (missing, mismatched), starting without the
  * static TLS setting, exiting with live pools. Each case runs in a child JVM.
  */
+// The quick tier leaves it out: child JVMs, each starting interpreters (about 110 s).
+@Tag("slow")
 class ProcessTest {
   static final String TUNABLES = "glibc.rtld.optional_static_tls=16384";
 
