@@ -46,6 +46,26 @@ if(NOT MANYPY_TEST_SELECTION MATCHES "^(full|leg2|memory)$")
 endif()
 add_custom_target(manypy_suites_${MANYPY_TEST_SELECTION})
 
+# Scheduling (ctest -j). Entries whose checks include a wall-clock bound (a
+# deadline stops a call within its timeout plus 100 ms) need a core free
+# when the bound comes due, so they never run beside one another nor beside
+# the entries that keep both cores busy (many threads, compiles); those may
+# run beside each other. ctest's resource allocation says so with one
+# resource of 2 slots, tests/resources.json, which every ctest run of the
+# tree uses (CTEST_RESOURCE_SPEC_FILE): a bounded entry takes both slots
+# (manypy_test_bounded), a busy one one slot (manypy_test_busy).
+set(CTEST_RESOURCE_SPEC_FILE ${PROJECT_SOURCE_DIR}/tests/resources.json)
+function(manypy_test_bounded)
+  set_tests_properties(${ARGN} PROPERTIES RESOURCE_GROUPS "quiet:2")
+endfunction()
+function(manypy_test_busy)
+  set_tests_properties(${ARGN} PROPERTIES RESOURCE_GROUPS "quiet:1")
+endfunction()
+# Without timings from an earlier run (a new clone), ctest starts entries by
+# COST, highest first: the long kinds first, so that the short ones fill in
+# around them and no long one is left alone at the end.
+set(MANYPY_TEST_KIND_COSTS binding=300 install=150 bench=60 stress=40 fuzz=30 soak=20 sample=15)
+
 # manypy_test_labels(<test> <kind> [<need or flag>...] [BUILDS <target>...])
 # Labels <test>, which must be defined in the calling directory. BUILDS
 # names the targets it runs or reads (its program, the archives...), which
@@ -63,6 +83,11 @@ function(manypy_test_labels test kind)
     endif()
   endforeach()
   set_property(TEST ${test} APPEND PROPERTY LABELS ${kind} ${labels})
+  foreach(cost IN LISTS MANYPY_TEST_KIND_COSTS)
+    if(cost MATCHES "^${kind}=(.*)$")
+      set_property(TEST ${test} PROPERTY COST ${CMAKE_MATCH_1})
+    endif()
+  endforeach()
 
   if(MANYPY_TEST_SELECTION STREQUAL "full")
     set(selected TRUE)

@@ -50,6 +50,17 @@ if command -v ccache >/dev/null; then
   export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-20G}"
   launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 fi
+# The Rust binding's cargo target directory, <build>/cargo, is a link into
+# the machine's cache, one per leg, so that a new clone (CI's) reuses the
+# compiled third-party crates; cargo rebuilds the workspace's own crates,
+# whose fingerprints name the clone's paths. A tree whose cargo directory
+# is a real one keeps it.
+cargo_target() {  # <build dir> <leg>
+  local shared="${XDG_CACHE_HOME:-$HOME/.cache}/manypy/cargo-target/$2"
+  mkdir -p "$shared" "$1"
+  [[ -e "$1/cargo" || -L "$1/cargo" ]] || ln -s "$shared" "$1/cargo"
+}
+
 # The project's own C and C++ compile with warnings as errors in every tree
 # these scripts make (MANYPY_WERROR; third-party headers are system headers).
 common=(-G Ninja "${launcher[@]}" -DMANYPY_WERROR=ON)
@@ -58,6 +69,7 @@ build_one() {
   case "$1" in
     main)
       local build="${MANYPY_BUILD_DIR:-$root/build}"
+      cargo_target "$build" main
       cmake -S "$root" -B "$build" "${common[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         -DMANYPY_BUILD_TESTS=ON -DMANYPY_BUILD_JAVA=ON -DMANYPY_BUILD_RUST=ON \
         -DMANYPY_BUILD_GO=ON -DMANYPY_BUILD_BENCH=ON -DMANYPY_TEST_SELECTION=full >/dev/null
@@ -89,6 +101,7 @@ build_one() {
       local build="${MANYPY_TORCH2_BUILD_DIR:-$root/build-torch2}"
       local venv
       venv="$("$root/scripts/setup_torch2.sh")"
+      cargo_target "$build" torch2
       cmake -S "$root" -B "$build" "${common[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         -DMANYPY_PYTHON="$venv/bin/python" -DMANYPY_TEST_SELECTION=leg2 >/dev/null
       cmake --build "$build" --target manypy_suites_leg2
