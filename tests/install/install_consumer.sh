@@ -63,9 +63,15 @@ echo "installed into $prefix:"
 
 # Nothing installed may name the build or source tree. Debug information
 # does (file names for debuggers), so ELF files are checked without it; the
-# jar is checked unpacked.
+# jar is checked unpacked. A tree's path counts only as a whole name: a
+# source tree /x/manypy is not named by /x/manypy-cache/venv, a path the
+# torch 2.x library rightly carries when the cache is there.
+as_whole_name() {  # <path>: an extended regex matching it, not a longer name
+  printf '%s([^A-Za-z0-9._+-]|$)' "$(printf '%s' "$1" | sed 's/[][\.*^$+?(){}|/]/\\&/g')"
+}
+tree_names="$(as_whole_name "$build")|$(as_whole_name "$source")"
 names_a_tree() {  # <file or directory> <what it is>
-  if grep -rqF -e "$build" -e "$source" "$1"; then fail "$2 names the build or source tree"; fi
+  if grep -rqaE -e "$tree_names" "$1"; then fail "$2 names the build or source tree"; fi
 }
 mkdir "$tmp/check"
 for file in $(find "$prefix" -type f); do
