@@ -521,7 +521,8 @@ class _LeaseDefaults:
         self._value("torch.set_default_tensor_type", lambda: tensor_type(empty(0)),
                     set_tensor_type)
         self._value("torch.set_default_dtype", torch.get_default_dtype, C._set_default_dtype)
-        get_mode, get_warn = C._get_deterministic_algorithms, C._get_deterministic_algorithms_warn_only
+        get_mode = C._get_deterministic_algorithms
+        get_warn = C._get_deterministic_algorithms_warn_only
         set_mode = C._set_deterministic_algorithms
         self._value("torch.use_deterministic_algorithms", lambda: (get_mode(), get_warn()),
                     lambda v: set_mode(v[0], warn_only=v[1]))
