@@ -16,6 +16,12 @@
  *      python_heavy.pt, then shrunk to 1: how much of what the 3 added
  *      interpreters cost comes back to the process (private memory, and
  *      RSS).
+ *   L. Lease clean-up: pools of 1 created and destroyed one after another,
+ *      each leasing the same interpreter; the time to create one (the
+ *      lease begins) and to destroy it (the lease ends: its globals,
+ *      modules and settings put back, garbage collected), for a pool that
+ *      ran one expression, one that served python_heavy.pt, and one whose
+ *      code changed settings that the end of the lease puts back, in turn.
  *
  * G and M need interpreters that were never started, so each section runs
  * in a process of its own (this program again, with --sections and one
@@ -25,11 +31,11 @@
  * timing; it exits non-zero when a call fails or an output is wrong.
  *
  * Usage: manypy_bench_lifecycle [--quick] [--seconds S] [--swap-every S]
- *                               [--sections GHM] [--archives DIR]
+ *                               [--sections GHML] [--archives DIR]
  *   --quick         S = 0.5, one round (smoke test)
  *   --seconds S     measured seconds per phase and round (default 4)
  *   --swap-every S  seconds between swaps in H (default 1)
- *   --sections X    only the sections named (default GHM)
+ *   --sections X    only the sections named (default GHML)
  *   --archives DIR  the sample archives (default: the build's)
  */
 #define _GNU_SOURCE
@@ -408,6 +414,129 @@ static void section_memory(const heavy* h) {
       (p4 - p1) / 3, (r4 - r1) / 3, (p4 - p1b) / 3, (r4 - r1b) / 3, 100 * (p4 - p1b) / (p4 - p1));
 }
 
+/* ---- L: lease clean-up ------------------------------------------------------------- */
+
+/* What a pool of L runs before it is destroyed. The settings changed do not
+ * change python_heavy's results, so that a build that does not put them
+ * back (to compare with) still serves it. */
+enum { LEASE_IDLE, LEASE_SERVED, LEASE_SETTINGS, LEASE_KINDS };
+static const char* const kLeaseKinds[LEASE_KINDS] = {"ran one expression", "served python_heavy.pt",
+                                                     "changed 10 settings"};
+#define CHANGE_SETTINGS                                        \
+  "import gc, io, sys, warnings, torch\n"                      \
+  "gc.disable()\n"                                             \
+  "gc.set_threshold(100000, 50, 50)\n"                         \
+  "warnings.simplefilter('ignore')\n"                          \
+  "sys.setrecursionlimit(5000)\n"                              \
+  "sys.setswitchinterval(0.01)\n"                              \
+  "sys.stdout = io.StringIO()\n"                               \
+  "torch.use_deterministic_algorithms(True, warn_only=True)\n" \
+  "torch.set_flush_denormal(True)\n"                           \
+  "torch.set_grad_enabled(False)\n"                            \
+  "torch.set_printoptions(precision=2)\n"
+
+/* CPU time of this whole process (every thread: the interpreter's own
+ * thread does the clean-up), in ns: what the lease costs however loaded the
+ * machine is, where wall time also counts the waits for a core. */
+static int64_t process_cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Inside an interpreter: what putting the settings back costs lease_end
+ * (its two passes), with nothing changed and with CHANGE_SETTINGS' 10
+ * changed, and what a thread's first entry in a new lease costs
+ * (restore_thread): the medians of n, in microseconds of the thread's CPU
+ * time (a loaded machine's waits for a core do not count); "" on a build
+ * without them. */
+static const char kTimeRestore[] =
+    "import time, _manypy_runtime as r\n"
+    "def _lease_restore_us(n, change):\n"
+    "    d = getattr(r, '_defaults', None)\n"
+    "    if d is None:\n"
+    "        return ''\n"
+    "    spent = ([], [], [])\n"
+    "    clock = time.thread_time_ns\n"
+    "    for _ in range(n):\n"
+    "        for k in range(2):\n"
+    "            if k:\n"
+    "                exec(change, {})\n"
+    "            t = clock()\n"
+    "            d.restore(check=False)\n"
+    "            d.restore(check=True)\n"
+    "            spent[k].append(clock() - t)\n"
+    "        t = clock()\n"
+    "        d.restore_thread()\n"
+    "        spent[2].append(clock() - t)\n"
+    "    return ' '.join(f'{sorted(s)[n // 2] / 1e3:.1f}' for s in spent)\n";
+
+static void section_lease(const heavy* h) {
+  const int rounds = g_quick ? 5 : 40;
+  printf(
+      "\n== L. lease clean-up: pools of 1 created and destroyed in turn (%d of each kind), "
+      "leasing the same interpreter\n",
+      rounds);
+  manypy_pool_destroy(make_pool(1, 0)); /* starts the interpreter, takes its defaults */
+  samples create[LEASE_KINDS] = {{0}}, destroy[LEASE_KINDS] = {{0}}, cpu[LEASE_KINDS] = {{0}};
+  for (int r = 0; r < rounds; ++r) {
+    for (int kind = 0; kind < LEASE_KINDS; ++kind) {
+      int64_t t0 = now_ns();
+      manypy_pool* pool = make_pool(1, 0);
+      samples_push(&create[kind], now_ns() - t0);
+      manypy_value* out = NULL;
+      CHECK(manypy_pool_eval(pool, 0, "1 + 1", &out), "manypy_pool_eval");
+      manypy_value_free(out);
+      if (kind == LEASE_SERVED) {
+        manypy_object* object = load_version(pool, h);
+        manypy_object_free(object);
+      } else if (kind == LEASE_SETTINGS) {
+        CHECK(manypy_pool_exec(pool, 0, CHANGE_SETTINGS), "changing settings");
+      }
+      t0 = now_ns();
+      const int64_t c0 = process_cpu_ns();
+      manypy_pool_destroy(pool);
+      samples_push(&destroy[kind], now_ns() - t0);
+      samples_push(&cpu[kind], process_cpu_ns() - c0);
+    }
+  }
+  printf("%-26s %14s %14s %14s\n", "a pool that", "create p50 ms", "destroy p50 ms",
+         "destroy CPU ms");
+  for (int kind = 0; kind < LEASE_KINDS; ++kind) {
+    printf("%-26s %14.3f %14.3f %14.3f\n", kLeaseKinds[kind],
+           samples_quantile(&create[kind], 0.5) / 1e6, samples_quantile(&destroy[kind], 0.5) / 1e6,
+           samples_quantile(&cpu[kind], 0.5) / 1e6);
+    free(create[kind].v);
+    free(destroy[kind].v);
+    free(cpu[kind].v);
+  }
+  /* The settings' part of the clean-up, timed where it runs (mid-lease,
+   * which puts back what CHANGE_SETTINGS changed as lease_end would). */
+  manypy_pool* pool = make_pool(1, 0);
+  CHECK(manypy_pool_exec(pool, 0, kTimeRestore), "timing the restore");
+  manypy_value* out = NULL;
+  CHECK(manypy_pool_eval(pool, 0,
+                         g_quick ? "_lease_restore_us(20, '''" CHANGE_SETTINGS "''')"
+                                 : "_lease_restore_us(200, '''" CHANGE_SETTINGS "''')",
+                         &out),
+        "timing the restore");
+  const char* text = NULL;
+  size_t length = 0;
+  CHECK(manypy_value_get_string(out, &text, &length), "the restore's times");
+  double clean = 0, changed = 0, thread = 0;
+  if (length == 0 || sscanf(text, "%lf %lf %lf", &clean, &changed, &thread) != 3) {
+    printf("putting settings back: not in this build\n");
+  } else {
+    printf(
+        "putting settings back, as lease_end does (two passes), median CPU: %.1f us with "
+        "nothing changed, %.1f us with 10 changed; a thread's first entry in a new lease: "
+        "%.1f us\n",
+        clean, changed, thread);
+  }
+  manypy_value_free(out);
+  manypy_pool_destroy(pool);
+}
+
 /* ---- main ------------------------------------------------------------------------- */
 
 /* Runs section `letter` in a new process of this program. */
@@ -438,9 +567,9 @@ static void run_alone(char letter, char** argv) {
 
 int main(int argc, char** argv) {
   const char* kUsage =
-      "usage: manypy_bench_lifecycle [--quick] [--seconds S] [--swap-every S] [--sections GHM] "
+      "usage: manypy_bench_lifecycle [--quick] [--seconds S] [--swap-every S] [--sections GHML] "
       "[--archives DIR]\n";
-  const char* sections = "GHM";
+  const char* sections = "GHML";
   cli_option opts[] = {
       CLI_OPT_FLAG("--quick", &g_quick),
       CLI_OPT_NUMBER("--seconds", &g_seconds, 0.01, 3600),
@@ -451,8 +580,8 @@ int main(int argc, char** argv) {
   const size_t nopts = sizeof opts / sizeof opts[0];
   cli_parse(argc, argv, opts, nopts, kUsage);
   if (g_quick && !cli_given(opts, nopts, "--seconds")) g_seconds = 0.5;
-  if (strspn(sections, "GHM") != strlen(sections) || sections[0] == '\0') {
-    die_usage(kUsage, "--sections takes letters of GHM, not '%s'", sections);
+  if (strspn(sections, "GHML") != strlen(sections) || sections[0] == '\0') {
+    die_usage(kUsage, "--sections takes letters of GHML, not '%s'", sections);
   }
   if (strlen(sections) > 1) {
     printf("manypy serving-lifecycle benchmark (library %s, %ld online cores; %.2f s per phase)\n",
@@ -476,6 +605,9 @@ int main(int argc, char** argv) {
       break;
     case 'M':
       section_memory(&h);
+      break;
+    case 'L':
+      section_lease(&h);
       break;
   }
   manypy_value_free(h.args);

@@ -183,12 +183,15 @@ typedef struct manypy_interp_api {
    * main thread. Returns with the GIL released. */
   int (*start)(const mpi_start_options* options, const mpi_sink* sink);
 
-  /* Begins a lease by a pool: remembers sys.path and sys.modules, adds the
-   * pool's sys.path entries, sets intra-op threads, makes a fresh globals
-   * dict. */
+  /* Begins a lease by a pool: remembers sys.path and sys.modules (and, at
+   * the first lease, the interpreter's settings), adds the pool's sys.path
+   * entries, sets intra-op threads, makes a fresh globals dict. */
   int (*lease_begin)(const mpi_lease_options* options, const mpi_sink* sink);
   /* Ends a lease: drops the globals, modules imported since lease_begin and
-   * the extra sys.path entries; collects garbage. */
+   * the extra sys.path entries; collects garbage; puts the settings model
+   * code can change back as the first lease found them. Fails
+   * (manypy.LeaseStateError) when one cannot be: the interpreter must not
+   * serve another pool. */
   int (*lease_end)(const mpi_sink* sink);
 
   /* Statements into the lease's globals. `model_id` and `request_id`

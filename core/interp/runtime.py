@@ -299,17 +299,31 @@ def load_operator_library(path):
 
 _lease = None
 _intra_op_threads = 1
+_defaults = None  # _LeaseDefaults, taken as the first lease begins
+_collect = gc.collect  # model code may replace the module's
 
 
 def lease_begin(extra_sys_path, intra_op_threads, allow_process_exit):
     """Remember the clean state, apply a pool's settings, return its globals."""
-    global _lease, _intra_op_threads, _allow_process_exit
+    global _lease, _intra_op_threads, _allow_process_exit, _defaults
+    if _defaults is None:  # the first lease: no model code has run yet
+        _defaults = _LeaseDefaults()
     _lease = (list(sys.path), set(sys.modules))
     sys.path.extend(extra_sys_path)
     _intra_op_threads = intra_op_threads
     _allow_process_exit = bool(allow_process_exit)
     apply_intra_op_threads()
     return {"__name__": "__main__", "__builtins__": builtins}
+
+
+def apply_lease_to_thread():
+    """What each thread does at its first entry in a new lease (state.c):
+    torch's per-thread settings back to their defaults, as lease_end put
+    them back on the interpreter's own thread, then the lease's intra-op
+    thread count."""
+    if _defaults is not None:
+        _defaults.restore_thread()
+    apply_intra_op_threads()
 
 
 def apply_intra_op_threads():
@@ -361,7 +375,345 @@ def lease_end(globals_dict):
         _lease = None
     sys.path_importer_cache.clear()
     importlib.invalidate_caches()
-    gc.collect()
+    if _defaults is None:
+        _collect()
+        return
+    # Twice: what the first pass replaces (a model's sys.stdout, its
+    # warnings filters) may run its finalizers, here or in the collection,
+    # and change a setting again; the second pass checks every value.
+    _defaults.restore(check=False)
+    _collect()
+    problems = _defaults.restore(check=True)
+    if problems:
+        raise LeaseStateError("the lease's settings could not be put back, so the interpreter "
+                              "is not leased again: " + "; ".join(problems))
+
+
+# ---- leases start clean: interpreter-wide settings ------------------------
+
+
+class LeaseStateError(RuntimeError):
+    """lease_end could not put back a setting that model code changed: the
+    host retires the interpreter rather than lease it to another pool
+    (core/src/interpreter_set.cpp, give_back)."""
+
+    __module__ = "manypy"
+
+
+_UNREADABLE = object()  # a getter that raised: never the saved value
+
+
+def _read(get):
+    try:
+        return get()
+    except Exception:
+        return _UNREADABLE
+
+
+def _flushes_denormals():
+    """Whether this thread's CPU flushes denormals to zero (torch's
+    set_flush_denormal sets the FTZ and DAZ bits of the calling thread; it
+    has no getter). Python's own float arithmetic runs under the same bits."""
+    return _TINY * _ONE == 0.0
+
+
+_TINY, _ONE = 1e-310, 1.0  # globals, so the product is computed at run time
+
+
+class _LeaseDefaults:
+    """The settings model code can change for a whole interpreter, or for a
+    thread that serves it, with their values before the first lease, and
+    the functions that read and set them, bound before any model ran (a
+    model that replaces gc.enable or deletes torch.set_default_dtype does
+    not stop them being put back). Each setting is (name, get, set), its
+    value in _saved or _thread_saved; a list whose entries are the setting
+    (warnings.filters, gc.callbacks) is (owner, name, list, entries).
+
+    Left alone on purpose: random number generators (torch.manual_seed,
+    random, numpy) are state, not settings, and a model that wants a seed
+    sets it; patches to installed modules are the trust history's
+    (docs/security.md); sys.meta_path and sys.path_hooks keep what modules
+    that stay imported added there."""
+
+    def __init__(self):
+        import threading
+        import warnings
+
+        self._plain = {bool, int, float, str, tuple, type(None)}
+        self._settings = []
+        self._thread = []
+        self._fixed = {}  # name: a default that is not the value found
+        self._streams = []
+        self._lists = []
+        self._warnings_mutated = getattr(warnings, "_filters_mutated", None)
+        self._sys_settings()
+        self._gc_settings()
+        self._warnings_settings(warnings)
+        self._attribute(threading, "excepthook")
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            self._plain |= {torch.dtype, torch.device}
+            self._torch_settings(torch)
+            self._torch_thread_settings(torch)
+        self._saved = [get() for _, get, _ in self._settings]
+        self._thread_saved = [self._fixed[name] if name in self._fixed else get()
+                              for name, get, _ in self._thread]
+        self._lists = [(owner, name, lst, list(lst)) for owner, name, lst in self._lists]
+
+    # -- what is covered ----------------------------------------------------
+
+    def _value(self, name, get, put, per_thread=False):
+        (self._thread if per_thread else self._settings).append((name, get, put))
+
+    def _attribute(self, owner, attr):
+        """A module attribute that is itself the setting (a hook, a stream),
+        put back as the same object."""
+        if hasattr(owner, attr):
+            self._value(f"{owner.__name__}.{attr}", lambda: getattr(owner, attr),
+                        lambda v: setattr(owner, attr, v))
+
+    def _sys_settings(self):
+        self._value("sys.setrecursionlimit", sys.getrecursionlimit, sys.setrecursionlimit)
+        self._value("sys.setswitchinterval", sys.getswitchinterval, sys.setswitchinterval)
+        if hasattr(sys, "get_int_max_str_digits"):
+            self._value("sys.set_int_max_str_digits", sys.get_int_max_str_digits,
+                        sys.set_int_max_str_digits)
+        # RTLD_GLOBAL in a namespace crashes glibc (docs/isolation.md, hazard 2).
+        self._value("sys.setdlopenflags", sys.getdlopenflags, sys.setdlopenflags)
+        for name in ("stdin", "stdout", "stderr"):
+            self._attribute(sys, name)
+            self._streams.append((f"sys.{name}", getattr(sys, name, None)))
+        for name in ("displayhook", "excepthook", "unraisablehook", "breakpointhook"):
+            self._attribute(sys, name)
+
+    def _gc_settings(self):
+        enable, disable = gc.enable, gc.disable
+        self._value("gc.enable", gc.isenabled, lambda on: enable() if on else disable())
+        set_threshold = gc.set_threshold
+        self._value("gc.set_threshold", gc.get_threshold, lambda t: set_threshold(*t))
+        self._value("gc.set_debug", gc.get_debug, gc.set_debug)
+        self._attribute(gc, "callbacks")
+        self._lists.append((gc, "callbacks", gc.callbacks))
+
+    def _warnings_settings(self, warnings):
+        for name in ("defaultaction", "onceregistry", "_onceregistry", "showwarning",
+                     "formatwarning", "_showwarnmsg", "_formatwarnmsg", "_showwarnmsg_impl",
+                     "_formatwarnmsg_impl"):
+            self._attribute(warnings, name)
+        # The filters list is the C side's too (_warnings reads the module's
+        # attribute): the same list object, with the same entries.
+        self._attribute(warnings, "filters")
+        self._lists.append((warnings, "filters", warnings.filters))
+
+    def _torch_settings(self, torch):
+        import warnings
+
+        C = torch._C
+        empty, tensor_type = torch.empty, torch.Tensor.type
+        cpu_type = getattr(torch, empty(0).type().rpartition(".")[2])
+        catch, ignore = warnings.catch_warnings, warnings.simplefilter
+
+        def set_tensor_type(_):
+            with catch():  # torch 2.x: "set_default_tensor_type() is deprecated"
+                ignore("ignore")
+                C._set_default_tensor_type(cpu_type)
+
+        self._value("torch.set_default_tensor_type", lambda: tensor_type(empty(0)),
+                    set_tensor_type)
+        self._value("torch.set_default_dtype", torch.get_default_dtype, C._set_default_dtype)
+        get_mode = C._get_deterministic_algorithms
+        get_warn = C._get_deterministic_algorithms_warn_only
+        set_mode = C._set_deterministic_algorithms
+        self._value("torch.use_deterministic_algorithms", lambda: (get_mode(), get_warn()),
+                    lambda v: set_mode(v[0], warn_only=v[1]))
+        anomaly, check_nan, set_anomaly = (torch.is_anomaly_enabled,
+                                           torch.is_anomaly_check_nan_enabled,
+                                           torch.set_anomaly_enabled)
+        self._value("torch.set_anomaly_enabled", lambda: (anomaly(), check_nan()),
+                    lambda v: set_anomaly(*v))
+        # Flags with a C getter and setter: torch.set_warn_always,
+        # set_float32_matmul_precision, torch.backends' cudnn, cuda.matmul,
+        # mkldnn, nnpack and quantized.engine, and the deterministic filling
+        # of new memory (those this torch has).
+        for flag in ("warnAlways", "float32_matmul_precision", "cudnn_enabled",
+                     "cudnn_benchmark", "cudnn_deterministic", "cudnn_allow_tf32",
+                     "cublas_allow_tf32", "cublas_allow_fp16_reduced_precision_reduction",
+                     "cublas_allow_bf16_reduced_precision_reduction",
+                     "cpu_allow_fp16_reduced_precision_reduction", "mkldnn_enabled",
+                     "mkldnn_deterministic", "nnpack_enabled", "qengine",
+                     "deterministic_fill_uninitialized_memory"):
+            get, put = getattr(C, "_get_" + flag, None), getattr(C, "_set_" + flag, None)
+            if get is not None and put is not None:
+                self._value(f"torch._C._set_{flag}", get, put)
+        options = torch._tensor_str.PRINT_OPTS
+        for name in ("precision", "threshold", "edgeitems", "linewidth", "sci_mode"):
+            self._attribute_value(f"torch.set_printoptions({name})", options, name)
+
+    def _attribute_value(self, name, owner, attr):
+        self._value(name, lambda: getattr(owner, attr), lambda v: setattr(owner, attr, v))
+
+    def _torch_thread_settings(self, torch):
+        """torch keeps these per thread: lease_end puts them back on the
+        interpreter's own thread, and every other thread (a host thread in
+        DIRECT mode) at its first entry in the next lease."""
+        import threading
+
+        C = torch._C
+        self._value("torch.set_grad_enabled", C.is_grad_enabled, C._set_grad_enabled, True)
+        inference = C._InferenceMode
+        guards = threading.local()
+        self._value("torch.inference_mode", torch.is_inference_mode_enabled,
+                    lambda on: on or _hold(guards, inference(False)), True)
+        if hasattr(torch, "get_autocast_dtype"):  # torch 2.x
+            for device in ("cpu", "cuda"):
+                self._value(f"torch.set_autocast_enabled({device})",
+                            _bind(torch.is_autocast_enabled, device),
+                            _bind(torch.set_autocast_enabled, device), True)
+                self._value(f"torch.set_autocast_dtype({device})",
+                            _bind(torch.get_autocast_dtype, device),
+                            _bind(torch.set_autocast_dtype, device), True)
+        else:  # torch 1.13
+            self._value("torch.set_autocast_cpu_enabled", torch.is_autocast_cpu_enabled,
+                        torch.set_autocast_cpu_enabled, True)
+            self._value("torch.set_autocast_enabled", torch.is_autocast_enabled,
+                        torch.set_autocast_enabled, True)
+            self._value("torch.set_autocast_cpu_dtype", torch.get_autocast_cpu_dtype,
+                        torch.set_autocast_cpu_dtype, True)
+            self._value("torch.set_autocast_gpu_dtype", torch.get_autocast_gpu_dtype,
+                        torch.set_autocast_gpu_dtype, True)
+        self._value("torch.set_autocast_cache_enabled", torch.is_autocast_cache_enabled,
+                    torch.set_autocast_cache_enabled, True)
+        decrement, increment = torch.autocast_decrement_nesting, torch.autocast_increment_nesting
+        clear_cache = torch.clear_autocast_cache
+        self._value("autocast nesting", lambda: _autocast_nesting(decrement, increment),
+                    lambda _: _end_autocast_nesting(decrement, increment, clear_cache), True)
+        if hasattr(torch, "get_default_device"):  # torch 2.x: a mode on the thread's stack
+            contexts, set_device = torch._GLOBAL_DEVICE_CONTEXT, torch.set_default_device
+
+            def no_default_device(_):
+                try:
+                    set_device(None)
+                except Exception:  # its mode was popped: the stack is emptied below
+                    contexts.device_context = None
+                    device = sys.modules.get("torch.utils._device")
+                    if device is not None:
+                        device.CURRENT_DEVICE = None
+
+            self._value("torch.set_default_device",
+                        lambda: getattr(contexts, "device_context", None) is None,
+                        no_default_device, True)
+        # Modes a model entered and never left (every torch call of the
+        # thread runs them), popped as torch pops them (torch 1.13 also
+        # clears a flag when the stack empties).
+        for kind, module in (("function", "torch.overrides"),
+                             ("dispatch", "torch.utils._python_dispatch")):
+            length = getattr(C, f"_len_torch_{kind}_stack", None)
+            pop = getattr(importlib.import_module(module), "_pop_mode", None)
+            if length is not None and pop is not None:
+                self._value(f"torch {kind} modes", length, _popper(length, pop), True)
+        if hasattr(C, "_is_multithreading_enabled"):
+            self._value("torch.autograd.set_multithreading_enabled",
+                        C._is_multithreading_enabled, C._set_multithreading_enabled, True)
+        # Off, torch's default and every new thread's (the x86-64 and AArch64
+        # ABIs), whatever the interpreter's thread had when it started.
+        set_flush = torch.set_flush_denormal
+        self._value("torch.set_flush_denormal", _flushes_denormals, set_flush, True)
+        self._fixed["torch.set_flush_denormal"] = False
+
+    # -- putting them back --------------------------------------------------
+
+    def _same(self, a, b):
+        return a is b or (type(a) is type(b) and type(a) in self._plain and a == b)
+
+    def _put_back(self, settings, saved, problems):
+        for (name, get, put), value in zip(settings, saved):
+            if not self._same(_read(get), value):
+                try:
+                    put(value)
+                except Exception as exc:
+                    problems.append(f"{name}: {type(exc).__name__}: {str(exc)[:200]}")
+
+    def restore(self, check):
+        """Puts every setting back; with `check`, then reads every one, and
+        returns those that are not back ([] when the interpreter may serve
+        another pool)."""
+        problems = []
+        # The thread's first: a torch mode left on the stack or a default
+        # device would see (or change) what torch.empty makes below.
+        self._put_back(self._thread, self._thread_saved, problems)
+        for owner, name, lst, items in self._lists:
+            if len(lst) != len(items) or any(a is not b for a, b in zip(lst, items)):
+                try:
+                    lst[:] = items
+                except Exception as exc:
+                    problems.append(f"{owner.__name__}.{name}: {type(exc).__name__}")
+        self._put_back(self._settings, self._saved, problems)
+        if self._warnings_mutated is not None:
+            self._warnings_mutated()  # the C side's cache of filter decisions
+        if not check:
+            return problems
+        # Read last, all of them: putting one back may have dropped a
+        # model's object whose finalizer changed another.
+        for settings, saved in ((self._thread, self._thread_saved),
+                                (self._settings, self._saved)):
+            for (name, get, _), value in zip(settings, saved):
+                if not self._same(_read(get), value) and not any(
+                        p.startswith(name + ":") for p in problems):
+                    problems.append(f"{name} is not back to its default")
+        for owner, name, lst, items in self._lists:
+            if len(lst) != len(items) or any(a is not b for a, b in zip(lst, items)):
+                problems.append(f"{owner.__name__}.{name} is not back to its default")
+        for name, stream in self._streams:
+            if stream is not None and stream.closed:
+                problems.append(f"{name}, the interpreter's own stream, was closed")
+        return problems
+
+    def restore_thread(self):
+        """The per-thread settings, on a thread that enters in a new lease.
+        What fails here stays failed (the bound setters of torch's thread
+        state do not fail); the interpreter's own thread checks them at
+        lease_end."""
+        self._put_back(self._thread, self._thread_saved, [])
+
+
+def _bind(function, device):
+    return lambda *args: function(device, *args)
+
+
+def _hold(guards, guard):
+    """Keeps a torch inference-mode guard alive on its thread: a model left
+    inference mode on (an entered context kept in a global), and dropping
+    the guard would put back the state it found."""
+    held = getattr(guards, "held", None)
+    if held is None:
+        held = guards.held = []
+    held.append(guard)
+
+
+def _autocast_nesting(decrement, increment):
+    """torch's autocast nesting on this thread (it has no getter)."""
+    depth = decrement() + 1
+    increment()
+    return depth
+
+
+def _end_autocast_nesting(decrement, increment, clear_cache):
+    """Ends the autocast regions a model entered and never left (their
+    cache is cleared only as the last one ends), without going below 0."""
+    depth = decrement()
+    while depth > 0:
+        depth = decrement()
+    if depth < 0:
+        increment()
+    clear_cache()
+
+
+def _popper(length, pop):
+    def pop_all(depth):
+        for _ in range(length() - depth):
+            pop()
+
+    return pop_all
 
 
 def describe_exception(exc):

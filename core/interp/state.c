@@ -14,8 +14,10 @@ const mpi_host_api* mpi_host;
 const struct manypy_hooks_api* mpi_hooks;
 
 /* Bumped by every lease_begin. torch keeps its intra-op thread count per
- * thread (OpenMP's nthreads ICV, applied once per thread), so each thread
- * re-applies the lease's count when it sees a new generation. */
+ * thread (OpenMP's nthreads ICV, applied once per thread), and grad mode,
+ * autocast, modes and flush-denormal too, so each thread puts its torch
+ * settings back to their defaults and applies the lease's count when it
+ * sees a new generation (runtime.py, apply_lease_to_thread). */
 static int g_threads_generation;
 static _Thread_local int t_threads_generation = -1;
 static volatile sig_atomic_t g_forked_child; /* see "forked children" */
@@ -39,7 +41,7 @@ void mpi_enter(void) {
     (void)PyGILState_Ensure();
   }
   if (t_threads_generation != g_threads_generation && mpi_runtime != NULL) {
-    PyObject* r = PyObject_CallMethod(mpi_runtime, "apply_intra_op_threads", NULL);
+    PyObject* r = PyObject_CallMethod(mpi_runtime, "apply_lease_to_thread", NULL);
     if (r == NULL) PyErr_Clear(); /* torch not imported: nothing to apply */
     Py_XDECREF(r);
     t_threads_generation = g_threads_generation;

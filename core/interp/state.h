@@ -20,8 +20,9 @@ extern const struct manypy_hooks_api* mpi_hooks;
 void mpi_enter(void);
 void mpi_leave(void);
 
-/* Each thread re-applies the lease's intra-op thread count at its next
- * mpi_enter (lease_begin; the calling thread counts as done). */
+/* Each thread puts torch's per-thread settings back to their defaults and
+ * applies the lease's intra-op thread count at its next mpi_enter
+ * (lease_begin; the calling thread counts as done). */
 void mpi_new_threads_generation(void);
 
 /* Whether this process is a child that model code forked, noted by the

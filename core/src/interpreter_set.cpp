@@ -169,9 +169,19 @@ void InterpreterSet::give_back(const std::vector<dispatch::Lane*>& lanes) noexce
         interp->lease_end();
         return Value();
       });
-    } catch (...) {
-      // An interpreter that cannot be cleaned is not handed to another pool.
+    } catch (const Error& e) {
+      // An interpreter that cannot be cleaned (a setting its model changed
+      // that cannot be put back: manypy.LeaseStateError) is not handed to
+      // another pool, and counts as retired.
       clean = false;
+      if (!lane->interpreter().broken()) {
+        lane->interpreter().retire("its lease could not end cleanly: " + e.message());
+      }
+    } catch (...) {
+      clean = false;
+      if (!lane->interpreter().broken()) {
+        lane->interpreter().retire("its lease could not end cleanly");
+      }
     }
     std::lock_guard<std::mutex> lock(mu_);
     if (clean) idle_[lane->interpreter().slot()] = true;

@@ -69,7 +69,8 @@ class InterpreterSet {
   void bring_up(Interpreter& interp, bool fresh, const LeaseSettings& settings);
 
   // Ends the lease on each interpreter and makes it idle again; one whose
-  // clean-up fails is never leased again. Never throws. Thread safe.
+  // clean-up fails (a setting that could not be put back) is retired, with
+  // the reason, and never leased again. Never throws. Thread safe.
   void give_back(const std::vector<dispatch::Lane*>& lanes) noexcept;
 
  private:

@@ -6,11 +6,13 @@ Each method is one way model code has reached, or could reach, the process
 that hosts it: results that lie about their type or change while they are
 converted, tensors the model keeps and reallocates after returning them,
 clean-up that a stop must let run, slow code outside the call itself,
-forked children, signal handlers, and patches of installed modules.
+forked children, signal handlers, patches of installed modules, and
+settings that would pass from one pool to the next (change_lease_state).
 forward(x) returns x * 2, so a test can check that an interpreter still
 serves correctly after each.
 """
 
+import gc
 import importlib
 import logging
 import multiprocessing
@@ -18,11 +20,16 @@ import os
 import signal
 import threading
 import time
+import warnings
 import typing  # noqa: F401 (subclassing Dataset, a Generic, needs it on 3.12)
 
 import torch
 import torch.nn as nn
 from torch.utils.data import DataLoader, Dataset
+
+# torch.package extern-matches neither sys nor io by default: the real ones.
+io = importlib.import_module("io")
+sys = importlib.import_module("sys")
 
 # Per interpreter: torch.package runs this module's source once in each.
 _LOCK = threading.Lock()
@@ -112,6 +119,124 @@ class Squares(Dataset):
 
     def __getitem__(self, i):
         return torch.tensor(i * i)
+
+
+# ---- settings a lease must not pass on (Hostile.change_lease_state) --------
+
+_KEPT_CONTEXTS = []  # contexts entered and never left
+
+
+class _PassThrough(torch.overrides.TorchFunctionMode):
+    """A torch function mode that changes nothing: left on a thread's mode
+    stack, it runs model code in every torch call of that thread."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+def _hook(*args, **kwargs):
+    return None
+
+
+def _raises(*args, **kwargs):
+    raise RuntimeError("replaced by a hostile model")
+
+
+def _replace(owner, name, value):
+    """Replaces owner.name, keeping the original where a later pool (a
+    test's) can put it back: Hostile.undo_replacements."""
+    import builtins
+
+    builtins.__dict__.setdefault("_hostile_replaced", []).append(
+        (owner, name, owner.__dict__[name]))
+    if value is None:
+        delattr(owner, name)
+    else:
+        setattr(owner, name, value)
+
+
+def _autocast_on():
+    if hasattr(torch, "get_autocast_dtype"):  # torch 2.x
+        torch.set_autocast_enabled("cpu", True)
+        torch.set_autocast_dtype("cpu", torch.float16)
+    else:  # torch 1.13: bfloat16 is the only CPU dtype it takes
+        torch.set_autocast_cpu_enabled(True)
+    torch.autocast_increment_nesting()
+    torch.set_autocast_cache_enabled(False)
+
+
+def _inference_mode_on():
+    context = torch.inference_mode()
+    context.__enter__()
+    _KEPT_CONTEXTS.append(context)
+
+
+def _function_mode_on():
+    mode = _PassThrough()
+    mode.__enter__()
+    _KEPT_CONTEXTS.append(mode)
+
+
+def _torch_flags():
+    torch.set_warn_always(True)
+    torch.set_float32_matmul_precision("medium")
+    torch.backends.mkldnn.enabled = False
+    torch.backends.cudnn.benchmark = True
+    torch.set_printoptions(precision=2)
+
+
+def _streams():
+    sys.stdin, sys.stdout, sys.stderr = io.StringIO(), io.StringIO(), io.StringIO()
+
+
+def _hooks():
+    sys.displayhook = sys.excepthook = sys.unraisablehook = _hook
+    threading.excepthook = _hook
+
+
+def _default_dtype_deleted():
+    torch.set_default_dtype(torch.float64)
+    _replace(torch, "set_default_dtype", None)
+
+
+def _gc_enable_raises():
+    gc.disable()
+    _replace(gc, "enable", _raises)
+
+
+# Each one way model code changes what a whole interpreter, or the thread
+# that runs it, does for every later caller (docs/isolation.md, "What a
+# lease puts back").
+LEASE_STATE_SETTERS = {
+    "gc_disable": gc.disable,
+    "gc_threshold": lambda: gc.set_threshold(100000, 50, 50),
+    "gc_debug": lambda: gc.set_debug(gc.DEBUG_SAVEALL),
+    "gc_callback": lambda: gc.callbacks.append(_hook),
+    "warnings_error": lambda: warnings.simplefilter("error"),
+    "warnings_default_action": lambda: setattr(warnings, "defaultaction", "error"),
+    "warnings_showwarning": lambda: setattr(warnings, "showwarning", _hook),
+    "warnings_filters_not_a_list": lambda: setattr(warnings, "filters", 5),
+    "default_dtype": lambda: torch.set_default_dtype(torch.float64),
+    "default_tensor_type": lambda: torch.set_default_tensor_type(torch.DoubleTensor),
+    "deterministic": lambda: torch.use_deterministic_algorithms(True, warn_only=True),
+    "flush_denormal": lambda: torch.set_flush_denormal(True),
+    "grad_mode": lambda: torch.set_grad_enabled(False),
+    "inference_mode": _inference_mode_on,
+    "autocast": _autocast_on,
+    "default_device": lambda: torch.set_default_device("meta"),  # torch 2.x
+    "function_mode": _function_mode_on,
+    "anomaly": lambda: torch.set_anomaly_enabled(True),
+    "torch_flags": _torch_flags,
+    "recursion_limit": lambda: sys.setrecursionlimit(5000),
+    "switch_interval": lambda: sys.setswitchinterval(0.02),
+    "streams": _streams,
+    "hooks": _hooks,
+    "int_max_str_digits": lambda: sys.set_int_max_str_digits(640),
+    "dlopen_global": lambda: sys.setdlopenflags(sys.getdlopenflags() | os.RTLD_GLOBAL),
+    "default_dtype_deleted": _default_dtype_deleted,
+    "gc_enable_raises": _gc_enable_raises,
+    "stdout_closed": lambda: sys.stdout.close(),
+}
 
 
 class Hostile(nn.Module):
@@ -243,6 +368,19 @@ class Hostile(nn.Module):
         package's own and extern modules."""
         module = importlib.import_module(name)
         return getattr(module, "DONE", None)
+
+    # ---- settings a lease must not pass on ---------------------------------
+
+    def change_lease_state(self, name):
+        """Runs LEASE_STATE_SETTERS[name]."""
+        LEASE_STATE_SETTERS[name]()
+
+    def undo_replacements(self):
+        """Puts back what _replace replaced (for a test's later pools)."""
+        import builtins
+
+        for owner, name, value in reversed(builtins.__dict__.pop("_hostile_replaced", [])):
+            setattr(owner, name, value)
 
     # ---- processes and signals ---------------------------------------------
 

@@ -56,6 +56,51 @@ TEST(Lease, GivesInterpretersBackClean) {
   std::filesystem::remove_all(dir);
 }
 
+// What model code changes for the whole interpreter (or its thread) is put
+// back before the next pool; tests/capi/capi_lease_state.c has one test per
+// setting, this one the mechanism, in the core.
+TEST(Lease, SettingsComeBackAsTheFirstLeaseFoundThem) {
+  for (ThreadMode mode : {ThreadMode::kDirect, ThreadMode::kHandoff}) {
+    const std::string read =
+        "repr((__import__('gc').isenabled(), __import__('sys').getrecursionlimit(), "
+        "str(__import__('torch').zeros(1).dtype), __import__('torch').is_grad_enabled()))";
+    std::string before;
+    {
+      Pool pool(options(1, mode));
+      before = eval_str(pool, 0, read);
+      pool.exec(0,
+                "import gc, sys, torch\n"
+                "gc.disable()\n"
+                "sys.setrecursionlimit(4321)\n"
+                "torch.set_default_dtype(torch.float64)\n"
+                "torch.set_grad_enabled(False)\n");
+      EXPECT_NE(eval_str(pool, 0, read), before);
+    }
+    Pool pool(options(1, mode));
+    EXPECT_EQ(eval_str(pool, 0, read), before);
+  }
+}
+
+// A setting that cannot be put back (the interpreter's own sys.stdout,
+// closed) retires the interpreter, with the reason, instead of handing it
+// to the next pool.
+TEST(Lease, ASettingThatCannotBePutBackRetiresTheInterpreter) {
+  Interpreter* used = nullptr;
+  {
+    Pool pool(options(1));
+    used = pool.interpreters().at(0);
+    pool.exec(0, "import sys\nsys.stdout.close()\n");
+  }
+  ASSERT_NE(used, nullptr);
+  EXPECT_TRUE(used->broken());
+  const std::string why = used->why_not_serving();
+  EXPECT_NE(why.find("its lease could not end cleanly"), std::string::npos) << why;
+  EXPECT_NE(why.find("sys.stdout"), std::string::npos) << why;
+  Pool pool(options(1));
+  EXPECT_NE(pool.interpreters().at(0), used);
+  EXPECT_EQ(eval_int(pool, 0, "int(__import__('sys').stdout.closed)"), 0);
+}
+
 TEST(Lease, TwoHundredPoolsInOneProcess) {
   for (int k = 0; k < 200; ++k) {
     Pool pool(options(1 + k % 2));
