@@ -711,6 +711,18 @@ typedef struct manypy_pool_stats {
    * so on. Calls refused at admission (MANYPY_ERR_OVERLOADED,
    * MANYPY_ERR_DRAINING) count too. */
   uint64_t completed[MANYPY_CODE_SLOTS];
+  /* Since 0.4. Interpreters the pool lost: stuck in a call that could not
+   * be stopped (docs/serving.md). */
+  size_t lost;
+  /* Since 0.4. Interpreters replaced since the pool was created: a retired
+   * interpreter is replaced by another of the process's, in the same
+   * index, while the process has room (docs/serving.md, "Replacement"). */
+  uint64_t replaced;
+  /* Since 0.4. 1 while a retired interpreter could not be replaced for want
+   * of room: the process's interpreters are all leased, retired or
+   * distrusted (manypy_max_interpreters counts them all, retired ones
+   * included). The pool tries again each second. */
+  uint32_t no_room;
 } manypy_pool_stats;
 
 /* Fills *out (see manypy_pool_stats). Lock-free reads, so the counts may be
@@ -794,8 +806,9 @@ static inline const manypy_request_metrics* manypy_request_metrics_at(
  * manypy_request_duration_seconds{model} and
  * manypy_queue_duration_seconds{model}, the gauges manypy_inflight_requests,
  * manypy_queued_requests and manypy_interpreters{state}, and
- * manypy_draining. Every series carries pool="<name>" when the pool has a
- * name (manypy_pool_options_set_name). Thread safe. Since 0.3. */
+ * manypy_draining; since 0.4, manypy_interpreters_replaced_total and
+ * manypy_replacement_no_room (manypy_pool_stats). Every series carries pool="<name>" when the pool
+ * has a name (manypy_pool_options_set_name). Thread safe. Since 0.3. */
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_prometheus(
     const manypy_pool* pool, manypy_value** out_text);
 

@@ -1,5 +1,6 @@
 // The serving lifecycle of a pool: serving early, growth, resize, health,
 // drain and request metrics (manypy.h, since 0.3).
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 
@@ -97,12 +98,13 @@ manypy_status* manypy_pool_get_stats(const manypy_pool* pool, manypy_pool_stats*
     MANYPY_NOT_NULL(out);
     // 0.3's struct is the smallest any caller may have; later versions
     // append, and fill only what the caller's struct_size holds.
-    if (out->struct_size < sizeof(manypy_pool_stats)) {
+    constexpr size_t kSize03 = offsetof(manypy_pool_stats, lost);
+    if (out->struct_size < kSize03) {
       return manypy::capi::invalid_argument(
-          api_function, ("out->struct_size is " + std::to_string(out->struct_size) +
-                         ": set it to sizeof(manypy_pool_stats), at least " +
-                         std::to_string(sizeof(manypy_pool_stats)))
-                            .c_str());
+          api_function,
+          ("out->struct_size is " + std::to_string(out->struct_size) +
+           ": set it to sizeof(manypy_pool_stats), at least " + std::to_string(kSize03))
+              .c_str());
     }
     const manypy::PoolStats s = pool->pool->stats();
     out->draining = s.draining ? 1 : 0;
@@ -114,6 +116,19 @@ manypy_status* manypy_pool_get_stats(const manypy_pool* pool, manypy_pool_stats*
     out->in_flight = s.in_flight;
     out->queued = s.queued;
     for (int c = 0; c < MANYPY_CODE_SLOTS; ++c) out->completed[c] = s.completed[c];
+    // 0.4's fields, each only when the caller's struct holds it.
+    const auto holds = [out](size_t offset, size_t size) {
+      return out->struct_size >= offset + size;
+    };
+    if (holds(offsetof(manypy_pool_stats, lost), sizeof out->lost)) {
+      out->lost = 0;  // filled by the stops work
+    }
+    if (holds(offsetof(manypy_pool_stats, replaced), sizeof out->replaced)) {
+      out->replaced = s.replaced;
+    }
+    if (holds(offsetof(manypy_pool_stats, no_room), sizeof out->no_room)) {
+      out->no_room = s.no_room ? 1 : 0;
+    }
     return nullptr;
   });
 }

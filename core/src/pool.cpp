@@ -54,6 +54,8 @@ Pool::Pool(const PoolOptions& options)
       dispatcher_(capacity_for(options), options.thread_mode, options.queue_limit,
                   options.stop_grace_ns),
       members_(dispatcher_.chooser(), members_settings(options)) {
+  // A member whose interpreter is retired is replaced (pool_members.h).
+  dispatcher_.chooser().set_retire_observer([this](size_t index) { members_.on_retired(index); });
   if (options.max_interpreters > options.interpreters) {
     dispatcher_.chooser().set_wait_observer(
         [this](int64_t waited_ns) { members_.on_wait(waited_ns); });
@@ -101,6 +103,8 @@ PoolStats Pool::stats() const {
   stats.queued = chooser.queued();
   stats.draining = chooser.draining();
   stats.completed = dispatcher_.metrics().completed();
+  stats.replaced = members_.replaced();
+  stats.no_room = members_.no_room();
   return stats;
 }
 

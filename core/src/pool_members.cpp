@@ -1,6 +1,7 @@
 #include "pool_members.h"
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 
 #include "runtime.h"
@@ -34,7 +35,8 @@ PoolMembers::PoolMembers(dispatch::Chooser& chooser, Settings settings)
       lanes_(chooser.capacity(), nullptr),
       up_or_failed_(chooser.capacity(), false),
       failures_(chooser.capacity()),
-      in_background_(chooser.capacity(), false) {}
+      in_background_(chooser.capacity(), false),
+      replace_wanted_(chooser.capacity(), false) {}
 
 PoolMembers::~PoolMembers() {
   close();
@@ -68,7 +70,15 @@ void PoolMembers::close() noexcept {
 }
 
 void PoolMembers::in_background(std::function<void()> fn) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
+  // Once close() took the threads to join, one made now would never be
+  // joined: the work runs here instead (a replacement by the maintenance
+  // thread, which close() joins).
+  if (closing_) {
+    lock.unlock();
+    fn();
+    return;
+  }
   threads_.emplace_back(std::move(fn));
 }
 
@@ -213,18 +223,180 @@ void PoolMembers::on_wait(int64_t waited_ns) {
   std::lock_guard<std::mutex> lock(mu_);
   if (closing_ || grow_wanted_ || monotonic_ns() < next_growth_ns_) return;
   grow_wanted_ = true;
+  wake_maintainer();
+}
+
+void PoolMembers::wake_maintainer() {
   if (grower_.joinable()) {
     grow_cv_.notify_one();
   } else {
-    grower_ = std::thread([this] { grow_on_demand(); });
+    grower_ = std::thread([this] { maintain(); });
   }
 }
 
-void PoolMembers::grow_on_demand() noexcept {
+void PoolMembers::on_retired(size_t index) noexcept {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closing_ || replace_wanted_[index]) return;
+    replace_wanted_[index] = true;
+    replacing_ = true;
+  }
+  // At once when no membership change is under way: a caller told of the
+  // retirement (the call that retired it) then finds its replacement
+  // starting, and calls that may go anywhere queue behind its start
+  // instead of failing in a pool with no other member.
+  {
+    std::unique_lock<std::mutex> change(resize_mu_, std::try_to_lock);
+    if (change.owns_lock() && replace(index)) return;
+  }
+  try {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!closing_) wake_maintainer();
+  } catch (...) {
+    // No thread could be made: the next retirement or long wait tries again.
+  }
+}
+
+bool PoolMembers::replace(size_t index) noexcept {
+  dispatch::Lane* old = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closing_ || !replace_wanted_[index]) return true;
+    old = lanes_[index];
+  }
+  const auto done = [this, index] {
+    std::lock_guard<std::mutex> lock(mu_);
+    replace_wanted_[index] = false;
+    replacing_ =
+        std::find(replace_wanted_.begin(), replace_wanted_.end(), true) != replace_wanted_.end();
+    if (!replacing_ && no_room_) {
+      no_room_ = false;
+      chooser_.set_not_replaced("");
+    }
+  };
+  // Still a retired member: not shrunk away or replaced meanwhile.
+  if (index >= chooser_.size() || old == nullptr ||
+      chooser_.state(index) != dispatch::SlotState::kUp || old->interpreter().serving()) {
+    done();
+    return true;
+  }
+  InterpreterSet& set = Runtime::get().interpreters();
+  dispatch::Lane* lane = nullptr;
+  bool fresh = false;
+  try {
+    const std::vector<InterpreterSet::Leased> leased = set.lease(1, settings_.trust);
+    lane = leased.at(0).lane;
+    fresh = leased.at(0).fresh;
+  } catch (const std::exception& e) {
+    const Error* error = dynamic_cast<const Error*>(&e);
+    const std::string why = error != nullptr ? error->message() : std::string("out of memory");
+    try {
+      chooser_.set_not_replaced("interpreter " + std::to_string(index) +
+                                " was retired and could not be replaced: " + why);
+    } catch (...) {
+      // The stats still say so.
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    no_room_ = true;
+    next_replace_ns_ = monotonic_ns() + 1000 * 1000 * 1000;
+    return false;
+  }
+  // The retired interpreter is not given back: it never serves again, and
+  // keeps its namespace (the calls still queued there, pinned to it, fail
+  // with its status). Its slot takes the new one, which comes up as a
+  // member that grew the pool does.
+  std::shared_ptr<BringUp> bring_up;
+  try {
+    bring_up = std::make_shared<BringUp>(*this, index, fresh);
+  } catch (...) {
+    // Without it the new member never comes up: below, it is down.
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    lanes_[index] = lane;
+    up_or_failed_[index] = false;
+    failures_[index].reset();
+    in_background_[index] = true;
+    ++replaced_;
+    // The slot is live: its bring-up goes first in the new lane's queue,
+    // before any call can be sent there, and under mu_, which its
+    // settled() takes, so that it marks the member up only after add()
+    // marked it starting.
+    bool posted = false;
+    if (bring_up) {
+      try {
+        lane->post(bring_up);
+        posted = true;
+      } catch (...) {
+      }
+    }
+    chooser_.add(index, lane);
+    if (!posted) {
+      failures_[index] =
+          Error(Code::kResourceExhausted, "interpreter " + std::to_string(index) +
+                                              ": out of memory as its replacement came up");
+      up_or_failed_[index] = true;
+      chooser_.set_state(index, dispatch::SlotState::kDown);
+    }
+  }
+  settled_cv_.notify_all();
+  done();
+  if (fresh) {
+    try {
+      in_background([&set, lane] { set.start(*lane, /*wait=*/false); });
+    } catch (...) {
+      set.start(*lane, /*wait=*/false);
+    }
+  }
+  return true;
+}
+
+bool PoolMembers::replace_waiting() noexcept {
+  std::vector<size_t> wanted;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < replace_wanted_.size(); ++i) {
+      if (replace_wanted_[i]) wanted.push_back(i);
+    }
+  }
+  for (size_t index : wanted) {
+    if (!replace(index)) return false;  // no room: the next would fail alike
+  }
+  return true;
+}
+
+uint64_t PoolMembers::replaced() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return replaced_;
+}
+
+bool PoolMembers::no_room() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return no_room_;
+}
+
+void PoolMembers::maintain() noexcept {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    grow_cv_.wait(lock, [this] { return closing_ || grow_wanted_; });
+    const auto replace_due = [this] { return replacing_ && monotonic_ns() >= next_replace_ns_; };
+    while (!closing_ && !grow_wanted_ && !replace_due()) {
+      if (replacing_) {
+        const int64_t left = std::max<int64_t>(next_replace_ns_ - monotonic_ns(), 1);
+        grow_cv_.wait_for(lock, std::chrono::nanoseconds(left));
+      } else {
+        grow_cv_.wait(lock);
+      }
+    }
     if (closing_) return;
+    if (replace_due()) {
+      lock.unlock();
+      {
+        std::lock_guard<std::mutex> change(resize_mu_);
+        replace_waiting();
+      }
+      lock.lock();
+      continue;
+    }
     lock.unlock();
     bool failed = false;
     try {

@@ -62,6 +62,23 @@ class PoolMembers {
   // to the maximum.
   void on_wait(int64_t waited_ns);
 
+  // The chooser's retire observer: member `index`'s interpreter was
+  // retired. Replaces it with another interpreter of the process's (an idle
+  // one this pool trusts, or a new one while the process has room: retired
+  // interpreters keep their namespaces, docs/serving.md), in the same slot,
+  // so that the pool keeps its size: at once on this thread when no other
+  // membership change is under way (the new member then starts in the
+  // background), else on the pool's maintenance thread. Without room, that
+  // thread tries again each second, and the pool says so (no_room(), and
+  // the errors of calls no member can serve). Members that failed to start
+  // are not replaced: a start that failed would fail again. Never throws.
+  void on_retired(size_t index) noexcept;
+  // Interpreters replaced since the pool was created.
+  uint64_t replaced() const;
+  // Whether a retired member waits for a replacement the process has no
+  // room for.
+  bool no_room() const;
+
   // The members' interpreters, and the lane of one of them (nullptr if
   // `interp` is no member). Thread safe.
   std::vector<Interpreter*> interpreters() const;
@@ -76,8 +93,17 @@ class PoolMembers {
   void shrink(size_t n);
   // Runs `fn` on a thread of the members', joined by close().
   void in_background(std::function<void()> fn);
-  // The grower's loop: one member more each time on_wait asks, until close.
-  void grow_on_demand() noexcept;
+  // The maintenance thread's loop, until close: one member more each time
+  // on_wait asks, and the replacements on_retired could not make at once.
+  void maintain() noexcept;
+  // Starts the maintenance thread unless it runs, and wakes it. Under mu_.
+  void wake_maintainer();
+  // Replaces member `index` if it is still a retired member. False if the
+  // process had no interpreter to give (then try again later). Under
+  // resize_mu_, never mu_.
+  bool replace(size_t index) noexcept;
+  // Replaces every member waiting for it; false if one is still waiting.
+  bool replace_waiting() noexcept;
 
   dispatch::Chooser& chooser_;
   const Settings settings_;
@@ -91,13 +117,18 @@ class PoolMembers {
   std::vector<bool> in_background_;             // by index: report a failure to on_failed
   std::vector<std::thread> threads_;            // background starts (one per grow with kFirst)
   bool closing_ = false;
-  // Growth on long waits: one thread for the pool's life, made at the first
-  // long wait, so that a pool waiting at the process's limit does not make
-  // a thread per attempt.
+  // Growth on long waits and replacements that must wait: one thread for
+  // the pool's life, made at the first need, so that a pool waiting at the
+  // process's limit does not make a thread per attempt.
   std::thread grower_;
-  std::condition_variable grow_cv_;  // grow_wanted_ or closing_ became true
-  bool grow_wanted_ = false;         // set by on_wait, cleared once grown (or failed)
-  int64_t next_growth_ns_ = 0;       // no growth before (after a failed lease)
+  std::condition_variable grow_cv_;   // grow_wanted_, a replacement or closing_
+  bool grow_wanted_ = false;          // set by on_wait, cleared once grown (or failed)
+  int64_t next_growth_ns_ = 0;        // no growth before (after a failed lease)
+  std::vector<bool> replace_wanted_;  // by index: retired, not yet replaced
+  bool replacing_ = false;            // some replace_wanted_ is set
+  int64_t next_replace_ns_ = 0;       // no replacement try before (after no room)
+  uint64_t replaced_ = 0;
+  bool no_room_ = false;
 };
 
 }  // namespace manypy

@@ -176,6 +176,18 @@ std::string pool_prometheus_text(const std::vector<RequestMetrics::SeriesSnapsho
   out += "# HELP manypy_draining 1 once the pool drains (manypy_pool_drain).\n";
   out += "# TYPE manypy_draining gauge\n";
   out += "manypy_draining" + label_set(pool, "") + " " + (gauges.draining ? "1" : "0") + "\n";
+  out +=
+      "# HELP manypy_interpreters_replaced_total Retired interpreters the pool replaced "
+      "with new ones.\n";
+  out += "# TYPE manypy_interpreters_replaced_total counter\n";
+  out += "manypy_interpreters_replaced_total" + label_set(pool, "") + " " +
+         std::to_string(gauges.replaced) + "\n";
+  out +=
+      "# HELP manypy_replacement_no_room 1 while a retired interpreter could not be "
+      "replaced for want of room in the process.\n";
+  out += "# TYPE manypy_replacement_no_room gauge\n";
+  out += "manypy_replacement_no_room" + label_set(pool, "") + " " + (gauges.no_room ? "1" : "0") +
+         "\n";
   return out;
 }
 

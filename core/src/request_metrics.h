@@ -82,6 +82,11 @@ struct PoolGauges {
   size_t in_flight = 0, queued = 0;
   size_t starting = 0, ready = 0, busy = 0, broken = 0;
   bool draining = false;
+  // Interpreters replaced since the pool was created, and whether a
+  // retired one waits for a replacement the process has no room for
+  // (PoolMembers::on_retired).
+  uint64_t replaced = 0;
+  bool no_room = false;
 };
 
 // The Prometheus text exposition of a pool's metrics; every series gets

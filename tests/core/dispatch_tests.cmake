@@ -7,6 +7,9 @@ manypy_core_test(dispatch_chooser_test)
 # thread, the watchdog's): worth the sanitizers.
 manypy_core_test(dispatch_job_test memory)
 manypy_core_test(dispatch_work_queue_test)
+# Calls moving off a retired interpreter race stops across the watchdogs'
+# and the completion thread: worth the sanitizers.
+manypy_core_test(dispatch_move_test memory)
 manypy_core_test(request_metrics_test)
 # Batches are tensors, made and split with libtorch on the host.
 manypy_core_test(batch_values_test memory)

@@ -1,5 +1,6 @@
 #include "dispatch/chooser.h"
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 
@@ -34,9 +35,12 @@ Chooser::Chooser(size_t capacity, size_t queue_limit) : queue_limit_(queue_limit
 void Chooser::add(size_t index, Lane* lane) { add(index, lane, lane); }
 
 void Chooser::add(size_t index, Lane* lane, const MemberHealth* health) {
+  // The state first: a slot may be live (a retired member replaced in
+  // place), and a caller that sees the new member's health must not take
+  // it for up (admit() checks the state again after claiming).
+  set_state(index, SlotState::kStarting);
   slots_.at(index)->lane.store(lane, std::memory_order_release);
   slots_.at(index)->health.store(health, std::memory_order_release);
-  set_state(index, SlotState::kStarting);
 }
 
 void Chooser::set_state(size_t index, SlotState state) {
@@ -141,8 +145,10 @@ Ticket Chooser::admit(int interpreter) {
     if (state(index) != SlotState::kStarting) {
       const MemberHealth& member = health(index);
       if (state(index) != SlotState::kUp || !member.serving()) {
+        const std::string note = not_replaced();
         throw Error(Code::kInterpreterBroken, "interpreter " + std::to_string(interpreter) +
-                                                  ": cannot run code: " + member.why_not_serving());
+                                                  ": cannot run code: " + member.why_not_serving() +
+                                                  (note.empty() ? "" : "; " + note));
       }
     }
     return take(index);
@@ -158,6 +164,13 @@ Ticket Chooser::admit(int interpreter) {
     int expected = 0;
     if (slot.load.compare_exchange_strong(expected, 1, std::memory_order_seq_cst)) {
       in_flight_.fetch_add(1, std::memory_order_seq_cst);
+      // Replaced in place meanwhile (add()): its new member is still
+      // starting, and takes calls only behind its bring-up. (A member
+      // leaving is refused by admitted(), as before.)
+      if (state(index) == SlotState::kStarting) {
+        release(index);
+        continue;
+      }
       return admitted(index);
     }
   }
@@ -178,13 +191,66 @@ Ticket Chooser::admit(int interpreter) {
   throw_none_can_serve(n);
 }
 
+bool Chooser::take_moved(size_t index) {
+  Slot& slot = *slots_[index];
+  in_flight_.fetch_add(1, std::memory_order_seq_cst);
+  if (slot.load.fetch_add(1, std::memory_order_seq_cst) >= 1) {
+    queued_.fetch_add(1, std::memory_order_acq_rel);
+  }
+  // As in admitted(): a shrink that marked the slot leaving either sees
+  // this load or is seen here.
+  if (left(index)) {
+    release(index);
+    return false;
+  }
+  return true;
+}
+
+Ticket Chooser::readmit() {
+  const size_t n = size();
+  std::vector<bool> tried(n, false);
+  const size_t start = next_.fetch_add(1, std::memory_order_relaxed) % std::max<size_t>(n, 1);
+  // Up members first, the least loaded of them (a free one has load 0);
+  // then members still starting. A member found leaving is passed over.
+  for (const bool starting : {false, true}) {
+    for (;;) {
+      size_t least = n;
+      for (size_t k = 0; k < n; ++k) {
+        const size_t index = (start + k) % n;
+        if (tried[index]) continue;
+        if (starting ? state(index) != SlotState::kStarting : !up(index)) continue;
+        if (least == n || slots_[index]->load.load(std::memory_order_relaxed) <
+                              slots_[least]->load.load(std::memory_order_relaxed)) {
+          least = index;
+        }
+      }
+      if (least == n) break;
+      tried[least] = true;
+      if (take_moved(least)) return Ticket(this, least);
+    }
+  }
+  throw_none_can_serve(n);
+}
+
 void Chooser::throw_none_can_serve(size_t n) const {
   std::string why;
   for (size_t k = 0; k < n; ++k) {
     why += (k ? "; " : "") + std::string("interpreter ") + std::to_string(k) + ": " +
            health(k).why_not_serving();
   }
-  throw Error(Code::kInterpreterBroken, "no interpreter of this pool can serve (" + why + ")");
+  const std::string note = not_replaced();
+  throw Error(Code::kInterpreterBroken, "no interpreter of this pool can serve (" + why + ")" +
+                                            (note.empty() ? "" : "; " + note));
+}
+
+void Chooser::set_not_replaced(std::string why) {
+  std::lock_guard<std::mutex> lock(not_replaced_mu_);
+  not_replaced_ = std::move(why);
+}
+
+std::string Chooser::not_replaced() const {
+  std::lock_guard<std::mutex> lock(not_replaced_mu_);
+  return not_replaced_;
 }
 
 size_t Chooser::drain() {

@@ -112,6 +112,15 @@ class Chooser {
   // member is up.
   Ticket admit(int interpreter);
 
+  // Admits again a call that was admitted for any interpreter and waited
+  // for one that stopped serving before its turn (Job::move_elsewhere): a
+  // member as admit() would choose (a free one, else the least loaded; one
+  // still starting only when none is up). Not refused for the queue limit
+  // or a drain: the call was admitted already, and a drain finishes the
+  // calls it has. Throws Error(kInterpreterBroken) when no member can serve
+  // (saying why for each). The caller gives back its old ticket after.
+  Ticket readmit();
+
   // Throws Error(kOutOfRange) for an index outside the pool.
   void check_index(int interpreter) const;
 
@@ -147,6 +156,28 @@ class Chooser {
     if (wait_observer_) wait_observer_(waited_ns);
   }
 
+  // Called with a member's index when a call that held load on it ends and
+  // the member is up but no longer serves: its interpreter was retired (by
+  // that call, or meanwhile). The pool replaces it (pool_members.h). Runs
+  // on the thread that completes the call, before the call lets go of its
+  // load and before its outcome is reported; must not throw. Set before
+  // any call is admitted.
+  void set_retire_observer(std::function<void(size_t index)> observer) {
+    retire_observer_ = std::move(observer);
+  }
+  // A call on `index` ends: tells the retire observer if the member is
+  // retired. Two atomic loads when it is not.
+  void completed_on(size_t index) const {
+    if (retire_observer_ && state(index) == SlotState::kUp && !health(index).serving()) {
+      retire_observer_(index);
+    }
+  }
+  // Why the pool could not replace a retired member ("" once it could, or
+  // while it did not have to): added to the error of a call that no member
+  // can serve, so that the caller learns the pool is out of room.
+  void set_not_replaced(std::string why);
+  std::string not_replaced() const;
+
  private:
   friend class Ticket;
   struct Slot {
@@ -169,6 +200,9 @@ class Chooser {
   // drain or the slot to leave meanwhile (then it gives the unit back and
   // throws).
   Ticket admitted(size_t index);
+  // readmit's unit of load on `index` (no limit, no drain), unless the
+  // slot is leaving (then it gives the unit back).
+  bool take_moved(size_t index);
   // Whether the slot is leaving the pool or has left it.
   bool left(size_t index) const;
   [[noreturn]] void throw_left(size_t index) const;
@@ -189,6 +223,9 @@ class Chooser {
   std::mutex idle_mu_;
   std::condition_variable idle_cv_;
   std::function<void(int64_t)> wait_observer_;
+  std::function<void(size_t)> retire_observer_;
+  mutable std::mutex not_replaced_mu_;
+  std::string not_replaced_;  // under not_replaced_mu_
 };
 
 }  // namespace manypy::dispatch

@@ -18,7 +18,9 @@ Lane& Dispatcher::admit(int interpreter, const std::string* model, Job& job) {
     throw;
   }
   Lane& lane = chooser_.lane(ticket.index());
-  job.hold(std::move(ticket));
+  // A call that may go anywhere may move to another member if this one
+  // stops serving while it waits (Job::move_elsewhere).
+  job.hold(std::move(ticket), interpreter == Chooser::kAnyInterpreter);
   return lane;
 }
 
@@ -35,8 +37,15 @@ Value Dispatcher::call(int interpreter, const CallLimits& limits, const std::str
     // Never queued, so never shared: it lives on this stack. The stop
     // starts before the wait for the interpreter, which it bounds too.
     SyncJob job(limits, stop_grace_ns_, work);
-    admit(interpreter, model, job).run_here(job);
-    return job.wait();
+    Lane& lane = admit(interpreter, model, job);
+    // A member that began to start since the check above (a retired one
+    // replaced in place) serves only behind its bring-up, on its home
+    // thread: this admission is dropped unrun and unrecorded, and the
+    // call goes the queued way below.
+    if (manypy_thread || chooser_.state(job.index()) != SlotState::kStarting) {
+      lane.run_here(job);
+      return job.wait();
+    }
   }
   auto job = std::make_shared<SyncJob>(limits, stop_grace_ns_, work);
   Lane& lane = admit(interpreter, model, *job);

@@ -60,6 +60,47 @@ bool Job::claim_to_run() {
   return state_.compare_exchange_strong(expected, kRunning, std::memory_order_acq_rel);
 }
 
+Job::Move Job::move_elsewhere() noexcept {
+  // movable_ is set at admission, with the ticket; the ticket itself is
+  // read only once the job is ours (a stop that took it first releases it
+  // on the completion thread).
+  if (!movable_) return Move::kStay;
+  // Taken from the queue like a claim, so that a stop arriving now leaves
+  // it to us (stopped_while_queued sees it is not waiting).
+  int expected = kWaiting;
+  if (!state_.compare_exchange_strong(expected, kMoving, std::memory_order_acq_rel)) {
+    return Move::kDone;  // a stop took it first: the completion thread completes it
+  }
+  // Out of the old interpreter's watchdog (no wake-up of it runs after
+  // this); the new member's lane watches it again as it queues it there.
+  if (watchdog_ != nullptr) watchdog_->unwatch(stop_);
+  watchdog_ = nullptr;
+  state_.store(kWaiting, std::memory_order_release);
+  // A stop that came while it waited, seen by nobody yet: it ends here, as
+  // it would have in the queue.
+  if (stop_.check(monotonic_ns()) != 0) {
+    complete(std::nullopt, stop_.error(std::string("while waiting for ") + waiting_for_ +
+                                       " (busy with earlier calls)"));
+    return Move::kDone;
+  }
+  Ticket next;
+  try {
+    next = ticket_.chooser()->readmit();
+  } catch (const Error& e) {
+    // No member can serve: the chooser's error says why, for each one.
+    pool_error_ = true;
+    complete(std::nullopt, e);
+    return Move::kDone;
+  } catch (...) {
+    complete(std::nullopt, Error(Code::kResourceExhausted, "out of memory"));
+    return Move::kDone;
+  }
+  // The new load is taken before the old is given back: the pool never
+  // looks idle while the job is between members.
+  ticket_ = std::move(next);
+  return Move::kMoved;
+}
+
 void Job::execute(Interpreter* interp) noexcept {
   state_.store(kRunning, std::memory_order_relaxed);
   std::optional<Value> value;
@@ -92,7 +133,12 @@ void Job::complete(std::optional<Value> value, std::optional<Error> error) noexc
   if (error && reason != nullptr && error->code() == Code::kCancelled && ticket_.held()) {
     ticket_.chooser()->count_drain_cancelled();
   }
-  const bool indexed = ticket_.held();
+  // A call that ended on a retired interpreter (it retired it, or queued
+  // there pinned) tells the pool, which replaces it: before the load goes,
+  // so that the pool is alive, and before the outcome is reported, so that
+  // a caller told of the retirement finds the replacement under way.
+  if (ticket_.held()) ticket_.chooser()->completed_on(ticket_.index());
+  const bool indexed = ticket_.held() && !pool_error_;
   const size_t index = ticket_.index();
   // Before the outcome is reported: its receiver may free the pool.
   ticket_.release();

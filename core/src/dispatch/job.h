@@ -56,8 +56,31 @@ class Job : public std::enable_shared_from_this<Job> {
 
   // What dispatch does with it (lane.h, host_workers.h, dispatcher.h).
   // The load it holds until it completes, and the index it reports errors
-  // under ("interpreter 1: ...").
-  void hold(Ticket ticket) { ticket_ = std::move(ticket); }
+  // under ("interpreter 1: ..."). `movable`: admitted for any interpreter,
+  // so it may move to another member if the one it waits for stops
+  // serving before its turn (move_elsewhere).
+  void hold(Ticket ticket, bool movable = false) {
+    ticket_ = std::move(ticket);
+    movable_ = movable;
+  }
+  // The member whose load it holds now (after a move, the new one).
+  size_t index() const { return ticket_.index(); }
+  Chooser* chooser() const { return ticket_.chooser(); }
+
+  // What move_elsewhere did with a queued job whose interpreter cannot
+  // serve. kStay: nothing (it is pinned, or holds no load): run it where it
+  // is, to fail with that interpreter's precise status. kMoved: it holds
+  // load on another member now (index()), unwatched: post it to that
+  // member's lane. kDone: it completed here, or a stop completes it (no
+  // member can serve, its stop came first): drop it.
+  enum class Move { kStay, kMoved, kDone };
+  // For a job just taken from the queue of an interpreter that cannot
+  // serve (retired, or failed to start, while the job waited): a job
+  // admitted for any interpreter moves to another member, as the chooser
+  // would have sent it there had it been admitted now (Chooser::readmit:
+  // not refused for the queue limit or a drain, since it was admitted
+  // already). Never throws.
+  Move move_elsewhere() noexcept;
   // Has `watchdog` watch its stop until it completes (a call of a pool's,
   // or a bounded one; see job.cpp); with
   // `queued`, a stop while it waits completes it at once, unrun, with the
@@ -79,7 +102,9 @@ class Job : public std::enable_shared_from_this<Job> {
   virtual void failed(Error error) noexcept = 0;
 
  private:
-  enum State : int { kWaiting, kRunning, kStopped };
+  // kMoving: between two members' queues (move_elsewhere), watched by
+  // neither.
+  enum State : int { kWaiting, kRunning, kStopped, kMoving };
   // The watchdog's wake-up for a queued job whose stop was set: runs under
   // the watchdog's lock, so the completion is left to the completion thread.
   static void stopped_while_queued(void* job);
@@ -93,6 +118,9 @@ class Job : public std::enable_shared_from_this<Job> {
   CallStop stop_;
   const bool bounded_;
   Ticket ticket_;
+  bool movable_ = false;
+  // Its error is the chooser's, about the whole pool: no "interpreter N: ".
+  bool pool_error_ = false;
   RequestMetrics::Series* series_ = nullptr;
   int64_t admitted_ns_ = 0;
   Watchdog* watchdog_ = nullptr;

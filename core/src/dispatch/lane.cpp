@@ -28,8 +28,24 @@ void Lane::home_main(std::optional<Error> refusal) {
   // wake-up (docs/threads.md, "The two modes").
   for (;;) {
     std::shared_ptr<Job> job = queue_.pop();
+    // Retired (or failed to start) while the job waited: a call that may
+    // go anywhere goes to a member that serves instead of failing here.
+    if (!interp_.serving() && moved_elsewhere(job)) continue;
     if (job->claim_to_run()) job->execute(&interp_);
   }
+}
+
+bool Lane::moved_elsewhere(std::shared_ptr<Job>& job) {
+  switch (job->move_elsewhere()) {
+    case Job::Move::kStay:
+      return false;
+    case Job::Move::kMoved:
+      job->chooser()->lane(job->index()).post(std::move(job));
+      return true;
+    case Job::Move::kDone:
+      return true;
+  }
+  return false;
 }
 
 void Lane::run_here(Job& job) {

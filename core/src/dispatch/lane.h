@@ -58,6 +58,9 @@ class Lane final : public MemberHealth {
  private:
   // `refusal`: the start's failure, decided before it was tried.
   void home_main(std::optional<Error> refusal);
+  // For a job taken from the queue while the interpreter cannot serve:
+  // true if it left this lane (moved to another member's, or completed).
+  bool moved_elsewhere(std::shared_ptr<Job>& job);
 
   Interpreter interp_;
   WorkQueue queue_{/*spin=*/true};
