@@ -81,6 +81,16 @@ type PoolStats struct {
 	// succeeded, Completed[CodePython] raised, and so on. Calls refused at
 	// admission (CodeOverloaded, CodeDraining) count too.
 	Completed map[Code]uint64
+	// Lost counts the interpreters the pool lost: stuck in a call that
+	// could not be stopped. Since 0.4.
+	Lost int
+	// Replaced counts the retired interpreters replaced since the pool was
+	// created; a replacement takes the retired one's index. Since 0.4.
+	Replaced uint64
+	// NoRoom is true while a retired interpreter waits for a replacement
+	// the process has no room for (its interpreters all leased, retired or
+	// distrusted); the pool tries again each second. Since 0.4.
+	NoRoom bool
 }
 
 // Serving tells whether the pool can serve a call now: at least one
@@ -107,6 +117,9 @@ func (p *Pool) Stats() (PoolStats, error) {
 		InFlight:     int(s.in_flight),
 		Queued:       int(s.queued),
 		Completed:    codeCounts(s.completed[:]),
+		Lost:         int(s.lost),
+		Replaced:     uint64(s.replaced),
+		NoRoom:       s.no_room != 0,
 	}, nil
 }
 

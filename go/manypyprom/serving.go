@@ -20,6 +20,8 @@ import (
 //	manypy_queued_requests                      gauge: calls waiting for an interpreter
 //	manypy_interpreters{state}                  gauge: starting, ready, busy, broken
 //	manypy_draining                             gauge: 1 once the pool drains
+//	manypy_interpreters_replaced_total          counter: retired interpreters replaced
+//	manypy_replacement_no_room                  gauge: 1 while one waits for room
 //
 // model is the calls' manypy.CallOptions.ModelID ("" without one); code is
 // the status code's C name in lower case without MANYPY_ERR_ (or
@@ -43,6 +45,7 @@ type ServingCollector struct {
 	requests, requestDuration       *prometheus.Desc
 	queueDuration, inFlight, queued *prometheus.Desc
 	interpreters, draining          *prometheus.Desc
+	replaced, noRoom                *prometheus.Desc
 }
 
 // NewServingCollector returns a collector over pool, labelled with its
@@ -67,13 +70,17 @@ func NewServingCollector(pool *manypy.Pool) *ServingCollector {
 		queued:       desc("manypy_queued_requests", "Calls waiting for an interpreter."),
 		interpreters: desc("manypy_interpreters", "The pool's interpreters by state.", "state"),
 		draining:     desc("manypy_draining", "1 once the pool drains (manypy_pool_drain)."),
+		replaced: desc("manypy_interpreters_replaced_total",
+			"Retired interpreters the pool replaced with new ones."),
+		noRoom: desc("manypy_replacement_no_room",
+			"1 while a retired interpreter could not be replaced for want of room in the process."),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *ServingCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.requests, c.requestDuration, c.queueDuration, c.inFlight,
-		c.queued, c.interpreters, c.draining} {
+		c.queued, c.interpreters, c.draining, c.replaced, c.noRoom} {
 		ch <- d
 	}
 }
@@ -117,6 +124,12 @@ func (c *ServingCollector) Collect(ch chan<- prometheus.Metric) {
 		draining = 1
 	}
 	gauge(c.draining, draining)
+	ch <- prometheus.MustNewConstMetric(c.replaced, prometheus.CounterValue, float64(stats.Replaced))
+	noRoom := 0
+	if stats.NoRoom {
+		noRoom = 1
+	}
+	gauge(c.noRoom, noRoom)
 }
 
 func constHistogram(d *prometheus.Desc, h manypy.Histogram, model string) prometheus.Metric {

@@ -88,6 +88,16 @@ pub struct PoolStats {
     /// Calls completed since the pool was created, by status code,
     /// refusals included.
     pub completed: CodeCounts,
+    /// Interpreters the pool lost: stuck in a call that could not be
+    /// stopped. Since 0.4.
+    pub lost: usize,
+    /// Retired interpreters replaced since the pool was created; a
+    /// replacement takes the retired one's index. Since 0.4.
+    pub replaced: u64,
+    /// True while a retired interpreter waits for a replacement the process
+    /// has no room for (its interpreters all leased, retired or
+    /// distrusted); the pool tries again each second. Since 0.4.
+    pub no_room: bool,
 }
 
 impl PoolStats {
@@ -102,6 +112,9 @@ impl PoolStats {
             in_flight: s.in_flight,
             queued: s.queued,
             completed: CodeCounts::from_raw(&s.completed),
+            lost: s.lost,
+            replaced: s.replaced,
+            no_room: s.no_room != 0,
         }
     }
 }

@@ -20,6 +20,12 @@ import java.util.Map;
  *     succeeded, {@link ErrorCode#PYTHON} raised, and so on; calls refused at admission ({@link
  *     ErrorCode#OVERLOADED}, {@link ErrorCode#DRAINING}) count too. Codes with no call are absent;
  *     codes newer than this binding add up under {@link ErrorCode#UNKNOWN}. Unmodifiable.
+ * @param lost interpreters the pool lost: stuck in a call that could not be stopped (since 0.4)
+ * @param replaced retired interpreters replaced since the pool was created: a replacement takes the
+ *     retired one's index (since 0.4)
+ * @param noRoom whether a retired interpreter waits for a replacement the process has no room for
+ *     (its interpreters all leased, retired or distrusted); the pool tries again each second (since
+ *     0.4)
  */
 public record PoolStats(
     int interpreters,
@@ -30,7 +36,10 @@ public record PoolStats(
     long inFlight,
     long queued,
     boolean draining,
-    Map<ErrorCode, Long> completed) {
+    Map<ErrorCode, Long> completed,
+    long lost,
+    long replaced,
+    boolean noRoom) {
 
   public PoolStats {
     completed =
@@ -55,6 +64,7 @@ public record PoolStats(
 
   /** From manypy_jni_pool_get_stats's array (jni_glue.h). */
   static PoolStats decode(long[] v) {
+    int after = 8 + org.manypy.internal.ManypyNativeConstants.MANYPY_CODE_SLOTS;
     return new PoolStats(
         (int) v[1],
         (int) v[2],
@@ -64,7 +74,10 @@ public record PoolStats(
         v[6],
         v[7],
         v[0] != 0,
-        completedByCode(v, 8));
+        completedByCode(v, 8),
+        v[after],
+        v[after + 1],
+        v[after + 2] != 0);
   }
 
   /**
