@@ -10,6 +10,7 @@
 //! the 7 a torch 2.x process has.
 mod common;
 
+use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -179,7 +180,15 @@ fn catching_the_stop_retires_the_interpreter(pool: &Pool, object: &Object, grace
     serves(object, Some(1));
 }
 
+/// One `stops` at a time: each ends by retiring an interpreter, which the
+/// pool replaces with a new one starting in the background (a second of
+/// CPU and of the dynamic loader), and the other's stops have time bounds.
+/// Dropping the pool waits for the replacement's start, so the next one
+/// begins on a quiet process.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
 fn stops(mode: ThreadMode, stop_grace: Option<Duration>) {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let (pool, object) = stuck(mode, stop_grace);
     deadlines(&object);
     cancellation(&object);

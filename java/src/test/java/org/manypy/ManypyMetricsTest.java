@@ -95,6 +95,7 @@ class ManypyMetricsTest {
         assertEquals(0.0, gauge(simple, "manypy.interpreters", "state", state), state);
       }
       assertEquals(0.0, gauge(simple, "manypy.draining"));
+      assertEquals(0.0, gauge(simple, "manypy.replacement.no_room"));
 
       String text = prometheus.scrape();
       for (String line :
@@ -109,7 +110,9 @@ class ManypyMetricsTest {
               "manypy_queued_requests{pool=\"svc\"} 0.0",
               "manypy_interpreters{pool=\"svc\",state=\"ready\"} 1.0",
               "manypy_interpreters{pool=\"svc\",state=\"broken\"} 0.0",
-              "manypy_draining{pool=\"svc\"} 0.0")) {
+              "manypy_draining{pool=\"svc\"} 0.0",
+              "manypy_interpreters_replaced_total{pool=\"svc\"} 0.0",
+              "manypy_replacement_no_room{pool=\"svc\"} 0.0")) {
         assertTrue(hasLine(text, line), line + " in\n" + text);
       }
       assertTrue(

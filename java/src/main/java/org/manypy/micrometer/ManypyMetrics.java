@@ -48,6 +48,10 @@ import org.manypy.RequestMetrics;
  *   <tr><td>manypy.interpreters</td><td>Gauge</td><td>state: starting, ready, busy,
  *       broken</td><td>manypy_interpreters</td></tr>
  *   <tr><td>manypy.draining</td><td>Gauge</td><td></td><td>manypy_draining (0 or 1)</td></tr>
+ *   <tr><td>manypy.interpreters.replaced</td><td>FunctionCounter</td><td></td>
+ *       <td>manypy_interpreters_replaced_total</td></tr>
+ *   <tr><td>manypy.replacement.no_room</td><td>Gauge</td><td></td>
+ *       <td>manypy_replacement_no_room (0 or 1)</td></tr>
  * </table>
  *
  * <p>Every meter also carries {@code pool=<name>} when the pool has a name ({@link
@@ -157,6 +161,23 @@ public final class ManypyMetrics implements MeterBinder {
         "manypy.draining",
         "1 once the pool drains (Pool.drain).",
         s -> s.draining() ? 1 : 0,
+        Tags.empty());
+    FunctionCounter.builder(
+            "manypy.interpreters.replaced",
+            p,
+            held -> {
+              PoolStats stats = current(held).stats();
+              return stats == null ? Double.NaN : stats.replaced();
+            })
+        .description("Retired interpreters the pool replaced with new ones.")
+        .tags(tags)
+        .register(registry);
+    gauge(
+        registry,
+        p,
+        "manypy.replacement.no_room",
+        "1 while a retired interpreter could not be replaced for want of room in the process.",
+        s -> s.noRoom() ? 1 : 0,
         Tags.empty());
     Reading now = read(p, true);
     for (String model : models) registerModel(registry, p, model);
