@@ -495,3 +495,15 @@ class Hostile(nn.Module):
         except AttributeError as e:
             problems.append(f"it has no getpid ({e})")
         return "; ".join(problems)
+
+    def recurse_through_c(self, limit, depth):
+        """Raises the recursion limit to `limit`, then recurses `depth` deep
+        with a C function (map, list) between every two Python frames: each
+        level takes the thread's C stack, which the limit alone does not
+        bound (docs/threads.md, "Deep recursion")."""
+        sys.setrecursionlimit(limit)
+
+        def through_c(n):
+            return list(map(through_c, [n - 1])) if n > 0 else []
+
+        through_c(depth)
