@@ -29,7 +29,6 @@
  */
 #include "stack_guard.h"
 
-#include <pthread.h>
 #include <stdint.h>
 
 #include "errors.h"
@@ -50,52 +49,31 @@
 #endif
 #endif
 
-/* ---- the stack ---------------------------------------------------------- */
-
-/* The lowest usable address of the calling thread's stack (stacks grow
- * down), read once per thread: glibc reads /proc/self/maps for the main
- * thread. */
-static _Thread_local const char* t_stack_low;
-static _Thread_local int t_stack_known; /* 0: not read yet; 1: read; -1: unreadable */
-
-/* Bytes between here and the end of the calling thread's stack, or
- * SIZE_MAX when its bounds cannot be read. */
-static size_t stack_room(void) {
-  if (t_stack_known == 0) {
-    t_stack_known = -1;
-    pthread_attr_t attr;
-    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
-      void* low = NULL;
-      size_t size = 0;
-      if (pthread_attr_getstack(&attr, &low, &size) == 0 && low != NULL) {
-        t_stack_low = (const char*)low;
-        t_stack_known = 1;
-      }
-      pthread_attr_destroy(&attr);
-    }
-  }
-  char here;
-  if (t_stack_known != 1 || &here < t_stack_low) return SIZE_MAX;
-  return (size_t)(&here - t_stack_low);
-}
-
 #ifdef MPI_STACK_GUARD
 
 /* ---- the guards of the threads inside the interpreter ------------------- */
 
-/* One per thread (each namespace has its own copy of this library, so one
- * per thread and interpreter), linked while the thread is inside, under the
- * GIL. */
+/* One per thread inside the interpreter (between mpi_enter and mpi_leave),
+ * in a table under the GIL. Not thread-local storage: a namespace's comes
+ * out of the process's static TLS, which limits how many interpreters a
+ * process holds (docs/isolation.md), and the stack's bounds come from the
+ * host's cache (mpi_host_api.stack_room) for the same reason. */
 typedef struct guard {
   PyThreadState* ts;
   int entries; /* mpi_enter nesting on this thread */
   long cap;    /* 3.11: the deepest the thread may be; 3.12: the most it may count */
   long taken;  /* what is taken off the thread's remaining count now */
-  struct guard* next;
 } guard;
 
-static _Thread_local guard t_guard;
-static guard* g_inside;
+static guard* g_inside; /* PyMem_RawMalloc'd */
+static size_t g_count, g_capacity;
+
+static guard* find(PyThreadState* ts) {
+  for (size_t i = 0; i < g_count; ++i) {
+    if (g_inside[i].ts == ts) return &g_inside[i];
+  }
+  return NULL;
+}
 
 /* Takes off `g->ts`'s remaining count what its stack cannot hold. */
 static void apply(guard* g) {
@@ -113,36 +91,41 @@ static void apply(guard* g) {
 }
 
 void mpi_stack_guard_enter(void) {
-  guard* g = &t_guard;
-  if (g->entries++ > 0) return;
-  size_t room = stack_room();
+  PyThreadState* ts = PyThreadState_Get();
+  guard* g = find(ts);
+  if (g != NULL) {
+    g->entries++;
+    return;
+  }
+  size_t room =
+      mpi_host != NULL && mpi_host->stack_room != NULL ? mpi_host->stack_room() : SIZE_MAX;
   if (room == SIZE_MAX) return; /* unknown: CPython's own limits */
+  if (g_count == g_capacity) {
+    size_t capacity = g_capacity ? 2 * g_capacity : 16;
+    guard* grown = PyMem_RawRealloc(g_inside, capacity * sizeof *grown);
+    if (grown == NULL) return; /* out of memory: CPython's own limits */
+    g_inside = grown;
+    g_capacity = capacity;
+  }
   long levels =
       room > MPI_STACK_RESERVE ? (long)((room - MPI_STACK_RESERVE) / MPI_STACK_BYTES_PER_LEVEL) : 0;
-  g->ts = PyThreadState_Get();
+  g = &g_inside[g_count++];
+  g->ts = ts;
+  g->entries = 1;
   g->taken = 0;
 #if PY_VERSION_HEX >= 0x030C0000
   g->cap = levels;
 #else
-  g->cap = (long)g->ts->recursion_limit - (long)MPI_REMAINING(g->ts) + levels;
+  g->cap = (long)ts->recursion_limit - (long)MPI_REMAINING(ts) + levels;
 #endif
   apply(g);
-  g->next = g_inside;
-  g_inside = g;
 }
 
 void mpi_stack_guard_leave(void) {
-  guard* g = &t_guard;
-  if (g->entries == 0 || --g->entries > 0 || g->ts == NULL) return;
+  guard* g = find(PyThreadState_Get());
+  if (g == NULL || --g->entries > 0) return;
   MPI_REMAINING(g->ts) += (int)g->taken;
-  for (guard** p = &g_inside; *p != NULL; p = &(*p)->next) {
-    if (*p == g) {
-      *p = g->next;
-      break;
-    }
-  }
-  g->ts = NULL;
-  g->taken = 0;
+  *g = g_inside[--g_count];
 }
 
 #if PY_VERSION_HEX < 0x030C0000
@@ -168,20 +151,19 @@ static PyObject* g_setrecursionlimit; /* sys's own */
  * after, whether the limit changed or was refused. */
 static PyObject* setrecursionlimit(PyObject* self, PyObject* limit) {
   (void)self;
-  guard* me = &t_guard;
-  if (me->ts != NULL) {
+  guard* me = find(PyThreadState_Get());
+  if (me != NULL) {
     MPI_REMAINING(me->ts) += (int)me->taken;
     me->taken = 0;
   }
   PyObject* r = PyObject_CallOneArg(g_setrecursionlimit, limit);
-  for (guard** p = &g_inside; *p != NULL;) {
-    guard* g = *p;
-    if (!alive(g->ts)) {
-      *p = g->next; /* a thread of the parent of this forked child */
+  for (size_t i = 0; i < g_count;) {
+    if (!alive(g_inside[i].ts)) {
+      g_inside[i] = g_inside[--g_count]; /* a thread of the parent of this forked child */
       continue;
     }
-    apply(g);
-    p = &g->next;
+    apply(&g_inside[i]);
+    ++i;
   }
   return r;
 }
@@ -220,7 +202,7 @@ int mpi_install_stack_guard(const mpi_sink* sink) {
 
 #else /* a Python this guard does not know: its own limits */
 
-void mpi_stack_guard_enter(void) { (void)stack_room; }
+void mpi_stack_guard_enter(void) {}
 void mpi_stack_guard_leave(void) {}
 int mpi_install_stack_guard(const mpi_sink* sink) {
   (void)sink;
