@@ -27,16 +27,19 @@ static const char* const kSource =
     "sys.setrecursionlimit(10 ** 6)\n"
     "def through_c(n):\n"
     "    return list(map(through_c, [n - 1])) if n > 0 else []\n"
+    "def through_sorted(n):\n"
+    "    return sorted([0], key=lambda v: through_sorted(n - 1)) if n > 0 else []\n"
     "def in_python(n):\n"
     "    return in_python(n - 1) + 1 if n > 0 else 0\n";
 
 /* What a thread saw, for the test thread to check (cmocka asserts only
  * there). */
 typedef struct outcome {
-  manypy_code deep; /* through_c(300000) */
+  manypy_code deep;   /* through_c(300000) */
+  manypy_code sorted; /* through_sorted(300000): the most stack a level, of those measured */
   char type[128];
   int has_traceback;
-  manypy_code shallow; /* through_c(200): still fine */
+  manypy_code shallow; /* through_c(20): still fine */
   manypy_code python;  /* in_python(100), no C between the frames */
   manypy_code lowered; /* sys.setrecursionlimit(1000) inside a call */
   int64_t after;       /* 6 * 7 after all that */
@@ -80,7 +83,8 @@ static void* recurse(void* arg) {
   }
   manypy_status_free(s);
   manypy_value_free(out);
-  o->shallow = run("len(through_c(200))", 1, o, NULL);
+  o->sorted = run("through_sorted(300000)", 1, NULL, NULL);
+  o->shallow = run("len(through_c(20))", 1, o, NULL);
   o->python = run("in_python(100)", 1, o, NULL);
   o->lowered = run("sys.setrecursionlimit(1000)", 0, o, NULL);
   o->after = -1;
@@ -106,6 +110,10 @@ static void check(const outcome* o, size_t stack) {
              manypy_code_name(o->deep), o->type, o->why);
   }
   assert_true(o->has_traceback);
+  if (o->sorted != MANYPY_ERR_PYTHON) {
+    fail_msg("a %zu KiB thread: through_sorted(300000) gave %s", stack / 1024,
+             manypy_code_name(o->sorted));
+  }
   if (o->shallow != MANYPY_OK || o->python != MANYPY_OK || o->lowered != MANYPY_OK) {
     fail_msg("a %zu KiB thread: %s", stack / 1024, o->why);
   }
