@@ -20,6 +20,7 @@
 #include "exports.h"
 #include "hooks_api.h"
 #include "results.h"
+#include "stack_guard.h"
 #include "stop.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -163,7 +164,10 @@ static int start(const mpi_start_options* options, const mpi_sink* sink) {
   if (rc == MPI_OK) rc = run_runtime_step("point_ctypes_at_this_libpython", sink);
   if (rc == MPI_OK) rc = leave_signals_to_host(options, sink);
   if (rc == MPI_OK) rc = run_runtime_step("guard_signal_handlers", sink);
+  if (rc == MPI_OK) rc = run_runtime_step("keep_process_state_to_host", sink);
+  if (rc == MPI_OK) rc = mpi_install_stack_guard(sink);
   if (rc == MPI_OK) rc = run_runtime_step("leave_main_thread_to_host", sink);
+  if (rc == MPI_OK) rc = run_runtime_step("main_thread_in_forked_children", sink);
   if (rc == MPI_OK && pthread_atfork(NULL, NULL, mpi_note_forked_child) != 0) {
     mpi_report(sink, MPI_ERR_RESOURCE_EXHAUSTED, "", "pthread_atfork failed", "");
     rc = MPI_ERR_RESOURCE_EXHAUSTED;

@@ -22,7 +22,7 @@
 extern "C" {
 #endif
 
-#define MANYPY_INTERP_API_VERSION 10u
+#define MANYPY_INTERP_API_VERSION 11u
 
 /* Status codes used across the boundary; they match manypy_code (the C
  * API checks that at compile time, capi/src/abi_checks.cpp). */
@@ -154,6 +154,13 @@ typedef struct mpi_host_api {
    * Any thread; never throws. */
   void (*export_files)(void (*add)(void* ctx, const char* name, const void* data, size_t size),
                        void* ctx);
+  /* Bytes of stack the calling thread has left below the caller, or
+   * SIZE_MAX if its bounds cannot be read (core/src/stack_headroom.h). Any
+   * thread; cheap after a thread's first call; never throws. Since API 11:
+   * the interpreter side keeps no thread-local cache of its own, since a
+   * namespace's thread-local storage comes out of the process's static TLS
+   * (docs/isolation.md). */
+  size_t (*stack_room)(void);
 } mpi_host_api;
 
 typedef struct mpi_start_options {

@@ -200,6 +200,101 @@ def guard_signal_handlers():
         guarded(faulthandler, name)
 
 
+# --- process-wide state (issue 36) -------------------------------------------
+
+
+class ProcessStateRefused(PermissionError):
+    """Raised by os.chdir and os.fchdir in the host process: the working
+    directory is the whole process's, and the host's relative paths (a
+    manypy_package_load_file("models/m.pt"), its own files) depend on it."""
+
+    __module__ = "manypy"
+
+
+def keep_process_state_to_host():
+    """What model code could change for the whole host process, and what
+    happens instead while it runs in the host (in a child that model code
+    forked, each works as usual):
+    - os.chdir and os.fchdir (and posix's) raise ProcessStateRefused, a
+      PermissionError: the working directory is the process's, and a
+      directory put back after the call would still be wrong for the
+      host's threads while the call runs;
+    - faulthandler.dump_traceback_later raises ValueError, as enable and
+      register do (guard_signal_handlers): its timer thread writes into the
+      host's stderr and, with exit=True, ends the host process;
+      cancel_dump_traceback_later is left alone, it only stops such a timer;
+    - signal.pthread_sigmask raises ValueError when it would change the
+      calling thread's mask (reading it, or a change that changes nothing,
+      works): unblocking a signal that a host blocks on every thread to
+      take it with sigwait (SIGTERM, often) has it delivered here instead,
+      with its default action, and blocking one on a host thread in DIRECT
+      mode, or on manypy's own, keeps it from the host.
+    Guards against accidents, not a sandbox: ctypes can still call chdir."""
+    import _signal
+    import faulthandler
+    import operator
+    import posix
+
+    original_chdir, original_fchdir = posix.chdir, posix.fchdir
+
+    def chdir(path):
+        if not in_host_process():
+            return original_chdir(path)
+        raise ProcessStateRefused(f"os.chdir({path!r}) would change the working directory of the "
+                                  "host process, which belongs to the service, not to a model "
+                                  "(manypy)")
+
+    def fchdir(fd):
+        if not in_host_process():
+            return original_fchdir(fd)
+        raise ProcessStateRefused(f"os.fchdir({fd!r}) would change the working directory of the "
+                                  "host process, which belongs to the service, not to a model "
+                                  "(manypy)")
+
+    for function, original in ((chdir, original_chdir), (fchdir, original_fchdir)):
+        function.__doc__ = original.__doc__
+        for module in (os, posix):
+            setattr(module, function.__name__, function)
+
+    original_later = faulthandler.dump_traceback_later
+
+    def dump_traceback_later(*args, **kwargs):
+        if not in_host_process():
+            return original_later(*args, **kwargs)
+        raise ValueError("faulthandler.dump_traceback_later() would start a timer that writes "
+                         "into the host process's stderr and can end the process, which belongs "
+                         "to the service, not to a model (manypy)")
+
+    dump_traceback_later.__doc__ = original_later.__doc__
+    faulthandler.dump_traceback_later = dump_traceback_later
+
+    original_mask = getattr(_signal, "pthread_sigmask", None)
+    if original_mask is None:
+        return
+    # The kernel never blocks these, so asking to changes nothing.
+    unblockable = {int(_signal.SIGKILL), int(_signal.SIGSTOP)}
+
+    def pthread_sigmask(how, mask):
+        if not in_host_process():
+            return original_mask(how, mask)
+        signals = [operator.index(s) for s in mask]  # as CPython reads them
+        if any(not 1 <= s < _signal.NSIG for s in signals) or how not in (
+                _signal.SIG_BLOCK, _signal.SIG_UNBLOCK, _signal.SIG_SETMASK):
+            return original_mask(how, signals)  # CPython's own error; nothing changes
+        current = {int(s) for s in original_mask(_signal.SIG_BLOCK, ())}
+        named = set(signals) - unblockable
+        after = (current | named if how == _signal.SIG_BLOCK else
+                 current - named if how == _signal.SIG_UNBLOCK else named)
+        if after == current:
+            return original_mask(how, signals)  # changes nothing: the old mask, as CPython's
+        raise ValueError("signal.pthread_sigmask() would change which signals reach a thread of "
+                         "the host process, whose signal handling belongs to the service, not "
+                         "to a model (manypy)")
+
+    pthread_sigmask.__doc__ = original_mask.__doc__
+    _signal.pthread_sigmask = pthread_sigmask  # signal.pthread_sigmask calls it at call time
+
+
 def leave_main_thread_to_host():
     """The thread that started this interpreter (its home thread, which runs
     HANDOFF calls) must not look like Python's main thread: code that sets
@@ -216,6 +311,32 @@ def leave_main_thread_to_host():
             del threading._active[ident]
     if isinstance(current, threading._MainThread):
         threading._DummyThread()  # registers itself for this thread
+
+
+def main_thread_in_forked_children():
+    """In a child that model code forked, the forking thread is the only
+    one, and Python's main thread. threading's own after-fork hook keeps
+    the thread object it finds registered for it, and every thread of an
+    interpreter is registered as a foreign ("dummy") thread: an
+    interpreter's home thread by leave_main_thread_to_host, a host thread
+    once anything asked threading about it. Before Python 3.13 such a main
+    thread has no state lock, so threading._shutdown, which
+    multiprocessing runs as each child's process ends, failed its assert
+    and every multiprocessing.Process child exited with status 1 (in
+    HANDOFF mode always). This hook, run after threading's, gives the child
+    a real main thread, as a forked Python program has (3.13 converts the
+    foreign thread itself)."""
+    import threading
+
+    def after_in_child():
+        current = threading._main_thread
+        if not isinstance(current, threading._DummyThread):
+            return
+        with threading._active_limbo_lock:
+            threading._active.pop(threading.get_ident(), None)
+        threading._main_thread = threading._MainThread()  # registers itself
+
+    os.register_at_fork(after_in_child=after_in_child)
 
 
 def forbid_global_dlopen():
@@ -238,23 +359,37 @@ def forbid_global_dlopen():
 
 
 def point_ctypes_at_this_libpython():
-    """Make ctypes.pythonapi this interpreter's libpython.
+    """Make ctypes.pythonapi, and every ctypes.CDLL(None), this
+    interpreter's libpython.
 
     ctypes.pythonapi is PyDLL(None), and dlopen(NULL) inside a link-map
     namespace gives the host program: its symbols, or "undefined symbol",
     and if the host itself embeds a Python, that Python's functions called
     with this interpreter's objects. This namespace's libpython is already
-    loaded, so opening it by soname finds that copy.
+    loaded, so opening it by soname finds that copy; a symbol looked up in
+    it is searched in it and then in what it links (this namespace's libc),
+    which is what dlopen(NULL) gives a program: its own namespace. Both
+    names of ctypes' dlopen are replaced (ctypes.CDLL calls the one its
+    module imported); left as they were if the soname cannot be opened.
     """
+    import _ctypes
     import ctypes
     import sysconfig
 
     soname = sysconfig.get_config_var("INSTSONAME")
-    if soname and ".so" in soname:
-        try:
-            ctypes.pythonapi = ctypes.PyDLL(soname)
-        except OSError:
-            pass  # left as it was: model code that needs it will say so
+    if not soname or ".so" not in soname:
+        return
+    try:
+        ctypes.pythonapi = ctypes.PyDLL(soname)
+    except OSError:
+        return  # left as it was: model code that needs it will say so
+    original_dlopen = _ctypes.dlopen
+
+    def dlopen(name, *args, **kwargs):
+        return original_dlopen(soname if name is None else name, *args, **kwargs)
+
+    dlopen.__doc__ = original_dlopen.__doc__
+    _ctypes.dlopen = ctypes._dlopen = dlopen
 
 
 def leave_signals_to_host(host_sigint_is_default):

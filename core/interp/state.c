@@ -9,6 +9,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include "stack_guard.h"
+
 PyObject* mpi_runtime; /* module _manypy_runtime */
 const mpi_host_api* mpi_host;
 const struct manypy_hooks_api* mpi_hooks;
@@ -40,6 +42,7 @@ void mpi_enter(void) {
   } else {
     (void)PyGILState_Ensure();
   }
+  mpi_stack_guard_enter(); /* before any Python runs on this thread */
   if (t_threads_generation != g_threads_generation && mpi_runtime != NULL) {
     PyObject* r = PyObject_CallMethod(mpi_runtime, "apply_lease_to_thread", NULL);
     if (r == NULL) PyErr_Clear(); /* torch not imported: nothing to apply */
@@ -49,6 +52,7 @@ void mpi_enter(void) {
 }
 
 void mpi_leave(void) {
+  mpi_stack_guard_leave();
   /* A child that model code forked returns here only when its Python code
    * returned without an error (an error went through mpi_report): it must
    * not go on into the host's code. */

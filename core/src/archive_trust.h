@@ -65,6 +65,12 @@ class TrustHistory {
   // An archive's code may run in the interpreter: `digest` is what the
   // pool's trust checked, nullopt if its pool checked nothing.
   void ran(const std::optional<Sha256>& digest, const std::string& origin);
+  // Code the host ran (manypy_pool_exec, _eval) in a pool that checks
+  // nothing: what it patched stays as an archive's would, and such a pool
+  // may run whatever its callers hand it, so it counts as an unchecked
+  // archive. Host code in a pool that checks is the host's own under that
+  // pool's policy, and is not recorded.
+  void ran_unchecked_host_code() { ran_unchecked_ = true; }
   // Whether every archive whose code ran here is one `trust` accepts: any
   // history for a pool that checks nothing; none that ran unchecked code
   // for a pool that checks.

@@ -117,6 +117,12 @@ void Interpreter::ran_archive(const std::optional<Sha256>& digest, const std::st
   history_.ran(digest, origin);
 }
 
+void Interpreter::ran_host_code(const ArchiveTrust& trust) {
+  if (trust.active()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  history_.ran_unchecked_host_code();
+}
+
 bool Interpreter::trusted_by(const ArchiveTrust& trust) const {
   std::lock_guard<std::mutex> lock(mu_);
   return history_.trusted_by(trust);

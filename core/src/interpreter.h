@@ -82,6 +82,9 @@ class Interpreter {
   // Code from an archive may run here from now on (TrustHistory): its
   // digest as the pool checked it, nullopt if the pool checked nothing.
   void ran_archive(const std::optional<Sha256>& digest, const std::string& origin);
+  // Host code (exec, eval) runs here for a pool with `trust`: recorded as
+  // TrustHistory::ran_unchecked_host_code says, when `trust` checks nothing.
+  void ran_host_code(const ArchiveTrust& trust);
   // Whether every archive whose code ran here is one `trust` accepts, so
   // that the interpreter may serve a pool with that trust.
   bool trusted_by(const ArchiveTrust& trust) const;

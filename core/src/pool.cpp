@@ -190,6 +190,7 @@ Value Pool::eval(int interpreter, const std::string& expression) {
 void Pool::exec(const CallOptions& options, const std::string& source) {
   dispatcher_.call(options.interpreter, options.limits, &options.model_id,
                    [&](Interpreter* interp, CallStop* stop) {
+                     interp->ran_host_code(trust_);  // before any of it runs
                      interp->exec(source, options.model_id, options.request_id, stop);
                      return Value();
                    });
@@ -198,6 +199,7 @@ void Pool::exec(const CallOptions& options, const std::string& source) {
 Value Pool::eval(const CallOptions& options, const std::string& expression) {
   return dispatcher_.call(options.interpreter, options.limits, &options.model_id,
                           [&](Interpreter* interp, CallStop* stop) {
+                            interp->ran_host_code(trust_);
                             return interp->eval(expression, options.model_id, options.request_id,
                                                 stop);
                           });

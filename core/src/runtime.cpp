@@ -1,5 +1,7 @@
 #include "runtime.h"
 
+#include "stack_headroom.h"
+
 namespace manypy {
 
 namespace {
@@ -18,6 +20,8 @@ void collect_export_files(void (*add)(void* ctx, const char* name, const void* d
   Runtime::get().export_hook().collect(add, ctx);
 }
 
+size_t thread_stack_room() { return stack_headroom(); }
+
 // Made as the library loads (see runtime.h).
 [[maybe_unused]] const Runtime& g_made_at_load = Runtime::get();
 
@@ -31,7 +35,7 @@ Runtime& Runtime::get() {
 }
 
 Runtime::Runtime()
-    : host_api_{read_package_record, log_api_usage, collect_export_files},
+    : host_api_{read_package_record, log_api_usage, collect_export_files, thread_stack_room},
       interpreters_(HostServices{&host_api_, lock_process_state}, operator_libraries_,
                     operator_callbacks_) {}
 

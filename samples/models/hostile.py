@@ -407,6 +407,14 @@ class Hostile(nn.Module):
         _, status = os.waitpid(pid, 0)
         return os.waitstatus_to_exitcode(status)
 
+    def process_exit_code(self):
+        """A multiprocessing.Process child whose target does nothing: its
+        exit code, which is 0 in a Python program."""
+        child = multiprocessing.get_context("fork").Process(target=time.sleep, args=(0,))
+        child.start()
+        child.join()
+        return child.exitcode
+
     def set_signal(self, signum):
         signal.signal(signum, signal.SIG_IGN)
 
@@ -429,3 +437,73 @@ class Hostile(nn.Module):
 
         nn.Module.__call__ = patched_call
         os.path.join = patched_join
+
+    # --- process-wide state (issue 36) ---------------------------------------
+    # What belongs to the whole host process, not to one interpreter: a
+    # faulthandler timer, the working directory, threads' signal masks, the
+    # program dlopen(NULL) opens (docs/security.md, "The process stays the
+    # host's"; tests/capi/capi_process_state.c).
+
+    def dump_traceback_later(self, seconds, exit):
+        """A timer thread that dumps every thread's stack to stderr after
+        `seconds`, then (exit=True) ends the process."""
+        importlib.import_module("faulthandler").dump_traceback_later(seconds, exit=exit)
+
+    def cancel_dump_traceback_later(self):
+        importlib.import_module("faulthandler").cancel_dump_traceback_later()
+
+    def chdir(self, path):
+        os.chdir(path)
+
+    def fchdir(self, path):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fchdir(fd)
+        finally:
+            os.close(fd)
+
+    def signal_mask(self):
+        """The calling thread's blocked signals, sorted (reading only)."""
+        return sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, []))
+
+    def block_signal(self, signum):
+        signal.pthread_sigmask(signal.SIG_BLOCK, [signum])
+
+    def unblock_signal(self, signum):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signum])
+
+    def dlopen_program(self):
+        """ctypes.CDLL(None), what a C program's dlopen(NULL) is: in a link-
+        map namespace, glibc gives the host program instead. "" when it is
+        this interpreter's own libpython (and libc through it), else what
+        differs."""
+        ctypes = importlib.import_module("ctypes")
+        lib = ctypes.CDLL(None)
+        problems = []
+        if lib._handle != ctypes.pythonapi._handle:
+            problems.append("CDLL(None) is not ctypes.pythonapi's library")
+        try:
+            mine = ctypes.cast(lib.Py_IsInitialized, ctypes.c_void_p).value
+            theirs = ctypes.cast(ctypes.pythonapi.Py_IsInitialized, ctypes.c_void_p).value
+            if mine != theirs:
+                problems.append("its Py_IsInitialized is another libpython's")
+        except AttributeError as e:
+            problems.append(f"it has no Py_IsInitialized ({e})")
+        try:
+            if lib.getpid() != os.getpid():
+                problems.append("its getpid() is not this process's")
+        except AttributeError as e:
+            problems.append(f"it has no getpid ({e})")
+        return "; ".join(problems)
+
+    def recurse_through_c(self, limit, depth):
+        """Raises the recursion limit to `limit`, then recurses `depth` deep
+        with a C function (map, list) between every two Python frames: each
+        level takes the thread's C stack, which the limit alone does not
+        bound (docs/threads.md, "Deep recursion")."""
+        sys.setrecursionlimit(limit)
+
+        def through_c(n):
+            return list(map(through_c, [n - 1])) if n > 0 else []
+
+        through_c(depth)

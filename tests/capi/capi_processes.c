@@ -109,6 +109,29 @@ static void test_child_exits_with_its_status(void** state) {
   manypy_status_free(s);
 }
 
+/* A multiprocessing.Process child runs its target and ends with its code,
+ * 0 here. It ended with 1 whenever threading knew the forking thread as a
+ * foreign thread, as it always knows an interpreter's home thread (HANDOFF
+ * mode): its bootstrap failed as the process shut down (runtime.py,
+ * main_thread_in_forked_children). */
+static void test_process_child_exits_with_its_code(void** state) {
+  (void)state;
+  /* In DIRECT mode this registers this thread with threading, as anything
+   * that asks for the current thread (logging, torch) does. */
+  assert_true(EVAL_BOOL(g.pool, 0, "__import__('threading').current_thread() is not None"));
+  for (int k = 0; k < 2; ++k) {
+    manypy_value* out = NULL;
+    manypy_status* s = manypy_object_call(g.model, "process_exit_code", NULL, NULL, NULL, &out);
+    end_if_escaped();
+    ASSERT_OK(s);
+    int64_t code = -1;
+    ASSERT_OK(manypy_value_get_int64(out, &code));
+    assert_int_equal(code, 0);
+    manypy_value_free(out);
+  }
+  assert_nothing_escaped();
+}
+
 /* ---- signal handlers -------------------------------------------------------- */
 
 static void host_handler(int signum) { (void)signum; }
@@ -158,6 +181,7 @@ static void test_signal_handlers_stay_the_hosts(void** state) {
   cmocka_unit_test(test_data_loader_workers), cmocka_unit_test(test_multiprocessing_pool), \
       cmocka_unit_test(test_child_that_returns_ends_there),                                \
       cmocka_unit_test(test_child_exits_with_its_status),                                  \
+      cmocka_unit_test(test_process_child_exits_with_its_code),                            \
       cmocka_unit_test(test_signal_handlers_stay_the_hosts)
 
 int main(void) {

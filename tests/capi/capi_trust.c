@@ -27,6 +27,32 @@ static manypy_pool* pool_with(manypy_pool_options* options) {
   return pool;
 }
 
+/* Code the host runs (manypy_pool_exec, _eval) stays in the interpreter as
+ * an archive's does: in a pool that checks nothing it counts as an
+ * unchecked archive, so a pool with an allow-list never gets that
+ * interpreter; in a pool that checks, it is the host's own under that
+ * pool's policy, and the interpreter serves the next such pool. First in
+ * the suite, so that the process has no other interpreter. */
+static void test_host_code_counts_as_its_pools(void** state) {
+  (void)state;
+  manypy_pool* open_pool = pool_with(manypy_pool_options_new());
+  ASSERT_OK(manypy_pool_exec(open_pool, 0, "import torch\ntorch.open_pool_was_here = 1"));
+  manypy_pool_destroy(open_pool); /* its interpreter is idle, and marked */
+  char identity_digest[65];
+  SHA256_HEX(ARCHIVE("identity.pt"), identity_digest);
+  for (int k = 0; k < 2; ++k) {
+    manypy_pool_options* options = manypy_pool_options_new();
+    ASSERT_OK(manypy_pool_options_add_trusted_sha256(options, identity_digest));
+    manypy_pool* narrow = pool_with(options);
+    assert_false(EVAL_BOOL(narrow, 0, "hasattr(__import__('torch'), 'open_pool_was_here')"));
+    /* The second narrow pool gets the first one's interpreter back. */
+    assert_int_equal(EVAL_BOOL(narrow, 0, "hasattr(__import__('torch'), 'narrow_pool_was_here')"),
+                     k == 1);
+    ASSERT_OK(manypy_pool_exec(narrow, 0, "import torch\ntorch.narrow_pool_was_here = 1"));
+    manypy_pool_destroy(narrow);
+  }
+}
+
 static void test_allow_list_refuses_before_anything_runs(void** state) {
   (void)state;
   char identity_digest[65], runs_code_digest[65];
@@ -305,6 +331,7 @@ int main(int argc, char** argv) {
   unlink(g_marker);
   setenv("MANYPY_MARKER", g_marker, 1);
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_host_code_counts_as_its_pools),
       cmocka_unit_test(test_allow_list_refuses_before_anything_runs),
       cmocka_unit_test(test_verifier),
       cmocka_unit_test(test_bad_arguments),

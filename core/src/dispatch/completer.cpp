@@ -3,7 +3,6 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
-#include <thread>
 
 #include "dispatch/threads.h"
 
@@ -17,7 +16,7 @@ class Completer {
   void post(std::function<void()>& task) {
     std::unique_lock<std::mutex> lock(mu_);
     if (!started_) {
-      std::thread([this] { run(); }).detach();  // lives as long as the process
+      start_detached([this] { run(); });  // lives as long as the process
       started_ = true;
     }
     tasks_.push_back(std::move(task));

@@ -18,7 +18,7 @@ class HostWorkers {
     std::call_once(started_, [this] {
       const unsigned n = std::max(1u, std::thread::hardware_concurrency());
       for (unsigned k = 0; k < n; ++k) {
-        std::thread([this] { serve(); }).detach();  // live as long as the process
+        start_detached([this] { serve(); });  // live as long as the process
       }
     });
     job->watch(watchdog_, /*queued=*/true, "a host worker");

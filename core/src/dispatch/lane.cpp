@@ -1,7 +1,5 @@
 #include "dispatch/lane.h"
 
-#include <thread>
-
 #include "dispatch/threads.h"
 
 namespace manypy::dispatch {
@@ -9,11 +7,11 @@ namespace manypy::dispatch {
 Lane::Lane(unsigned slot, const HostServices& host) : interp_(slot, host) {}
 
 void Lane::begin_start() {
-  std::thread([this] { home_main(std::nullopt); }).detach();  // lives as long as the process
+  start_detached([this] { home_main(std::nullopt); });  // lives as long as the process
 }
 
 void Lane::begin_failed_start(const Error& why) {
-  std::thread([this, why] { home_main(why); }).detach();
+  start_detached([this, why] { home_main(why); });
 }
 
 void Lane::home_main(std::optional<Error> refusal) {

@@ -6,6 +6,9 @@
 // deadlock, whatever the callbacks do.
 #pragma once
 
+#include <cstddef>
+#include <functional>
+
 namespace manypy::dispatch {
 
 enum class ThreadKind {
@@ -21,5 +24,17 @@ ThreadKind this_thread_kind();
 void set_this_thread_kind(ThreadKind kind);
 
 inline bool on_manypy_thread() { return this_thread_kind() != ThreadKind::kHost; }
+
+// The stack of every thread manypy starts to run Python or torch on (home
+// threads, the completion thread, host workers): stated, not left to the
+// host's `ulimit -s` or a JVM's defaults, because how deep model code may
+// recurse through C before RecursionError depends on it (core/interp/
+// stack_guard.c; docs/threads.md, "Deep recursion").
+inline constexpr size_t kThreadStackBytes = 8 * 1024 * 1024;
+
+// Starts a detached thread with a kThreadStackBytes stack, running `body`
+// for the rest of the process. Throws std::system_error when the thread
+// cannot be made, as std::thread does.
+void start_detached(std::function<void()> body);
 
 }  // namespace manypy::dispatch
