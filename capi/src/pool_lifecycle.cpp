@@ -1,5 +1,6 @@
 // The serving lifecycle of a pool: serving early, growth, resize, health,
 // drain and request metrics (manypy.h, since 0.3).
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 
@@ -95,22 +96,28 @@ manypy_status* manypy_pool_get_stats(const manypy_pool* pool, manypy_pool_stats*
   return fence(__func__, [&](const char* api_function) -> manypy_status* {
     MANYPY_NOT_NULL(pool);
     MANYPY_NOT_NULL(out);
-    // 0.3's struct is the smallest any caller may have; later versions
-    // append, and fill only what the caller's struct_size holds.
-    if (out->struct_size < sizeof(manypy_pool_stats)) {
+    // 0.3's struct (up to completed[]) is the smallest any caller may
+    // have; later versions append, and fill only what the caller's
+    // struct_size holds.
+    constexpr size_t kStruct03 = offsetof(manypy_pool_stats, lost);
+    if (out->struct_size < kStruct03) {
       return manypy::capi::invalid_argument(
-          api_function, ("out->struct_size is " + std::to_string(out->struct_size) +
-                         ": set it to sizeof(manypy_pool_stats), at least " +
-                         std::to_string(sizeof(manypy_pool_stats)))
-                            .c_str());
+          api_function,
+          ("out->struct_size is " + std::to_string(out->struct_size) +
+           ": set it to sizeof(manypy_pool_stats), at least " + std::to_string(kStruct03))
+              .c_str());
     }
     const manypy::PoolStats s = pool->pool->stats();
+    // `lost` is a state of its own since 0.4: for a 0.3 caller, whose
+    // counts must still add up to `interpreters`, lost ones are broken.
+    const bool has_lost = out->struct_size >= offsetof(manypy_pool_stats, lost) + sizeof(out->lost);
     out->draining = s.draining ? 1 : 0;
     out->interpreters = s.interpreters;
     out->starting = s.starting;
     out->ready = s.ready;
     out->busy = s.busy;
-    out->broken = s.broken;
+    out->broken = has_lost ? s.broken : s.broken + s.lost;
+    if (has_lost) out->lost = s.lost;
     out->in_flight = s.in_flight;
     out->queued = s.queued;
     for (int c = 0; c < MANYPY_CODE_SLOTS; ++c) out->completed[c] = s.completed[c];

@@ -163,6 +163,7 @@ static int start(const mpi_start_options* options, const mpi_sink* sink) {
   if (rc == MPI_OK) rc = run_runtime_step("point_ctypes_at_this_libpython", sink);
   if (rc == MPI_OK) rc = leave_signals_to_host(options, sink);
   if (rc == MPI_OK) rc = run_runtime_step("guard_signal_handlers", sink);
+  if (rc == MPI_OK) rc = run_runtime_step("guard_switch_interval", sink);
   if (rc == MPI_OK) rc = run_runtime_step("leave_main_thread_to_host", sink);
   if (rc == MPI_OK && pthread_atfork(NULL, NULL, mpi_note_forked_child) != 0) {
     mpi_report(sink, MPI_ERR_RESOURCE_EXHAUSTED, "", "pthread_atfork failed", "");
@@ -330,6 +331,7 @@ static const manypy_interp_api kApi = {
     .remove_op_callbacks = remove_op_callbacks,
     .interrupt = mpi_interrupt,
     .thread_exit = thread_exit,
+    .escalate = mpi_escalate,
 };
 
 EXPORT const manypy_interp_api* manypy_interp_get_api(uint32_t version) {
