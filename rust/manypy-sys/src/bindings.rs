@@ -654,10 +654,11 @@ pub struct manypy_pool_stats {
     pub in_flight: usize,
     pub queued: usize,
     pub completed: [u64; 32usize],
+    pub lost: usize,
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of manypy_pool_stats"][::std::mem::size_of::<manypy_pool_stats>() - 320usize];
+    ["Size of manypy_pool_stats"][::std::mem::size_of::<manypy_pool_stats>() - 328usize];
     [
         "Alignment of manypy_pool_stats",
     ][::std::mem::align_of::<manypy_pool_stats>() - 8usize];
@@ -691,6 +692,9 @@ const _: () = {
     [
         "Offset of field: manypy_pool_stats::completed",
     ][::std::mem::offset_of!(manypy_pool_stats, completed) - 64usize];
+    [
+        "Offset of field: manypy_pool_stats::lost",
+    ][::std::mem::offset_of!(manypy_pool_stats, lost) - 320usize];
 };
 unsafe extern "C" {
     #[must_use]

@@ -131,12 +131,12 @@ jlongArray manypy_jni_profile_entry_numbers(JNIEnv* jenv, const manypy_profile_e
 /* ---- the serving lifecycle (since 0.3) ---------------------------------- */
 
 /* How many longs manypy_jni_pool_get_stats fills. */
-#define MANYPY_JNI_POOL_STATS_LENGTH (8 + MANYPY_CODE_SLOTS)
+#define MANYPY_JNI_POOL_STATS_LENGTH (9 + MANYPY_CODE_SLOTS)
 
 /* manypy_pool_get_stats (with this glue's struct_size) into `out`, which
  * must hold MANYPY_JNI_POOL_STATS_LENGTH longs: {draining, interpreters,
  * starting, ready, busy, broken, in_flight, queued, completed[0], ...,
- * completed[MANYPY_CODE_SLOTS - 1]}. A null or short array is a
+ * completed[MANYPY_CODE_SLOTS - 1], lost}. A null or short array is a
  * MANYPY_ERR_INVALID_ARGUMENT status. */
 manypy_status* manypy_jni_pool_get_stats(JNIEnv* jenv, const manypy_pool* pool, jlongArray out);
 

@@ -87,6 +87,7 @@ manypy_status* manypy_jni_pool_get_stats(JNIEnv* jenv, const manypy_pool* pool, 
       static_cast<jlong>(stats.in_flight), static_cast<jlong>(stats.queued)};
   for (int c = 0; c < MANYPY_CODE_SLOTS; ++c)
     values[8 + c] = static_cast<jlong>(stats.completed[c]);
+  values[8 + MANYPY_CODE_SLOTS] = static_cast<jlong>(stats.lost);
   jenv->SetLongArrayRegion(out, 0, MANYPY_JNI_POOL_STATS_LENGTH, values);
   return nullptr;
 }
