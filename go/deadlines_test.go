@@ -290,3 +290,45 @@ func TestExecAndEvalTakeTheContext(t *testing.T) {
 		t.Errorf("eval anywhere: %v", got)
 	}
 }
+
+// A call that C code keeps in the GIL (hostile.pt's hold_gil: 3 s) cannot
+// be stopped. Twice the stop grace after its deadline its interpreter is
+// lost: Stats counts it, CheckInterpreter says why, and a HANDOFF caller
+// gets its deadline's error while the call still runs. When the call
+// returns, the interpreter serves again (docs/serving.md, "Lost
+// interpreters").
+func TestACallHoldingTheGILMakesItsInterpreterLost(t *testing.T) {
+	pool := newPool(t, PoolOptions{Interpreters: 1, ThreadMode: Handoff})
+	model := loadModel(t, pool, "hostile.pt")
+	ctx, cancel := context.WithTimeout(bg, 300*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := model.CallMethod(ctx, "evade_stop", "hold_gil")
+		done <- err
+	}()
+	eventually(t, "the interpreter lost", func() bool { return must(pool.Stats()).Lost == 1 })
+	s := must(pool.Stats())
+	if s.Starting+s.Ready+s.Busy+s.Broken+s.Lost != 1 || s.Serving() {
+		t.Errorf("lost: %+v", s)
+	}
+	if err := pool.CheckInterpreter(0); !errors.Is(err, ErrInterpreterBroken) ||
+		!strings.Contains(err.Error(), "it is lost") {
+		t.Errorf("CheckInterpreter while lost: %v", err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrorFor(CodeDeadlineExceeded)) || !strings.Contains(err.Error(), "did not end") {
+			t.Errorf("the caller: %v", err)
+		}
+	case <-time.After(hangBound):
+		t.Fatalf("the HANDOFF caller was not told within %v", hangBound)
+	}
+	if must(pool.Stats()).Lost != 1 {
+		t.Errorf("the caller was told only after the call ended")
+	}
+	eventually(t, "the interpreter back", func() bool { return must(pool.Stats()).Lost == 0 })
+	if err := pool.CheckInterpreter(0); err != nil {
+		t.Errorf("after the call ended: %v", err)
+	}
+}

@@ -45,7 +45,7 @@ func TestServeEarly(t *testing.T) {
 	s := stats(t, pool)
 	t.Logf("serving after %v: %+v", first, s)
 	if s.Interpreters != 3 || pool.Size() != 3 || s.Ready+s.Busy < 1 || s.Starting < 1 || s.Broken != 0 ||
-		s.Ready+s.Busy+s.Starting+s.Broken != 3 || s.Draining || !s.Serving() {
+		s.Lost != 0 || s.Ready+s.Busy+s.Starting+s.Broken+s.Lost != 3 || s.Draining || !s.Serving() {
 		t.Errorf("right after NewPool: %+v", s)
 	}
 	model := loadModel(t, pool, "version_1.pt")
@@ -64,6 +64,30 @@ func TestServeEarly(t *testing.T) {
 		}
 	}
 	t.Logf("all serving after %v", time.Since(start))
+}
+
+// ServingAtLeast counts the interpreters that serve (ready or busy), never
+// asks for fewer than 1, and is false while draining; Serving is
+// ServingAtLeast(1).
+func TestServingAtLeast(t *testing.T) {
+	for _, c := range []struct {
+		stats PoolStats
+		min   int
+		want  bool
+	}{
+		{PoolStats{Interpreters: 4, Ready: 1, Busy: 1, Broken: 1, Lost: 1}, 2, true},
+		{PoolStats{Interpreters: 4, Ready: 1, Busy: 1, Broken: 1, Lost: 1}, 3, false},
+		{PoolStats{Interpreters: 2, Broken: 1, Lost: 1}, 0, false},
+		{PoolStats{Interpreters: 2, Ready: 1, Lost: 1}, 0, true},
+		{PoolStats{Interpreters: 2, Ready: 2, Draining: true}, 1, false},
+	} {
+		if got := c.stats.ServingAtLeast(c.min); got != c.want {
+			t.Errorf("%+v.ServingAtLeast(%d) = %v", c.stats, c.min, got)
+		}
+		if c.stats.Serving() != c.stats.ServingAtLeast(1) {
+			t.Errorf("%+v: Serving() is not ServingAtLeast(1)", c.stats)
+		}
+	}
 }
 
 // Stats and request metrics after calls of two models: the counts by code,

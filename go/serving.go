@@ -68,7 +68,8 @@ func (p *Pool) Name() string { return p.name }
 type PoolStats struct {
 	// Draining is true once Drain was called: the pool refuses new calls.
 	Draining bool
-	// Interpreters is Size(): Starting, Ready, Busy and Broken add up to it.
+	// Interpreters is Size(): Starting, Ready, Busy, Broken and Lost add up
+	// to it.
 	Interpreters int
 	Starting     int // not yet able to serve: starting, or being leased
 	Ready        int // serving, with no call
@@ -81,8 +82,11 @@ type PoolStats struct {
 	// succeeded, Completed[CodePython] raised, and so on. Calls refused at
 	// admission (CodeOverloaded, CodeDraining) count too.
 	Completed map[Code]uint64
-	// Lost counts the interpreters the pool lost: stuck in a call that
-	// could not be stopped. Since 0.4.
+	// Lost counts the interpreters in which a stopped call still runs twice
+	// its grace period (and at least 1 s) after its stop (model code swallowing the stop where
+	// Python cannot raise it, or C code holding the GIL): they serve no
+	// other call while it runs, and CheckInterpreter says why
+	// (docs/serving.md, "Lost interpreters").
 	Lost int
 	// Replaced counts the retired interpreters replaced since the pool was
 	// created; a replacement takes the retired one's index. Since 0.4.
@@ -95,8 +99,20 @@ type PoolStats struct {
 
 // Serving tells whether the pool can serve a call now: at least one
 // interpreter is ready or busy, and it is not draining. What a readiness
-// probe answers.
-func (s PoolStats) Serving() bool { return !s.Draining && s.Ready+s.Busy > 0 }
+// probe answers. ServingAtLeast(1).
+func (s PoolStats) Serving() bool { return s.ServingAtLeast(1) }
+
+// ServingAtLeast tells whether the pool serves with at least min
+// interpreters (ready or busy; at least 1 whatever min), and is not
+// draining: a readiness probe for a service that needs that capacity, whose
+// pool has lost or retired interpreters below it (docs/serving.md,
+// "Readiness, liveness and restarts").
+func (s PoolStats) ServingAtLeast(min int) bool {
+	if min < 1 {
+		min = 1
+	}
+	return !s.Draining && s.Ready+s.Busy >= min
+}
 
 // Stats returns the pool's health (PoolStats); ErrClosed once closed.
 func (p *Pool) Stats() (PoolStats, error) {

@@ -699,20 +699,26 @@ MANYPY_API size_t manypy_pool_in_flight(const manypy_pool* pool);
 typedef struct manypy_pool_stats {
   uint32_t struct_size; /* in: the caller's sizeof(manypy_pool_stats) */
   uint32_t draining;    /* 1 once manypy_pool_drain was called */
-  size_t interpreters;  /* manypy_pool_size: the four counts below add up to it */
-  size_t starting;      /* not yet able to serve: starting, or being leased */
-  size_t ready;         /* serving, with no call */
-  size_t busy;          /* serving, with at least one call */
-  size_t broken;        /* failed to start, or retired (manypy_pool_check_interpreter says why) */
-  size_t in_flight;     /* as manypy_pool_in_flight */
-  size_t queued;        /* as manypy_pool_queued */
+  /* manypy_pool_size: the four counts below and `lost` add up to it (for a
+   * caller whose struct ends before `lost`, lost ones count as broken) */
+  size_t interpreters;
+  size_t starting;  /* not yet able to serve: starting, or being leased */
+  size_t ready;     /* serving, with no call */
+  size_t busy;      /* serving, with at least one call */
+  size_t broken;    /* failed to start, or retired (manypy_pool_check_interpreter says why) */
+  size_t in_flight; /* as manypy_pool_in_flight */
+  size_t queued;    /* as manypy_pool_queued */
   /* Calls completed since the pool was created, by status code:
    * completed[MANYPY_OK] succeeded, completed[MANYPY_ERR_PYTHON] raised, and
    * so on. Calls refused at admission (MANYPY_ERR_OVERLOADED,
    * MANYPY_ERR_DRAINING) count too. */
   uint64_t completed[MANYPY_CODE_SLOTS];
-  /* Since 0.4. Interpreters the pool lost: stuck in a call that could not
-   * be stopped (docs/serving.md). */
+  /* Lost: a stopped call still runs in it twice its grace period (and at
+   * least 1 s) after its stop (model code swallowing the stop where Python cannot raise it, or
+   * C code holding the GIL). It serves no other call while that one runs;
+   * if the call ends, the interpreter is retired (then broken). A state of
+   * its own, not counted in `broken` (manypy_pool_check_interpreter says
+   * why; docs/serving.md, "Lost interpreters"). Since 0.4. */
   size_t lost;
   /* Since 0.4. Interpreters replaced since the pool was created: a retired
    * interpreter is replaced by another of the process's, in the same
@@ -816,7 +822,10 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_prometheus(
  * serve calls. Otherwise a status owned by the caller:
  * MANYPY_ERR_INTERPRETER_BROKEN, whose message says why (it was retired
  * after a stopped call whose clean-up was cut short; see "Deadlines and
- * cancellation"), or MANYPY_ERR_OUT_OF_RANGE for a bad index. The pool
+ * cancellation"; or, since 0.4, it is lost: a stopped call still runs in it
+ * twice its grace period (and at least 1 s) after its stop, see
+ * manypy_pool_stats.lost), or
+ * MANYPY_ERR_OUT_OF_RANGE for a bad index. The pool
  * sends calls that may go anywhere only to interpreters that can serve.
  * Thread safe. */
 MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_check_interpreter(
@@ -1131,10 +1140,23 @@ MANYPY_API MANYPY_NODISCARD manypy_status* manypy_pool_eval_with_options(
  *    ends the call but cuts clean-up short, and the interpreter is retired:
  *    it serves no other call for the rest of the process, the pool sends
  *    calls to its other interpreters, and manypy_pool_check_interpreter
- *    says why. What cannot be stopped finishes first: a torch operator
- *    already running, a blocking system call (time.sleep, I/O, a lock
- *    wait), C code holding the GIL. The status's traceback shows where the
- *    code was stopped.
+ *    says why. Where Python sends no line events (inside a trace, profile
+ *    or sys.monitoring callback) or the stop is swallowed again, it is also
+ *    injected as an asynchronous exception, every few milliseconds until
+ *    the call ends. While a call is being stopped, sys.settrace is refused
+ *    (RuntimeError), and model code's sys.setswitchinterval is clamped to
+ *    10 ms at all times, so that model code cannot outrun a stop (since
+ *    0.4). What cannot be stopped finishes first: a torch operator already
+ *    running, a blocking system call (time.sleep, I/O, a lock wait), C
+ *    code holding the GIL. The status's traceback shows where the code was
+ *    stopped; the stop's own exceptions, where Python cannot propagate
+ *    them (a __del__, a weakref callback), are not printed to stderr.
+ *  - A stopped call still running twice the grace period (and at least
+ *    1 s) after its stop
+ *    makes its interpreter lost (manypy_pool_stats.lost) until it ends:
+ *    it serves no other call, and manypy_pool_check_interpreter says why.
+ *    Its caller waits for it still, in every mode (docs/serving.md, "Lost
+ *    interpreters"). Since 0.4.
  *  - After a stop, the interpreter checks what the call left behind before
  *    it serves again: a module whose import was stopped is dropped so that
  *    it is imported anew, logging's locks still held are released, and

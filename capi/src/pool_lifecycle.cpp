@@ -107,12 +107,16 @@ manypy_status* manypy_pool_get_stats(const manypy_pool* pool, manypy_pool_stats*
               .c_str());
     }
     const manypy::PoolStats s = pool->pool->stats();
+    // `lost` is a state of its own since 0.4: for a 0.3 caller, whose
+    // counts must still add up to `interpreters`, lost ones are broken.
+    const bool has_lost = out->struct_size >= offsetof(manypy_pool_stats, lost) + sizeof(out->lost);
     out->draining = s.draining ? 1 : 0;
     out->interpreters = s.interpreters;
     out->starting = s.starting;
     out->ready = s.ready;
     out->busy = s.busy;
-    out->broken = s.broken;
+    out->broken = has_lost ? s.broken : s.broken + s.lost;
+    if (has_lost) out->lost = s.lost;
     out->in_flight = s.in_flight;
     out->queued = s.queued;
     for (int c = 0; c < MANYPY_CODE_SLOTS; ++c) out->completed[c] = s.completed[c];
@@ -120,9 +124,6 @@ manypy_status* manypy_pool_get_stats(const manypy_pool* pool, manypy_pool_stats*
     const auto holds = [out](size_t offset, size_t size) {
       return out->struct_size >= offset + size;
     };
-    if (holds(offsetof(manypy_pool_stats, lost), sizeof out->lost)) {
-      out->lost = 0;  // filled by the stops work
-    }
     if (holds(offsetof(manypy_pool_stats, replaced), sizeof out->replaced)) {
       out->replaced = s.replaced;
     }

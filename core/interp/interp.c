@@ -166,6 +166,7 @@ static int start(const mpi_start_options* options, const mpi_sink* sink) {
   if (rc == MPI_OK) rc = run_runtime_step("guard_signal_handlers", sink);
   if (rc == MPI_OK) rc = run_runtime_step("keep_process_state_to_host", sink);
   if (rc == MPI_OK) rc = mpi_install_stack_guard(sink);
+  if (rc == MPI_OK) rc = run_runtime_step("guard_switch_interval", sink);
   if (rc == MPI_OK) rc = run_runtime_step("leave_main_thread_to_host", sink);
   if (rc == MPI_OK) rc = run_runtime_step("main_thread_in_forked_children", sink);
   if (rc == MPI_OK && pthread_atfork(NULL, NULL, mpi_note_forked_child) != 0) {
@@ -334,6 +335,7 @@ static const manypy_interp_api kApi = {
     .remove_op_callbacks = remove_op_callbacks,
     .interrupt = mpi_interrupt,
     .thread_exit = thread_exit,
+    .escalate = mpi_escalate,
 };
 
 EXPORT const manypy_interp_api* manypy_interp_get_api(uint32_t version) {

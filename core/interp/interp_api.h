@@ -257,6 +257,18 @@ typedef struct manypy_interp_api {
    * this interpreter: deletes its Python thread state. Never called on the
    * interpreter's main thread. */
   void (*thread_exit)(void);
+
+  /* The stop of `control`'s call again, where its interrupt's trace cannot
+   * raise it: the call runs inside a trace, profile or monitoring callback,
+   * or sends no events, or was escalated and still runs. Injects the stop
+   * as an asynchronous exception, raised at the eval loop's next check (a
+   * backward jump, a call), and marks the call escalated (so the
+   * interpreter retires when it ends). Leaves the call to the trace while
+   * the trace's own grace period runs. The host calls it from a grace
+   * period after interrupt() on, every few milliseconds, until the call
+   * ends. Takes the GIL. Returns 1 while the call still runs in this
+   * interpreter, 0 once it ended. */
+  int (*escalate)(mpi_call_control* control);
 } manypy_interp_api;
 
 /* Returns the table for `version`, or NULL if this library does not speak it. */

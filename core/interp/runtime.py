@@ -295,6 +295,34 @@ def keep_process_state_to_host():
     _signal.pthread_sigmask = pthread_sigmask  # signal.pthread_sigmask calls it at call time
 
 
+# The longest switch interval model code may set, in seconds. A stop takes
+# the interpreter's GIL from the thread running the call, and the thread
+# hands it over only after the switch interval: sys.setswitchinterval(3)
+# made a 300 ms deadline fire after 3.3 s (issue 36). CPython's default is
+# 5 ms; a longer interval buys little throughput for one thread per GIL.
+MAX_SWITCH_INTERVAL = 0.01
+_unclamped_setswitchinterval = sys.setswitchinterval  # for manypy's own tests
+
+
+def guard_switch_interval():
+    """sys.setswitchinterval clamps what model code asks to
+    MAX_SWITCH_INTERVAL, so that a stop still takes the GIL in time; shorter
+    intervals are set as asked, and bad values fail as they always did.
+    Clamped rather than refused: code that raises the interval for
+    throughput runs on. A guard against accidents, as the signal guards are
+    (the original is still reachable to code that digs for it): what a
+    stop does when it cannot get the GIL in time is docs/threads.md's."""
+    original = _unclamped_setswitchinterval
+
+    def setswitchinterval(interval):
+        if isinstance(interval, (int, float)) and interval > MAX_SWITCH_INTERVAL:
+            interval = MAX_SWITCH_INTERVAL
+        original(interval)
+
+    setswitchinterval.__doc__ = original.__doc__
+    sys.setswitchinterval = setswitchinterval
+
+
 def leave_main_thread_to_host():
     """The thread that started this interpreter (its home thread, which runs
     HANDOFF calls) must not look like Python's main thread: code that sets

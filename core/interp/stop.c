@@ -21,7 +21,27 @@
  * logging's locks, torch's autocast state), repairing what it can. A call
  * whose clean-up was cut short, or that left what cannot be repaired, tells
  * the host to retire the interpreter (control->retire): its state can no
- * longer be trusted. */
+ * longer be trusted.
+ *
+ * Model code may not defeat this (issue 36):
+ * - While a call of this interpreter is being stopped, an audit hook (which
+ *   Python code cannot remove) refuses sys.settrace, and so everything
+ *   built on it (threading.settrace_all_threads, a Python trace function's
+ *   own removal as it raises): a model that removes the trace function in
+ *   a loop gets RuntimeError each time, and the trace escalates as above.
+ *   sys.setprofile is not refused: a profile function cannot remove the
+ *   trace (and CPython removes one that raises, which must work).
+ * - The trace cannot act where Python sends it no events: inside a trace,
+ *   profile or sys.monitoring callback (CPython suppresses tracing there),
+ *   or once the trace is gone (a model's audit hook, C code). For those the
+ *   host calls mpi_escalate, from a grace period after the interrupt on,
+ *   every few milliseconds until the call ends: it puts the trace and the
+ *   frames' line events back (a frame whose f_trace_lines the model turned
+ *   off), and injects the stop as an asynchronous exception
+ *   (PyThreadState_SetAsyncExc), which the eval loop raises at its next
+ *   check of the eval breaker (every backward jump and call), in any code,
+ *   callbacks included. Each injection the model swallows is followed by
+ *   another. */
 #include "stop.h"
 
 #include <string.h>
@@ -31,12 +51,77 @@ static PyObject* g_deadline_exceeded; /* runtime.DeadlineExceeded */
 static PyObject* g_cancelled;         /* runtime.Cancelled */
 static PyObject* g_installation;      /* runtime.installation_roots(): a tuple of str */
 
+/* Calls of this interpreter being stopped now (interrupted, not ended);
+ * under the GIL. While it is not 0, the audit hook refuses model code's
+ * changes to trace functions. */
+static int g_stopping;
+/* Set while this thread changes a trace function for manypy itself. */
+static _Thread_local int t_own_trace;
+
+/* The audit hook: refuses sys.settrace (every way to set a thread's trace
+ * function ends in this event) while a call is being stopped. Any other
+ * event passes at the cost of a comparison or two. */
+static int stop_audit(const char* event, PyObject* args, void* data) {
+  (void)args;
+  (void)data;
+  if (g_stopping == 0 || t_own_trace || strcmp(event, "sys.settrace") != 0) return 0;
+  PyErr_SetString(PyExc_RuntimeError,
+                  "sys.settrace() refused: manypy is stopping a call in this interpreter, and its "
+                  "trace function is what stops it (docs/threads.md, \"What model code cannot do "
+                  "to a stop\")");
+  return -1;
+}
+
+/* sys.unraisablehook while the interpreter lives. A stop is raised in
+ * whatever code the call runs, and where Python cannot propagate an
+ * exception (a __del__, a weakref callback such as importlib's module-lock
+ * callbacks, a gc callback) it reports it through this hook, whose default
+ * prints "Exception ignored in: ..." and a traceback to the host's stderr:
+ * a dozen for a deadline that fired during `import torchvision` (issue 36).
+ * The call's status already says it was stopped, and where, so the stop's
+ * own exceptions are dropped; every other one goes to the hook found at
+ * start (Python's default). In C, so that no stop, escalated or injected,
+ * can be raised in the hook itself (Python would then print that). Model
+ * code that sets its own hook gets them all. */
+static PyObject* g_previous_unraisablehook;
+
+static PyObject* quiet_unraisablehook(PyObject* self, PyObject* unraisable) {
+  (void)self;
+  PyObject* kind = PyObject_GetAttrString(unraisable, "exc_type");
+  if (kind == NULL) return NULL;
+  const int ours = PyType_Check(kind) &&
+                   (PyType_IsSubtype((PyTypeObject*)kind, (PyTypeObject*)g_deadline_exceeded) ||
+                    PyType_IsSubtype((PyTypeObject*)kind, (PyTypeObject*)g_cancelled));
+  Py_DECREF(kind);
+  if (ours) Py_RETURN_NONE;
+  return PyObject_CallOneArg(g_previous_unraisablehook, unraisable);
+}
+
+static PyMethodDef kQuietUnraisableHook = {
+    "unraisablehook", quiet_unraisablehook, METH_O,
+    "manypy's: drops the exceptions of stops (manypy.DeadlineExceeded, manypy.Cancelled), and "
+    "reports every other unraisable exception as sys.__unraisablehook__ does."};
+
+static int quiet_stops(void) {
+  g_previous_unraisablehook = PySys_GetObject("unraisablehook"); /* borrowed */
+  if (g_previous_unraisablehook == NULL) return -1;
+  Py_INCREF(g_previous_unraisablehook);
+  PyObject* hook = PyCFunction_New(&kQuietUnraisableHook, NULL);
+  const int rc = hook != NULL ? PySys_SetObject("unraisablehook", hook) : -1;
+  Py_XDECREF(hook);
+  return rc;
+}
+
 int mpi_init_stops(void) {
   g_deadline_exceeded = PyObject_GetAttrString(mpi_runtime, "DeadlineExceeded");
   g_cancelled = PyObject_GetAttrString(mpi_runtime, "Cancelled");
   g_installation = PyObject_CallMethod(mpi_runtime, "installation_roots", NULL);
-  return g_deadline_exceeded && g_cancelled && g_installation && PyTuple_Check(g_installation) ? 0
-                                                                                               : -1;
+  if (!(g_deadline_exceeded && g_cancelled && g_installation && PyTuple_Check(g_installation))) {
+    return -1;
+  }
+  if (quiet_stops() != 0) return -1;
+  /* Before any model code runs: no hook of a model's can refuse it. */
+  return PySys_AddAuditHook(stop_audit, NULL) == 0 && !PyErr_Occurred() ? 0 : -1;
 }
 
 static int64_t now_ns(void) {
@@ -116,8 +201,8 @@ static int stop_trace(PyObject* capsule, PyFrameObject* frame, int what, PyObjec
     if (control->first_event_ns == 0) control->first_event_ns = now;
     if (!runs_model_code(frame) && now - control->first_event_ns < control->grace_ns) return 0;
     control->raised_ns = now;
-  } else if (now - control->raised_ns >= control->grace_ns) {
-    control->escalated = 1;
+  } else if (control->escalated || now - control->raised_ns >= control->grace_ns) {
+    control->escalated = 1; /* or mpi_escalate found the trace stuck: both now raise */
   } else {
     return 0; /* clean-up runs */
   }
@@ -175,7 +260,18 @@ int mpi_call_end(mpi_call_control* control) {
     /* The pending exception, if any, is kept for the caller. */
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
+    t_own_trace = 1;
     PyEval_SetTrace(NULL, NULL);
+    t_own_trace = 0;
+    g_stopping--;
+    /* An injection (mpi_escalate) the call ended before raising must not
+     * hit the thread's next call. Dropped here rather than with
+     * PyThreadState_SetAsyncExc(id, NULL), which signals the eval breaker
+     * with nothing to clear it: a call that came later on this interpreter
+     * then got no trace events at all. (An injection means the stop
+     * escalated, so the interpreter is being retired anyway.) */
+    PyThreadState* ts = PyThreadState_Get();
+    if (ts->async_exc != NULL) Py_CLEAR(ts->async_exc);
     if (control->raised_ns != 0) verify_after_stop(control);
     PyErr_Restore(type, value, tb);
   }
@@ -204,41 +300,78 @@ int mpi_report_stop(int stop, mpi_error* error, const mpi_sink* sink) {
   return mpi_error_report(error, sink, stop, message);
 }
 
-#if PY_VERSION_HEX < 0x030C0000
-/* Python 3.11 sends no line event for a jump to the same instruction, which
- * is all a one-line `while True: pass` does: such a loop would never see the
- * stop. Opcode events of the frames running now reach it. (3.12 reports
- * every backward jump as a line, and keeps opcode tracing per code object,
- * beyond this call: not there.) */
-static void trace_opcodes_of(PyThreadState* ts) {
+/* Line events (and, on Python 3.11, opcode events) for every frame the
+ * thread runs now, whatever the model set: a frame's f_trace_lines turned
+ * off sends the trace nothing. Python 3.11 also sends no line event for a
+ * jump to the same instruction, which is all a one-line `while True: pass`
+ * does: opcode events reach it. (3.12 reports every backward jump as a
+ * line, and keeps opcode tracing per code object, beyond this call: not
+ * there.) */
+static void trace_frames_of(PyThreadState* ts) {
   PyFrameObject* frame = PyThreadState_GetFrame(ts);
   while (frame != NULL) {
+    if (PyObject_SetAttrString((PyObject*)frame, "f_trace_lines", Py_True) != 0) PyErr_Clear();
+#if PY_VERSION_HEX < 0x030C0000
     if (PyObject_SetAttrString((PyObject*)frame, "f_trace_opcodes", Py_True) != 0) PyErr_Clear();
+#endif
     PyFrameObject* back = PyFrame_GetBack(frame);
     Py_DECREF(frame);
     frame = back;
   }
 }
-#endif
+
+/* Makes stop_trace the trace function of the call's thread; 0 if it could
+ * not (out of memory, or an audit hook of the model's refused). */
+static int set_stop_trace(mpi_call_control* control) {
+  PyObject* capsule = PyCapsule_New(control, NULL, NULL);
+  /* CPython's own function for setting another thread's trace (3.12's
+   * PyEval_SetTraceAllThreads is built on it); private API, so the one
+   * Python-version-specific line of this file. It keeps its own
+   * reference to the capsule until the trace is removed. */
+  t_own_trace = 1;
+  int ok = capsule != NULL &&
+           _PyEval_SetTrace((PyThreadState*)control->running, stop_trace, capsule) == 0;
+  t_own_trace = 0;
+  if (!ok) PyErr_Clear();
+  Py_XDECREF(capsule);
+  return ok;
+}
 
 void mpi_interrupt(mpi_call_control* control) {
   mpi_enter();
   if (control->running != NULL && stop_of(control) != 0 && !control->interrupted) {
     control->interrupted = 1;
-    PyObject* capsule = PyCapsule_New(control, NULL, NULL);
-    /* CPython's own function for setting another thread's trace (3.12's
-     * PyEval_SetTraceAllThreads is built on it); private API, so the one
-     * Python-version-specific line of this file. It keeps its own
-     * reference to the capsule until the trace is removed. */
-    if (capsule == NULL ||
-        _PyEval_SetTrace((PyThreadState*)control->running, stop_trace, capsule) != 0) {
-      PyErr_Clear(); /* out of memory, or an audit hook refused: not stopped */
-      control->interrupted = 0;
-    }
-#if PY_VERSION_HEX < 0x030C0000
-    if (control->interrupted) trace_opcodes_of((PyThreadState*)control->running);
-#endif
-    Py_XDECREF(capsule);
+    g_stopping++;
+    set_stop_trace(control); /* if it cannot, mpi_escalate injects the stop */
+    trace_frames_of((PyThreadState*)control->running);
   }
   mpi_leave();
+}
+
+int mpi_escalate(mpi_call_control* control) {
+  mpi_enter();
+  const int running = control->running != NULL && control->interrupted;
+  if (running) {
+    PyThreadState* ts = (PyThreadState*)control->running;
+    const int64_t now = now_ns();
+    /* The trace was taken away (only a model's audit hook or C code can):
+     * put back. */
+    const int removed = ts->c_tracefunc != stop_trace;
+    if (removed) set_stop_trace(control);
+    trace_frames_of(ts);
+    /* Inside a trace, profile or monitoring callback: no events reach the
+     * trace. Otherwise the trace is at work (and escalates by itself), or
+     * the call runs C code (a torch operator) and the trace raises the
+     * stop cleanly once it returns: an injection then would also land
+     * where the trace holds back, such as while the call's error is
+     * described. */
+    const int in_callback = ts->tracing != 0;
+    if (removed || in_callback) {
+      control->escalated = 1;
+      if (control->raised_ns == 0) control->raised_ns = now;
+      PyThreadState_SetAsyncExc(control->thread_ident, exception_for(stop_of(control)));
+    }
+  }
+  mpi_leave();
+  return running;
 }

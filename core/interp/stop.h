@@ -20,5 +20,8 @@ int mpi_report_stop(int stop, mpi_error* error, const mpi_sink* sink);
  * model's code), the stop's exception with the stop held back. */
 void mpi_capture_call_error(mpi_error* error);
 void mpi_interrupt(mpi_call_control* control);
+/* The stop again, where the trace cannot raise it (stop.c); 1 while the
+ * call still runs in the interpreter. */
+int mpi_escalate(mpi_call_control* control);
 
 #endif

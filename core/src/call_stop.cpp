@@ -72,8 +72,26 @@ CallStop::~CallStop() {
 
 bool CallStop::set_stop(int code) {
   int none = 0;
-  return __atomic_compare_exchange_n(&control_.stop, &none, code, false, __ATOMIC_SEQ_CST,
-                                     __ATOMIC_SEQ_CST);
+  const bool set = __atomic_compare_exchange_n(&control_.stop, &none, code, false, __ATOMIC_SEQ_CST,
+                                               __ATOMIC_SEQ_CST);
+  if (set && code == MPI_ERR_CANCELLED)
+    cancelled_ns_.store(monotonic_ns(), std::memory_order_release);
+  return set;
+}
+
+int64_t CallStop::stopped_ns() const {
+  // A deadline's stop may be set by the interpreter side too (stop.c): its
+  // time is the deadline's.
+  switch (stop()) {
+    case MPI_ERR_DEADLINE_EXCEEDED:
+      return deadline_ns_;
+    case MPI_ERR_CANCELLED: {
+      const int64_t t = cancelled_ns_.load(std::memory_order_acquire);
+      return t != 0 ? t : monotonic_ns();  // a moment before its time is stored
+    }
+    default:
+      return 0;
+  }
 }
 
 int CallStop::check(int64_t now_ns) {

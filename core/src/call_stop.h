@@ -92,12 +92,17 @@ class CallStop final : public CancelListener {
   CallStop& operator=(const CallStop&) = delete;
 
   int64_t deadline_ns() const { return deadline_ns_; }
+  // How long its clean-up may run before the stop escalates.
+  int64_t grace_ns() const { return control_.grace_ns; }
   // 0, or MPI_ERR_DEADLINE_EXCEEDED / MPI_ERR_CANCELLED.
   int stop() const { return __atomic_load_n(&control_.stop, __ATOMIC_SEQ_CST); }
   // The stop, after setting it if the deadline has passed at `now_ns`.
   int check(int64_t now_ns);
   // Sets the stop unless one is set. True if this call set it.
   bool set_stop(int code);
+  // When the stop came (CLOCK_MONOTONIC): a deadline's, or when the token
+  // was cancelled; 0 while there is none.
+  int64_t stopped_ns() const;
 
   // Stops the call as a cancel token would, saying `why` (static storage)
   // in its Error. True if this set the stop. The caller pokes the watchdog.
@@ -132,14 +137,21 @@ class CallStop final : public CancelListener {
     CallStop* next = nullptr;
     void (*wake_waiter)(void*) = nullptr;  // a hand-over waiter to wake on a stop
     void* waiter = nullptr;
+    void (*give_up)(void*) = nullptr;  // tells the waiter the call is lost
     bool interrupting = false;
     bool interrupted = false;
+    // When to escalate next (Watchdog::run), once interrupted; 0: never.
+    int64_t escalate_at_ns = 0;
+    // Still running twice its grace period after its stop: its interpreter
+    // is lost while it runs (Watchdog::lost).
+    bool lost = false;
   } watch;
 
  private:
   void on_cancel() noexcept override;
 
   const int64_t deadline_ns_;
+  std::atomic<int64_t> cancelled_ns_{0};  // when set_stop(MPI_ERR_CANCELLED) won
   std::atomic<const char*> cancel_reason_{nullptr};
   const std::shared_ptr<CancelToken> token_;
   mpi_call_control control_{};

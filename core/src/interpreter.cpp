@@ -112,6 +112,11 @@ void Interpreter::interrupt(CallStop& stop) {
   ns_->api().interrupt(stop.control());
 }
 
+bool Interpreter::escalate(CallStop& stop) {
+  ns_->prepare_thread();
+  return ns_->api().escalate(stop.control()) != 0;
+}
+
 void Interpreter::ran_archive(const std::optional<Sha256>& digest, const std::string& origin) {
   std::lock_guard<std::mutex> lock(mu_);
   history_.ran(digest, origin);

@@ -115,6 +115,10 @@ class Interpreter {
   // Stops the call `stop` belongs to, which is running in this interpreter
   // on another thread: its watchdog's interrupt (watchdog.h).
   void interrupt(CallStop& stop);
+  // The same stop again, where the interrupt's trace cannot raise it
+  // (interp_api.h, escalate): the watchdog's, from a grace period after
+  // the interrupt on. True while the call still runs in the interpreter.
+  bool escalate(CallStop& stop);
 
   // torch.ops.load_library(path).
   void load_library(const std::string& path);

@@ -86,7 +86,10 @@ PoolStats Pool::stats() const {
         ++stats.starting;
         break;
       case dispatch::SlotState::kUp:
-        if (!chooser.lane(i).interpreter().serving()) {
+        // Lost (a stopped call still runs in it) is a state of its own.
+        if (chooser.lane(i).lost()) {
+          ++stats.lost;
+        } else if (!chooser.lane(i).serving()) {
           ++stats.broken;
         } else if (chooser.load(i) > 0) {
           ++stats.busy;
@@ -144,10 +147,10 @@ void Pool::check_interpreter(int index) const {
   chooser.check_index(index);
   // A member still starting can serve once it has: calls pinned to it wait.
   if (chooser.state(index) == dispatch::SlotState::kStarting) return;
-  const Interpreter& interp = chooser.lane(index).interpreter();
-  if (chooser.state(index) != dispatch::SlotState::kUp || !interp.serving()) {
+  const dispatch::Lane& lane = chooser.lane(index);
+  if (chooser.state(index) != dispatch::SlotState::kUp || !lane.serving() || lane.lost()) {
     throw Error(Code::kInterpreterBroken, "interpreter " + std::to_string(index) +
-                                              " cannot serve: " + interp.why_not_serving());
+                                              " cannot serve: " + lane.why_not_serving());
   }
 }
 

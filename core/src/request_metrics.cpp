@@ -168,7 +168,8 @@ std::string pool_prometheus_text(const std::vector<RequestMetrics::SeriesSnapsho
   const std::pair<const char*, size_t> states[] = {{"starting", gauges.starting},
                                                    {"ready", gauges.ready},
                                                    {"busy", gauges.busy},
-                                                   {"broken", gauges.broken}};
+                                                   {"broken", gauges.broken},
+                                                   {"lost", gauges.lost}};
   for (const auto& [state, count] : states) {
     out += "manypy_interpreters" + label_set(pool, std::string("state=\"") + state + "\"") + " " +
            std::to_string(count) + "\n";

@@ -80,7 +80,10 @@ class RequestMetrics {
 // its stats, pool.h's PoolStats).
 struct PoolGauges {
   size_t in_flight = 0, queued = 0;
-  size_t starting = 0, ready = 0, busy = 0, broken = 0;
+  // The members by state; they add up to the pool's size. `lost`: a
+  // stopped call still runs in it, past twice its grace period
+  // (dispatch::Lane::lost); `broken`: failed to start, or retired.
+  size_t starting = 0, ready = 0, busy = 0, broken = 0, lost = 0;
   bool draining = false;
   // Interpreters replaced since the pool was created, and whether a
   // retired one waits for a replacement the process has no room for

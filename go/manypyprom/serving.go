@@ -119,6 +119,7 @@ func (c *ServingCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.interpreters, stats.Ready, "ready")
 	gauge(c.interpreters, stats.Busy, "busy")
 	gauge(c.interpreters, stats.Broken, "broken")
+	gauge(c.interpreters, stats.Lost, "lost")
 	draining := 0
 	if stats.Draining {
 		draining = 1

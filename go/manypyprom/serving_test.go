@@ -150,6 +150,7 @@ func TestServingCollectorMatchesTheCText(t *testing.T) {
 				sample("manypy_queue_duration_seconds_bucket", `le="10"`, `model="m2"`):   1,
 				sample("manypy_interpreters", `state="ready"`):                            2,
 				sample("manypy_interpreters", `state="broken"`):                           0,
+				sample("manypy_interpreters", `state="lost"`):                             0,
 				sample("manypy_inflight_requests"):                                        0,
 				sample("manypy_draining"):                                                 1,
 			} {

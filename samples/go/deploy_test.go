@@ -37,9 +37,31 @@ func TestLiveness(t *testing.T) {
 		{manypy.PoolStats{Interpreters: 2, Ready: 1, Broken: 1}, true},
 		{manypy.PoolStats{Interpreters: 2, Busy: 2, Draining: true}, true},
 		{manypy.PoolStats{Interpreters: 2, Broken: 2}, false},
+		{manypy.PoolStats{Interpreters: 2, Ready: 1, Lost: 1}, true},
+		{manypy.PoolStats{Interpreters: 2, Broken: 1, Lost: 1}, false},
 	} {
 		if live, why := liveness(c.stats); live != c.live {
 			t.Errorf("%+v: live %v (%s)", c.stats, live, why)
+		}
+	}
+}
+
+// /readyz once the model is loaded: at least -min-serving interpreters
+// ready or busy, never fewer than 1, not draining.
+func TestReadinessThreshold(t *testing.T) {
+	for _, c := range []struct {
+		stats manypy.PoolStats
+		min   int
+		ready bool
+	}{
+		{manypy.PoolStats{Interpreters: 4, Ready: 2, Broken: 1, Lost: 1}, 2, true},
+		{manypy.PoolStats{Interpreters: 4, Ready: 2, Broken: 1, Lost: 1}, 3, false},
+		{manypy.PoolStats{Interpreters: 2, Starting: 1, Lost: 1}, 0, false},
+		{manypy.PoolStats{Interpreters: 2, Busy: 1, Lost: 1}, 1, true},
+		{manypy.PoolStats{Interpreters: 2, Ready: 2, Draining: true}, 1, false},
+	} {
+		if ok, why := ready(c.stats, c.min); ok != c.ready {
+			t.Errorf("%+v, min %d: ready %v (%s)", c.stats, c.min, ok, why)
 		}
 	}
 }

@@ -71,6 +71,7 @@ func parseFlags(args []string) (config, string, loadConfig, error) {
 	fs.StringVar(&cfg.Archive, "archive", filepath.Join(archives, "python_heavy.pt"), "torch.package to serve (model/model.pkl)")
 	fs.StringVar(&cfg.ModelID, "model-id", "", "model id for metrics, kept across hot swaps (default: the archive's name)")
 	fs.IntVar(&cfg.Interpreters, "interpreters", 2, "interpreters in the pool")
+	fs.IntVar(&cfg.MinServing, "min-serving", 1, "/readyz answers 503 while fewer interpreters than this serve (lost or retired ones do not)")
 	fs.IntVar(&cfg.MaxInterpreters, "max-interpreters", 0, "let the pool grow to this many when calls wait (0: -interpreters, no growth)")
 	fs.StringVar(&mode, "thread-mode", "direct", "direct or handoff")
 	fs.DurationVar(&cfg.Timeout, "timeout", 2*time.Second, "each request's deadline")

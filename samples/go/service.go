@@ -27,6 +27,10 @@ type config struct {
 	ModelID      string // reported to the profiler, callbacks and request metrics
 	PoolName     string // the pool label of the manypy_* request metrics ("": none)
 	Interpreters int    // the pool's size
+	// MinServing is the capacity /readyz asks for: at least this many
+	// interpreters ready or busy (at least 1). Below it (interpreters
+	// lost or retired, or still starting) the pod takes no traffic.
+	MinServing int
 	// MaxInterpreters lets the pool grow, when calls wait, up to this many
 	// (0: no growth).
 	MaxInterpreters int
@@ -223,8 +227,8 @@ func (s *service) swap(archive string) (now, before *version, err error) {
 }
 
 // readiness is what /readyz answers: the service can take requests (the
-// model is loaded, at least one interpreter is ready or busy, the pool is
-// not draining) and is not stopping.
+// model is loaded, at least MinServing interpreters are ready or busy, the
+// pool is not draining) and is not stopping.
 func (s *service) readiness() (bool, string) {
 	if s.stopping.Load() {
 		return false, "stopping"
@@ -237,9 +241,16 @@ func (s *service) readiness() (bool, string) {
 	if err != nil {
 		return false, err.Error()
 	}
-	if !stats.Serving() {
-		return false, fmt.Sprintf("not serving: %d interpreters, %d starting, %d broken, draining %v",
-			stats.Interpreters, stats.Starting, stats.Broken, stats.Draining)
+	return ready(stats, s.cfg.MinServing)
+}
+
+// ready is readiness once the model is loaded: the pool serves with at
+// least min interpreters (PoolStats.ServingAtLeast).
+func ready(stats manypy.PoolStats, min int) (bool, string) {
+	if !stats.ServingAtLeast(min) {
+		return false, fmt.Sprintf("not serving: %d of %d interpreters serve, at least %d needed "+
+			"(%d starting, %d broken, %d lost), draining %v", stats.Ready+stats.Busy,
+			stats.Interpreters, max(min, 1), stats.Starting, stats.Broken, stats.Lost, stats.Draining)
 	}
 	return true, "ready"
 }
@@ -254,12 +265,15 @@ func (s *service) loaded() bool {
 func fileName(path string) string { return filepath.Base(path) }
 
 // liveness is what /healthz answers: the process serves HTTP, unless every
-// interpreter of its pool is broken. Retired interpreters never serve again
-// in the process, so only a restart helps then (docs/go.md, "Stops and
-// retired interpreters").
+// interpreter of its pool is broken or lost. Retired interpreters never
+// serve again in the process, so only a restart helps then (docs/go.md,
+// "Stops and retired interpreters"); a lost one serves again only if the
+// call stuck in it ends, which the probe's failure threshold gives time to
+// (docs/serving.md, "Readiness, liveness and restarts").
 func liveness(stats manypy.PoolStats) (bool, string) {
-	if stats.Interpreters > 0 && stats.Broken == stats.Interpreters {
-		return false, fmt.Sprintf("all %d interpreters are broken: restart the process", stats.Interpreters)
+	if stats.Interpreters > 0 && stats.Broken+stats.Lost == stats.Interpreters {
+		return false, fmt.Sprintf("all %d interpreters are broken (%d) or lost (%d): restart the process",
+			stats.Interpreters, stats.Broken, stats.Lost)
 	}
 	return true, "ok"
 }

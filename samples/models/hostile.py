@@ -239,6 +239,123 @@ LEASE_STATE_SETTERS = {
 }
 
 
+# --- stop evasion (issue 36) ------------------------------------------------
+# Ways model code has tried to outlast a deadline or a cancel (docs/hardening.md,
+# "Stops model code cannot defeat"). Each runs until manypy stops it;
+# Hostile.evade_stop(name) runs one. A stop must end every one of them
+# within the deadline plus the grace period (tests/capi/capi_stop_evasion.c).
+
+
+def _settrace_none_in_a_loop():
+    """Swallows the stop and removes the trace function that raised it."""
+    while True:
+        try:
+            while True:
+                sys.settrace(None)
+        except BaseException:
+            pass
+
+
+def _bare_except_around_a_loop():
+    """Swallows every stop."""
+    while True:
+        try:
+            while True:
+                pass
+        except BaseException:
+            pass
+
+
+def _noop():
+    pass
+
+
+def _spin_once(*args):
+    """A trace, profile or monitoring callback that never returns: CPython
+    sends no trace events while a callback runs."""
+    while True:
+        pass
+
+
+def _spin_in_profile_function():
+    def profile(frame, event, arg):
+        sys.setprofile(None)
+        _spin_once()
+
+    sys.setprofile(profile)
+    _noop()
+
+
+_MONITORING_TOOL = 4  # of the six sys.monitoring lets tools use
+
+
+def _spin_in_monitoring_callback():
+    """Python 3.12: spins in a sys.monitoring callback. Python 3.11 has no
+    sys.monitoring: spins in its own trace function, set before the stop."""
+    monitoring = getattr(sys, "monitoring", None)
+    if monitoring is None:
+        def trace(frame, event, arg):
+            sys.settrace(None)
+            _spin_once()
+
+        sys.settrace(trace)
+        _noop()
+        return
+    monitoring.use_tool_id(_MONITORING_TOOL, "manypy hostile")
+
+    def on_start(code, offset):
+        monitoring.set_events(_MONITORING_TOOL, 0)
+        try:
+            _spin_once()
+        finally:
+            monitoring.register_callback(_MONITORING_TOOL, monitoring.events.PY_START, None)
+            monitoring.free_tool_id(_MONITORING_TOOL)
+
+    monitoring.register_callback(_MONITORING_TOOL, monitoring.events.PY_START, on_start)
+    monitoring.set_events(_MONITORING_TOOL, monitoring.events.PY_START)
+    _noop()
+
+
+def _long_switch_interval():
+    """Holds the GIL for as long as Python lets it: a stop must take the GIL
+    to begin."""
+    sys.setswitchinterval(1000)
+    while True:
+        pass
+
+
+class _SlowToFinalize:
+    def __del__(self):
+        _wait(0.01)
+
+
+def _stopped_in_finalizers():
+    """Spends its time in __del__, where a stop raised cannot propagate: it
+    is "ignored", and printed to stderr unless manypy keeps it quiet."""
+    while True:
+        _SlowToFinalize()
+
+
+def _hold_the_gil():
+    """The one form no stop can end: C code that holds the GIL (a foreign
+    call through ctypes.PyDLL keeps it) for 3 s. Its interpreter is lost
+    (docs/serving.md, "Lost interpreters") until the call returns."""
+    import ctypes
+
+    ctypes.PyDLL("libc.so.6").sleep(3)
+
+
+STOP_EVASIONS = {
+    "finalizers": _stopped_in_finalizers,
+    "hold_gil": _hold_the_gil,
+    "settrace_none": _settrace_none_in_a_loop,
+    "bare_except": _bare_except_around_a_loop,
+    "profile": _spin_in_profile_function,
+    "monitoring": _spin_in_monitoring_callback,
+    "switch_interval": _long_switch_interval,
+}
+
+
 class Hostile(nn.Module):
     def __init__(self):
         super().__init__()
@@ -507,3 +624,14 @@ class Hostile(nn.Module):
             return list(map(through_c, [n - 1])) if n > 0 else []
 
         through_c(depth)
+
+    # --- stop evasion (issue 36) --------------------------------------------
+
+    def evade_stop(self, name):
+        """Runs STOP_EVASIONS[name], which never returns by itself."""
+        STOP_EVASIONS[name]()
+
+    def set_switch_interval(self, seconds):
+        """Sets sys.setswitchinterval(seconds); returns what it became."""
+        sys.setswitchinterval(seconds)
+        return sys.getswitchinterval()

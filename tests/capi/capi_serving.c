@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,8 +61,9 @@ static void test_serve_early(void** state) {
   assert_int_equal(s.interpreters, 3);
   assert_int_equal(manypy_pool_size(pool), 3);
   assert_true(s.ready + s.busy >= 1);
-  assert_int_equal(s.ready + s.busy + s.starting + s.broken, 3);
+  assert_int_equal(s.ready + s.busy + s.starting + s.broken + s.lost, 3);
   assert_int_equal(s.broken, 0);
+  assert_int_equal(s.lost, 0);
   /* A package loaded now, before the others have started, is usable in
    * each once it has: a call pinned to the last waits for its start. */
   manypy_package* package = LOAD_PACKAGE(pool, "version_1.pt");
@@ -108,6 +110,14 @@ static void test_stats_and_metrics(void** state) {
   manypy_status_free(st);
   ASSERT_INVALID_ARG(manypy_pool_get_stats(NULL, &s), "manypy_pool_get_stats", "pool");
   ASSERT_INVALID_ARG(manypy_pool_get_stats(pool, NULL), "manypy_pool_get_stats", "out");
+  /* 0.3's struct, which ends before `lost`: accepted, and `lost` (here past
+   * its end) left alone. */
+  memset(&s, 0, sizeof s);
+  s.struct_size = offsetof(manypy_pool_stats, lost);
+  s.lost = 77;
+  ASSERT_OK(manypy_pool_get_stats(pool, &s));
+  assert_int_equal(s.interpreters, 2);
+  assert_int_equal(s.lost, 77);
 
   s = stats_of(pool);
   assert_int_equal(s.interpreters, 2);
@@ -176,6 +186,7 @@ static void test_stats_and_metrics(void** state) {
   ASSERT_CONTAINS(body, "manypy_queued_requests{pool=\"svc \\\"a\\\"\"} 0\n");
   ASSERT_CONTAINS(body, "manypy_interpreters{pool=\"svc \\\"a\\\"\",state=\"ready\"} 2\n");
   ASSERT_CONTAINS(body, "manypy_interpreters{pool=\"svc \\\"a\\\"\",state=\"broken\"} 0\n");
+  ASSERT_CONTAINS(body, "manypy_interpreters{pool=\"svc \\\"a\\\"\",state=\"lost\"} 0\n");
   ASSERT_CONTAINS(body, "manypy_draining{pool=\"svc \\\"a\\\"\"} 0\n");
   /* prometheus_client's own parser takes it, with the types and values
    * above (run in interpreter 0; the text goes through a file). */

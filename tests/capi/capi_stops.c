@@ -265,7 +265,12 @@ static void test_stopped_package_import_is_imported_whole_next_time(void** state
   manypy_status* stopped = NULL;
   double ms = 0;
   int32_t fresh = stop_a_lazy_replica(twice, 300, &stopped, &ms);
-  assert_non_null(strstr(manypy_status_traceback(stopped), "slow_body"));
+  /* The import is stopped in the module's body; in HANDOFF mode, where it
+   * has gone on for over a second, its caller may be told first that the
+   * call did not end (docs/threads.md, "Lost interpreters"). */
+  if (strstr(manypy_status_message(stopped), "did not end") == NULL) {
+    assert_non_null(strstr(manypy_status_traceback(stopped), "slow_body"));
+  }
   manypy_status_free(stopped);
   for (int k = 0; k < 2; ++k) {
     ASSERT_OK(call_twice(twice, fresh, 0, "the replica made after the stopped one"));

@@ -115,7 +115,7 @@ class CountingJob final : public Job {
 
 // Watchdogs' threads live as long as the process, so a watchdog must too.
 Watchdog& watchdog() {
-  static Watchdog* w = new Watchdog([](CallStop&) {});
+  static Watchdog* w = new Watchdog([](CallStop&) {}, [](CallStop&) { return false; });
   return *w;
 }
 
@@ -273,7 +273,8 @@ TEST(Job, ErrorsOfAJobWithATicketNameItsInterpreter) {
 // is the watchdog's cancel_all): the call's error says so, and the chooser
 // counts it; a call cancelled by its own token is not counted.
 TEST(Job, ACallCancelledByADrainIsCountedAsSuch) {
-  static Watchdog* drained = new Watchdog([](CallStop&) {});  // lives as its thread does
+  // Lives as its threads do.
+  static Watchdog* drained = new Watchdog([](CallStop&) {}, [](CallStop&) { return false; });
   Members members(1);
   Chooser& c = members.chooser;
   CountingJob job(CallLimits{}, []() -> Value { throw Error(Code::kCancelled, "cancelled"); });
@@ -384,6 +385,51 @@ TEST(Job, AStopRacingAClaimCompletesTheJobExactlyOnce) {
     EXPECT_EQ(c.in_flight(), 0u);
   }
   std::printf("the claim won %d rounds, the stop %d\n", ran, stopped);
+}
+
+// ---- Lost while running ----
+
+// A running job found lost (its stop came, and it is still in its
+// interpreter twice its grace period later: at once, with this job's grace
+// of 0) completes then with the stop's error, while its thread still runs
+// it: its caller is told in time. When the run ends, it completes no
+// second time, and gives its load back only then.
+TEST(Job, AJobLostWhileItRunsCompletesAtOnceAndOnlyOnce) {
+  Members members(1);
+  Chooser& c = members.chooser;
+  auto token = std::make_shared<CancelToken>();
+  CallLimits limits;
+  limits.token = token;
+  Event release;
+  std::shared_ptr<CountingJob> job;
+  job = std::make_shared<CountingJob>(
+      limits,
+      [&]() -> Value {
+        job->stop()->in_interpreter.store(true, std::memory_order_seq_cst);
+        token->cancel();
+        EXPECT_TRUE(release.wait());
+        return Value::of_int(7);
+      },
+      &c);
+  job->hold(c.admit(0));
+  job->watch(watchdog(), /*queued=*/true, "the interpreter");
+  ASSERT_TRUE(job->claim_to_run());
+  std::thread home([job] { job->execute(nullptr); });
+  ASSERT_TRUE(job->reported.wait());
+  ASSERT_EQ(job->failures, 1);
+  EXPECT_EQ(job->error->code(), Code::kCancelled);
+  EXPECT_NE(job->error->message().find("interpreter 0: cancelled and the call did not end"),
+            std::string::npos)
+      << job->error->message();
+  EXPECT_EQ(job->in_flight_at_report, 1);  // the call still runs, and holds its load
+  EXPECT_EQ(c.in_flight(), 1u);
+  release.set();
+  home.join();
+  drain_completer();
+  EXPECT_EQ(job->runs, 1);
+  EXPECT_EQ(job->successes, 0);
+  EXPECT_EQ(job->failures, 1);
+  EXPECT_EQ(c.in_flight(), 0u);
 }
 
 // ---- Metrics ----

@@ -208,6 +208,7 @@ TEST(RequestMetrics, RendersThePrometheusText) {
            std::string("manypy_interpreters{pool=\"p1\",state=\"ready\"} 2"),
            std::string("manypy_interpreters{pool=\"p1\",state=\"busy\"} 1"),
            std::string("manypy_interpreters{pool=\"p1\",state=\"broken\"} 0"),
+           std::string("manypy_interpreters{pool=\"p1\",state=\"lost\"} 0"),
            std::string("manypy_draining{pool=\"p1\"} 1"),
        }) {
     EXPECT_EQ(have.count(line), 1u) << "missing: " << line << "\nin:\n" << text;

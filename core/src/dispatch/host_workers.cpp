@@ -37,8 +37,9 @@ class HostWorkers {
   std::once_flag started_;
   WorkQueue queue_{/*spin=*/false};
   // Completes calls stopped in the queue; a running TorchScript call stops
-  // itself, so there is nothing to interrupt.
-  Watchdog watchdog_{[](CallStop&) {}};
+  // itself, so there is nothing to interrupt or escalate (and it is never
+  // in an interpreter, so never lost).
+  Watchdog watchdog_{[](CallStop&) {}, [](CallStop&) { return false; }};
 };
 
 }  // namespace

@@ -36,7 +36,11 @@ void Job::watch(Watchdog& watchdog, bool queued, const char* waiting_for) {
   watchdog_ = &watchdog;
   waiting_for_ = waiting_for;
   watchdog.watch(stop_);
-  if (queued) watchdog.set_waiter(stop_, &Job::stopped_while_queued, this);
+  // A job run on its caller's thread (DIRECT) cannot give its caller up:
+  // that thread is the one running it.
+  if (queued) {
+    watchdog.set_waiter(stop_, &Job::stopped_while_queued, this, &Job::lost_while_running);
+  }
 }
 
 void Job::stopped_while_queued(void* raw) {
@@ -52,6 +56,36 @@ void Job::stopped_while_queued(void* raw) {
     self->complete(std::nullopt,
                    self->stop_.error(std::string("while waiting for ") + self->waiting_for_ +
                                      " (busy with earlier calls)"));
+  });
+}
+
+void Job::lost_while_running(void* raw) {
+  Job* job = static_cast<Job*>(raw);
+  std::shared_ptr<Job> self = job->shared_from_this();
+  int expected = kRunning;
+  if (!job->state_.compare_exchange_strong(expected, kReleased, std::memory_order_acq_rel)) {
+    return;
+  }
+  // Read now: the job's own thread lets go of the load only after the
+  // watchdog let go of the job (complete(), unwatch).
+  const bool indexed = job->ticket_.held();
+  const size_t index = job->ticket_.index();
+  // The caller may now go, while the job's thread still runs its work:
+  // the job itself lives on (that thread holds it), and the work read what
+  // it needed of the caller's (arguments, source, names) before it entered
+  // Python, which copied, converted or compiled it there.
+  complete_later([self, indexed, index] {
+    Error e = self->stop_.error(
+        "and the call did not end: it still runs in its interpreter twice its grace period "
+        "(and at least 1 s) after the stop, and its caller is told now; the interpreter is lost, "
+        "serving nothing "
+        "else, until the call ends (docs/serving.md, \"Lost interpreters\")");
+    if (self->series_ != nullptr) {
+      const int64_t began = self->stop_.began_ns();
+      self->series_->record(static_cast<int>(e.code()), monotonic_ns() - self->admitted_ns_,
+                            began != 0 ? began - self->admitted_ns_ : -1);
+    }
+    self->failed(indexed ? e.prefixed("interpreter " + std::to_string(index) + ": ") : e);
   });
 }
 
@@ -121,6 +155,12 @@ void Job::execute(Interpreter* interp) noexcept {
 
 void Job::complete(std::optional<Value> value, std::optional<Error> error) noexcept {
   if (watchdog_ != nullptr) watchdog_->unwatch(stop_);
+  // After unwatch, no give-up can come: the state is final. A job given up
+  // on has had its outcome, and counted in the metrics.
+  if (state_.load(std::memory_order_acquire) == kReleased) {
+    ticket_.release();
+    return;
+  }
   // A stop the interpreter side reported does not know who cancelled.
   const char* reason = stop_.cancel_reason();
   if (error && reason != nullptr && error->code() == Code::kCancelled &&

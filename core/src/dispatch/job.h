@@ -84,7 +84,10 @@ class Job : public std::enable_shared_from_this<Job> {
   // Has `watchdog` watch its stop until it completes (a call of a pool's,
   // or a bounded one; see job.cpp); with
   // `queued`, a stop while it waits completes it at once, unrun, with the
-  // stop's Error saying `waiting_for` ("the interpreter").
+  // stop's Error saying `waiting_for` ("the interpreter"), and a call lost
+  // while it runs (Watchdog::lost) completes at once with the stop's
+  // Error, while its interpreter's thread still runs it: its caller (not
+  // on that thread) gets its status in time.
   void watch(Watchdog& watchdog, bool queued, const char* waiting_for);
   // For a queued job: true if this thread is to run it, false if a stop
   // took it first.
@@ -103,11 +106,16 @@ class Job : public std::enable_shared_from_this<Job> {
 
  private:
   // kMoving: between two members' queues (move_elsewhere), watched by
-  // neither.
-  enum State : int { kWaiting, kRunning, kStopped, kMoving };
+  // neither. kReleased: lost while it ran, and completed then
+  // (lost_while_running); when its run ends, it only lets go of the
+  // watchdog and the load.
+  enum State : int { kWaiting, kRunning, kStopped, kMoving, kReleased };
   // The watchdog's wake-up for a queued job whose stop was set: runs under
   // the watchdog's lock, so the completion is left to the completion thread.
   static void stopped_while_queued(void* job);
+  // The watchdog's word that the job, running, is lost: also under its
+  // lock, and the job's own thread is still in it.
+  static void lost_while_running(void* job);
   // Lets go of the watchdog and the load, then reports.
   void complete(std::optional<Value> value, std::optional<Error> error) noexcept;
 

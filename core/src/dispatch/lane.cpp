@@ -6,6 +6,13 @@ namespace manypy::dispatch {
 
 Lane::Lane(unsigned slot, const HostServices& host) : interp_(slot, host) {}
 
+std::string Lane::why_not_serving() const {
+  std::string why = interp_.why_not_serving();
+  std::string lost;
+  if (watchdog_.lost(&lost)) why = why.empty() ? lost : why + "; " + lost;
+  return why;
+}
+
 void Lane::begin_start() {
   start_detached([this] { home_main(std::nullopt); });  // lives as long as the process
 }

@@ -29,8 +29,15 @@ class Lane final : public MemberHealth {
 
   Interpreter& interpreter() { return interp_; }
   const Interpreter& interpreter() const { return interp_; }
+  // Serving: its interpreter is. A lost call (lost()) does not change
+  // that: calls that may go anywhere go to less loaded members first, and
+  // a pinned call waits behind it, bounded by its own deadline, as behind
+  // any call (a lost call may end, as a late torch operator does).
   bool serving() const override { return interp_.serving(); }
-  std::string why_not_serving() const override { return interp_.why_not_serving(); }
+  // Why it cannot serve, or why it is lost ("" if neither).
+  std::string why_not_serving() const override;
+  // Whether a stopped call is lost in it (Watchdog::lost). Lock-free.
+  bool lost() const { return watchdog_.any_lost(); }
 
   // Starts the home thread, which starts the interpreter (so that it is the
   // interpreter's main thread), then serves the queue for the rest of the
@@ -64,7 +71,9 @@ class Lane final : public MemberHealth {
 
   Interpreter interp_;
   WorkQueue queue_{/*spin=*/true};
-  Watchdog watchdog_{[this](CallStop& stop) { interp_.interrupt(stop); }};
+  // Mutable: describing a lost call looks under its lock.
+  mutable Watchdog watchdog_{[this](CallStop& stop) { interp_.interrupt(stop); },
+                             [this](CallStop& stop) { return interp_.escalate(stop); }};
 };
 
 }  // namespace manypy::dispatch

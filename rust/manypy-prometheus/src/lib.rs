@@ -10,7 +10,7 @@
 //! | `manypy_queue_duration_seconds` | histogram | `model` |
 //! | `manypy_inflight_requests` | gauge | |
 //! | `manypy_queued_requests` | gauge | |
-//! | `manypy_interpreters` | gauge | `state` (`starting`, `ready`, `busy`, `broken`) |
+//! | `manypy_interpreters` | gauge | `state` (`starting`, `ready`, `busy`, `broken`, `lost`) |
 //! | `manypy_draining` | gauge | |
 //!
 //! Every series also carries the constant label `pool` when the collector
@@ -237,6 +237,7 @@ impl PoolCollector {
                         ("ready", s.ready),
                         ("busy", s.busy),
                         ("broken", s.broken),
+                        ("lost", s.lost),
                     ]
                     .iter()
                     .map(|&(state, n)| self.gauge(&[("state", state)], n as f64))

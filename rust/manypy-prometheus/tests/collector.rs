@@ -215,6 +215,7 @@ fn a_named_pool_is_exported_as_the_c_library_exports_it() {
         "manypy_queued_requests{pool=\"svc \\\"a\\\"\\\\b\"} 0",
         "manypy_interpreters{pool=\"svc \\\"a\\\"\\\\b\",state=\"ready\"} 2",
         "manypy_interpreters{pool=\"svc \\\"a\\\"\\\\b\",state=\"broken\"} 0",
+        "manypy_interpreters{pool=\"svc \\\"a\\\"\\\\b\",state=\"lost\"} 0",
         "manypy_draining{pool=\"svc \\\"a\\\"\\\\b\"} 0",
     ] {
         assert!(text.contains(line), "no {line:?} in\n{text}");

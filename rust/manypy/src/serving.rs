@@ -70,7 +70,8 @@ pub struct PoolStats {
     /// True once [`Pool::drain`](crate::Pool::drain) was called: the pool
     /// refuses new calls with [`Code::Draining`] for good.
     pub draining: bool,
-    /// [`Pool::size`](crate::Pool::size): `starting + ready + busy + broken`.
+    /// [`Pool::size`](crate::Pool::size): `starting + ready + busy + broken +
+    /// lost`.
     pub interpreters: usize,
     /// Not yet able to serve: starting, or being leased.
     pub starting: usize,
@@ -88,8 +89,11 @@ pub struct PoolStats {
     /// Calls completed since the pool was created, by status code,
     /// refusals included.
     pub completed: CodeCounts,
-    /// Interpreters the pool lost: stuck in a call that could not be
-    /// stopped. Since 0.4.
+    /// Interpreters in which a stopped call still runs twice its grace
+    /// period (and at least 1 s) after its stop (model code swallowing the stop where Python
+    /// cannot raise it, or C code holding the GIL): they serve no other call
+    /// while it runs ([`Pool::check_interpreter`](crate::Pool::check_interpreter)
+    /// says why; docs/serving.md, "Lost interpreters"). Since 0.4.
     pub lost: usize,
     /// Retired interpreters replaced since the pool was created; a
     /// replacement takes the retired one's index. Since 0.4.
@@ -101,6 +105,22 @@ pub struct PoolStats {
 }
 
 impl PoolStats {
+    /// Whether the pool can serve a call now: at least one interpreter is
+    /// ready or busy, and it is not draining. What a readiness probe
+    /// answers: `serving_at_least(1)`.
+    pub fn serving(&self) -> bool {
+        self.serving_at_least(1)
+    }
+
+    /// Whether the pool serves with at least `min` interpreters (ready or
+    /// busy; at least 1 whatever `min`), and is not draining: a readiness
+    /// probe for a service that needs that capacity, whose pool lost or
+    /// retired interpreters below it (docs/serving.md, "Readiness, liveness
+    /// and restarts"). Since 0.4.
+    pub fn serving_at_least(&self, min: usize) -> bool {
+        !self.draining && self.ready + self.busy >= min.max(1)
+    }
+
     pub(crate) fn from_raw(s: &sys::manypy_pool_stats) -> PoolStats {
         PoolStats {
             draining: s.draining != 0,
@@ -319,6 +339,37 @@ mod tests {
             let _held = &counter;
         });
         (callback, drops)
+    }
+
+    fn stats(ready: usize, busy: usize, broken: usize, lost: usize, draining: bool) -> PoolStats {
+        PoolStats {
+            draining,
+            interpreters: ready + busy + broken + lost,
+            starting: 0,
+            ready,
+            busy,
+            broken,
+            in_flight: busy,
+            queued: 0,
+            completed: CodeCounts::default(),
+            lost,
+        }
+    }
+
+    #[test]
+    fn serving_at_least_counts_the_interpreters_that_serve() {
+        let two_of_four = stats(1, 1, 1, 1, false);
+        assert!(two_of_four.serving());
+        assert!(two_of_four.serving_at_least(0) && two_of_four.serving_at_least(2));
+        assert!(
+            !two_of_four.serving_at_least(3),
+            "lost and broken ones do not serve"
+        );
+        assert!(
+            !stats(0, 0, 1, 1, false).serving_at_least(0),
+            "at least 1 whatever min"
+        );
+        assert!(!stats(2, 0, 0, 0, true).serving(), "draining");
     }
 
     #[test]

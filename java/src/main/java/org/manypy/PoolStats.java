@@ -8,7 +8,8 @@ import java.util.Map;
  * A pool's health at one moment ({@link Pool#stats()}), for readiness probes, dashboards and
  * autoscalers. Immutable. The counts are read without a lock, so they may be taken a moment apart.
  *
- * @param interpreters the pool's size now ({@link Pool#size()}); the four states add up to it
+ * @param interpreters the pool's size now ({@link Pool#size()}); the five states (starting, ready,
+ *     busy, broken, lost) add up to it
  * @param starting not yet able to serve: starting, or being leased
  * @param ready serving, with no call
  * @param busy serving, with at least one call
@@ -20,7 +21,10 @@ import java.util.Map;
  *     succeeded, {@link ErrorCode#PYTHON} raised, and so on; calls refused at admission ({@link
  *     ErrorCode#OVERLOADED}, {@link ErrorCode#DRAINING}) count too. Codes with no call are absent;
  *     codes newer than this binding add up under {@link ErrorCode#UNKNOWN}. Unmodifiable.
- * @param lost interpreters the pool lost: stuck in a call that could not be stopped (since 0.4)
+ * @param lost interpreters in which a stopped call still runs twice its grace period (and at least
+ *     1 s) after its stop (model code swallowing the stop where Python cannot raise it, or C code
+ *     holding the GIL): they serve no other call while it runs ({@link Pool#checkInterpreter(int)}
+ *     says why; docs/serving.md, "Lost interpreters"). Since 0.4.
  * @param replaced retired interpreters replaced since the pool was created: a replacement takes the
  *     retired one's index (since 0.4)
  * @param noRoom whether a retired interpreter waits for a replacement the process has no room for
@@ -37,7 +41,7 @@ public record PoolStats(
     long queued,
     boolean draining,
     Map<ErrorCode, Long> completed,
-    long lost,
+    int lost,
     long replaced,
     boolean noRoom) {
 
@@ -59,7 +63,17 @@ public record PoolStats(
 
   /** Whether the pool can serve now: at least one interpreter ready or busy, and not draining. */
   public boolean serving() {
-    return !draining && ready + busy > 0;
+    return servingAtLeast(1);
+  }
+
+  /**
+   * Whether the pool serves with at least `min` interpreters ready or busy (at least 1 whatever
+   * `min`), and is not draining: a readiness probe for a service that needs that capacity, whose
+   * pool lost or retired interpreters below it (docs/serving.md, "Readiness, liveness and
+   * restarts"). Since 0.4.
+   */
+  public boolean servingAtLeast(int min) {
+    return !draining && ready + busy >= Math.max(1, min);
   }
 
   /** From manypy_jni_pool_get_stats's array (jni_glue.h). */
@@ -75,7 +89,7 @@ public record PoolStats(
         v[7],
         v[0] != 0,
         completedByCode(v, 8),
-        v[after],
+        (int) v[after],
         v[after + 1],
         v[after + 2] != 0);
   }

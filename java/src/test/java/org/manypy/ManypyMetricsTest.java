@@ -91,7 +91,7 @@ class ManypyMetricsTest {
       assertEquals(0.0, gauge(simple, "manypy.inflight.requests"));
       assertEquals(0.0, gauge(simple, "manypy.queued.requests"));
       assertEquals(1.0, gauge(simple, "manypy.interpreters", "state", "ready"));
-      for (String state : List.of("starting", "busy", "broken")) {
+      for (String state : List.of("starting", "busy", "broken", "lost")) {
         assertEquals(0.0, gauge(simple, "manypy.interpreters", "state", state), state);
       }
       assertEquals(0.0, gauge(simple, "manypy.draining"));

@@ -75,6 +75,18 @@ class ServingLifecycleTest {
     return (Long) model.call("version", List.of(), null, options);
   }
 
+  /** Counts the interpreters that serve (ready or busy), never fewer than 1, not while draining. */
+  @Test
+  @Order(0)
+  void servingAtLeastCountsTheInterpretersThatServe() {
+    PoolStats twoOfFour = new PoolStats(4, 0, 1, 1, 1, 1, 0, false, Map.of(), 1);
+    assertTrue(twoOfFour.serving());
+    assertTrue(twoOfFour.servingAtLeast(2));
+    assertFalse(twoOfFour.servingAtLeast(3), "lost and broken ones do not serve");
+    assertFalse(new PoolStats(2, 0, 0, 0, 1, 0, 0, false, Map.of(), 1).servingAtLeast(0));
+    assertFalse(new PoolStats(2, 0, 2, 0, 0, 0, 0, true, Map.of(), 0).serving(), "draining");
+  }
+
   // First: the process's interpreters are still fresh, so they take a while to start.
   @Test
   @Order(1)
@@ -86,8 +98,10 @@ class ServingLifecycleTest {
           "serve early: serving after %.2f s with %s%n", (System.nanoTime() - t0) / 1e9, first);
       assertEquals(3, first.interpreters());
       assertEquals(3, pool.size());
-      assertEquals(3, first.starting() + first.ready() + first.busy() + first.broken());
+      assertEquals(
+          3, first.starting() + first.ready() + first.busy() + first.broken() + first.lost());
       assertEquals(0, first.broken());
+      assertEquals(0, first.lost());
       assertTrue(first.ready() + first.busy() >= 1, first.toString());
       assertTrue(first.serving());
       // Fresh interpreters start one after the other, each importing torch (about a second):

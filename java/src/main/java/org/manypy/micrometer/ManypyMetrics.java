@@ -46,7 +46,7 @@ import org.manypy.RequestMetrics;
  *   <tr><td>manypy.queued.requests</td><td>Gauge</td><td></td>
  *       <td>manypy_queued_requests</td></tr>
  *   <tr><td>manypy.interpreters</td><td>Gauge</td><td>state: starting, ready, busy,
- *       broken</td><td>manypy_interpreters</td></tr>
+ *       broken, lost</td><td>manypy_interpreters</td></tr>
  *   <tr><td>manypy.draining</td><td>Gauge</td><td></td><td>manypy_draining (0 or 1)</td></tr>
  *   <tr><td>manypy.interpreters.replaced</td><td>FunctionCounter</td><td></td>
  *       <td>manypy_interpreters_replaced_total</td></tr>
@@ -155,6 +155,13 @@ public final class ManypyMetrics implements MeterBinder {
         "The pool's interpreters by state.",
         s -> s.broken(),
         Tags.of("state", "broken"));
+    gauge(
+        registry,
+        p,
+        "manypy.interpreters",
+        "The pool's interpreters by state.",
+        s -> s.lost(),
+        Tags.of("state", "lost"));
     gauge(
         registry,
         p,
