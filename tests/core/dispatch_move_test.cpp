@@ -61,7 +61,8 @@ class FakeHealth final : public MemberHealth {
 Watchdog& watchdog(size_t member) {
   static std::vector<Watchdog*>* all = [] {
     auto* v = new std::vector<Watchdog*>();
-    for (int k = 0; k < 4; ++k) v->push_back(new Watchdog([](CallStop&) {}));
+    for (int k = 0; k < 4; ++k)
+      v->push_back(new Watchdog([](CallStop&) {}, [](CallStop&) { return false; }));
     return v;
   }();
   return *all->at(member);

@@ -655,10 +655,12 @@ pub struct manypy_pool_stats {
     pub queued: usize,
     pub completed: [u64; 32usize],
     pub lost: usize,
+    pub replaced: u64,
+    pub no_room: u32,
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of manypy_pool_stats"][::std::mem::size_of::<manypy_pool_stats>() - 328usize];
+    ["Size of manypy_pool_stats"][::std::mem::size_of::<manypy_pool_stats>() - 344usize];
     [
         "Alignment of manypy_pool_stats",
     ][::std::mem::align_of::<manypy_pool_stats>() - 8usize];
@@ -695,6 +697,12 @@ const _: () = {
     [
         "Offset of field: manypy_pool_stats::lost",
     ][::std::mem::offset_of!(manypy_pool_stats, lost) - 320usize];
+    [
+        "Offset of field: manypy_pool_stats::replaced",
+    ][::std::mem::offset_of!(manypy_pool_stats, replaced) - 328usize];
+    [
+        "Offset of field: manypy_pool_stats::no_room",
+    ][::std::mem::offset_of!(manypy_pool_stats, no_room) - 336usize];
 };
 unsafe extern "C" {
     #[must_use]

@@ -353,6 +353,8 @@ mod tests {
             queued: 0,
             completed: CodeCounts::default(),
             lost,
+            replaced: 0,
+            no_room: false,
         }
     }
 

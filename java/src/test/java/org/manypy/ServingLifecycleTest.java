@@ -79,12 +79,13 @@ class ServingLifecycleTest {
   @Test
   @Order(0)
   void servingAtLeastCountsTheInterpretersThatServe() {
-    PoolStats twoOfFour = new PoolStats(4, 0, 1, 1, 1, 1, 0, false, Map.of(), 1);
+    PoolStats twoOfFour = new PoolStats(4, 0, 1, 1, 1, 1, 0, false, Map.of(), 1, 0, false);
     assertTrue(twoOfFour.serving());
     assertTrue(twoOfFour.servingAtLeast(2));
     assertFalse(twoOfFour.servingAtLeast(3), "lost and broken ones do not serve");
-    assertFalse(new PoolStats(2, 0, 0, 0, 1, 0, 0, false, Map.of(), 1).servingAtLeast(0));
-    assertFalse(new PoolStats(2, 0, 2, 0, 0, 0, 0, true, Map.of(), 0).serving(), "draining");
+    assertFalse(new PoolStats(2, 0, 0, 0, 1, 0, 0, false, Map.of(), 1, 0, false).servingAtLeast(0));
+    assertFalse(
+        new PoolStats(2, 0, 2, 0, 0, 0, 0, true, Map.of(), 0, 0, false).serving(), "draining");
   }
 
   // First: the process's interpreters are still fresh, so they take a while to start.
