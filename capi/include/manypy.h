@@ -714,15 +714,17 @@ typedef struct manypy_pool_stats {
    * MANYPY_ERR_DRAINING) count too. */
   uint64_t completed[MANYPY_CODE_SLOTS];
   /* Lost: a stopped call still runs in it twice its grace period (and at
-   * least 1 s) after its stop (model code swallowing the stop where Python cannot raise it, or
-   * C code holding the GIL). It serves no other call while that one runs;
-   * if the call ends, the interpreter is retired (then broken). A state of
-   * its own, not counted in `broken` (manypy_pool_check_interpreter says
-   * why; docs/serving.md, "Lost interpreters"). Since 0.4. */
+   * least 1 s) after its stop (model code swallowing the stop where Python
+   * cannot raise it, or C code holding the GIL). It serves no other call
+   * while that one runs; if the call ends, the interpreter is retired (then
+   * broken). A state of its own, not counted in `broken`
+   * (manypy_pool_check_interpreter says why; docs/serving.md, "Lost
+   * interpreters"). Since 0.4. */
   size_t lost;
   /* Since 0.4. Interpreters replaced since the pool was created: a retired
    * interpreter is replaced by another of the process's, in the same
-   * index, while the process has room (docs/serving.md, "Replacement"). */
+   * index, while the process has room (docs/serving.md, "Retired
+   * interpreters: moving calls, replacement, room"). */
   uint64_t replaced;
   /* Since 0.4. 1 while a retired interpreter could not be replaced for want
    * of room: the process's interpreters are all leased, retired or
