@@ -55,8 +55,12 @@ static PyObject* g_installation;      /* runtime.installation_roots(): a tuple o
  * under the GIL. While it is not 0, the audit hook refuses model code's
  * changes to trace functions. */
 static int g_stopping;
-/* Set while this thread changes a trace function for manypy itself. */
-static _Thread_local int t_own_trace;
+/* Set while manypy itself changes a trace function, under the GIL. Not
+ * thread-local: a namespace's thread-local storage comes out of the
+ * process's static TLS, which bounds the interpreters a process can hold
+ * (docs/isolation.md); the GIL, held from setting it to clearing it, keeps
+ * other threads of this interpreter from seeing it. */
+static int g_own_trace;
 
 /* The audit hook: refuses sys.settrace (every way to set a thread's trace
  * function ends in this event) while a call is being stopped. Any other
@@ -64,7 +68,7 @@ static _Thread_local int t_own_trace;
 static int stop_audit(const char* event, PyObject* args, void* data) {
   (void)args;
   (void)data;
-  if (g_stopping == 0 || t_own_trace || strcmp(event, "sys.settrace") != 0) return 0;
+  if (g_stopping == 0 || g_own_trace || strcmp(event, "sys.settrace") != 0) return 0;
   PyErr_SetString(PyExc_RuntimeError,
                   "sys.settrace() refused: manypy is stopping a call in this interpreter, and its "
                   "trace function is what stops it (docs/threads.md, \"What model code cannot do "
@@ -260,9 +264,9 @@ int mpi_call_end(mpi_call_control* control) {
     /* The pending exception, if any, is kept for the caller. */
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
-    t_own_trace = 1;
+    g_own_trace = 1;
     PyEval_SetTrace(NULL, NULL);
-    t_own_trace = 0;
+    g_own_trace = 0;
     g_stopping--;
     /* An injection (mpi_escalate) the call ended before raising must not
      * hit the thread's next call. Dropped here rather than with
@@ -328,10 +332,10 @@ static int set_stop_trace(mpi_call_control* control) {
    * PyEval_SetTraceAllThreads is built on it); private API, so the one
    * Python-version-specific line of this file. It keeps its own
    * reference to the capsule until the trace is removed. */
-  t_own_trace = 1;
+  g_own_trace = 1;
   int ok = capsule != NULL &&
            _PyEval_SetTrace((PyThreadState*)control->running, stop_trace, capsule) == 0;
-  t_own_trace = 0;
+  g_own_trace = 0;
   if (!ok) PyErr_Clear();
   Py_XDECREF(capsule);
   return ok;

@@ -44,8 +44,9 @@ typedef enum { RESULT_INT, RESULT_STRING, RESULT_TENSOR, RESULT_RAISES, RESULT_N
 
 typedef struct behaviour {
   const char* method;
-  int has_arg;
+  int has_arg; /* 1: the int64 `arg`; 2: the string `str_arg` */
   int64_t arg;
+  const char* str_arg;
   result_kind kind;
   int64_t int_result; /* RESULT_INT: the value; RESULT_TENSOR: its element count */
   const char* text;   /* RESULT_STRING: the value; RESULT_RAISES: the exception type */
@@ -64,18 +65,28 @@ typedef struct behaviour {
  * while in HANDOFF mode the caller is released and the interpreter counted
  * lost. */
 static const behaviour kBehaviours[] = {
-    {"take_lock", 0, 0, RESULT_INT, 1, NULL, 0},
-    {"log", 0, 0, RESULT_INT, 1, NULL, 0},
-    {"matmul_dtype", 0, 0, RESULT_STRING, 0, "torch.float32", 0},
-    {"fork_and_exit", 1, 3, RESULT_INT, 3, NULL, 0},
-    {"data_loader", 1, 0, RESULT_INT, 140, NULL, 0}, /* 0 + 1 + 4 + ... + 49 */
-    {"fresh_view", 1, 5, RESULT_TENSOR, 4, NULL, 0},
-    {"keep_and_return_a_view", 1, 7, RESULT_TENSOR, 6, NULL, 0},
-    {"raise_slow_message", 1, 0, RESULT_RAISES, 0, "SlowStr", 0},
-    {"set_signal", 1, SIGUSR1, RESULT_RAISES, 0, "ValueError", 0},
-    {"spin_holding_lock", 0, 0, RESULT_NEVER, 0, NULL, 0},
-    {"spin_holding_lock_catching", 0, 0, RESULT_NEVER, 0, NULL, 1},
-    {"spin_in_autocast", 0, 0, RESULT_NEVER, 0, NULL, 0},
+    {"take_lock", 0, 0, NULL, RESULT_INT, 1, NULL, 0},
+    {"log", 0, 0, NULL, RESULT_INT, 1, NULL, 0},
+    {"matmul_dtype", 0, 0, NULL, RESULT_STRING, 0, "torch.float32", 0},
+    {"fork_and_exit", 1, 3, NULL, RESULT_INT, 3, NULL, 0},
+    {"data_loader", 1, 0, NULL, RESULT_INT, 140, NULL, 0}, /* 0 + 1 + 4 + ... + 49 */
+    {"fresh_view", 1, 5, NULL, RESULT_TENSOR, 4, NULL, 0},
+    {"keep_and_return_a_view", 1, 7, NULL, RESULT_TENSOR, 6, NULL, 0},
+    {"raise_slow_message", 1, 0, NULL, RESULT_RAISES, 0, "SlowStr", 0},
+    {"set_signal", 1, SIGUSR1, NULL, RESULT_RAISES, 0, "ValueError", 0},
+    {"chdir", 2, 0, "/", RESULT_RAISES, 0, "ProcessStateRefused", 0},
+    {"spin_holding_lock", 0, 0, NULL, RESULT_NEVER, 0, NULL, 0},
+    {"spin_holding_lock_catching", 0, 0, NULL, RESULT_NEVER, 0, NULL, 1},
+    {"spin_in_autocast", 0, 0, NULL, RESULT_NEVER, 0, NULL, 0},
+    /* The stop-evasion forms (hostile.py's STOP_EVASIONS); hold_gil holds
+     * the GIL in C for 3 s, so its interpreter is lost meanwhile. */
+    {"evade_stop", 2, 0, "settrace_none", RESULT_NEVER, 0, NULL, 0},
+    {"evade_stop", 2, 0, "bare_except", RESULT_NEVER, 0, NULL, 0},
+    {"evade_stop", 2, 0, "profile", RESULT_NEVER, 0, NULL, 0},
+    {"evade_stop", 2, 0, "monitoring", RESULT_NEVER, 0, NULL, 0},
+    {"evade_stop", 2, 0, "switch_interval", RESULT_NEVER, 0, NULL, 0},
+    {"evade_stop", 2, 0, "finalizers", RESULT_NEVER, 0, NULL, 0},
+    {"evade_stop", 2, 0, "hold_gil", RESULT_NEVER, 0, NULL, 0},
 };
 enum { kBehaviourCount = sizeof kBehaviours / sizeof kBehaviours[0] };
 enum { kMaxCallsPerStep = 4, kInterpreters = 2, kMaxInterpreters = 3 };
@@ -113,7 +124,8 @@ typedef struct fuzz_call {
 
 static manypy_value* call_args(const behaviour* b) {
   manypy_value* args = manypy_value_new_tuple();
-  if (b->has_arg) ASSERT_OK(manypy_value_append(args, manypy_value_new_int64(b->arg)));
+  if (b->has_arg == 1) ASSERT_OK(manypy_value_append(args, manypy_value_new_int64(b->arg)));
+  if (b->has_arg == 2) ASSERT_OK(manypy_value_append(args, STRING(b->str_arg)));
   return args;
 }
 
@@ -180,10 +192,12 @@ static int any_interpreter_serves(manypy_pool* pool) {
 }
 
 static void describe(const fuzz_call* c, char* out, size_t size) {
-  snprintf(out, size, "%s(%s%" PRId64 ") %s %s timeout %" PRId64 " ms cancel %" PRId64 " ms",
-           c->b->method, c->b->has_arg ? "" : "no arg ", c->b->has_arg ? c->b->arg : 0,
-           c->async ? "async" : "sync", c->interpreter < 0 ? "unpinned" : "pinned", c->timeout_ms,
-           c->cancel_after_ms);
+  char arg[64] = "";
+  if (c->b->has_arg == 1) snprintf(arg, sizeof arg, "%" PRId64, c->b->arg);
+  if (c->b->has_arg == 2) snprintf(arg, sizeof arg, "'%s'", c->b->str_arg);
+  snprintf(out, size, "%s(%s) %s %s timeout %" PRId64 " ms cancel %" PRId64 " ms", c->b->method,
+           arg, c->async ? "async" : "sync", c->interpreter < 0 ? "unpinned" : "pinned",
+           c->timeout_ms, c->cancel_after_ms);
 }
 
 static void check_result(const fuzz_call* c, const char* what) {

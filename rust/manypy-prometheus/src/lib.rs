@@ -12,6 +12,8 @@
 //! | `manypy_queued_requests` | gauge | |
 //! | `manypy_interpreters` | gauge | `state` (`starting`, `ready`, `busy`, `broken`, `lost`) |
 //! | `manypy_draining` | gauge | |
+//! | `manypy_interpreters_replaced_total` | counter | |
+//! | `manypy_replacement_no_room` | gauge | |
 //!
 //! Every series also carries the constant label `pool` when the collector
 //! has one: by default the pool's name ([`manypy::PoolBuilder::name`]), as
@@ -53,9 +55,11 @@ const INFLIGHT: &str = "manypy_inflight_requests";
 const QUEUED: &str = "manypy_queued_requests";
 const INTERPRETERS: &str = "manypy_interpreters";
 const DRAINING: &str = "manypy_draining";
+const REPLACED: &str = "manypy_interpreters_replaced_total";
+const NO_ROOM: &str = "manypy_replacement_no_room";
 
 /// The families: name, help (the C library's), type and variable labels.
-const FAMILIES: [(&str, &str, MetricType, &[&str]); 7] = [
+const FAMILIES: [(&str, &str, MetricType, &[&str]); 9] = [
     (
         REQUESTS,
         "Calls completed or refused, by model and status code.",
@@ -95,6 +99,18 @@ const FAMILIES: [(&str, &str, MetricType, &[&str]); 7] = [
     (
         DRAINING,
         "1 once the pool drains (manypy_pool_drain).",
+        MetricType::GAUGE,
+        &[],
+    ),
+    (
+        REPLACED,
+        "Retired interpreters the pool replaced with new ones.",
+        MetricType::COUNTER,
+        &[],
+    ),
+    (
+        NO_ROOM,
+        "1 while a retired interpreter could not be replaced for want of room in the process.",
         MetricType::GAUGE,
         &[],
     ),
@@ -244,6 +260,16 @@ impl PoolCollector {
                     .collect(),
                     (DRAINING, Some(s), _) => {
                         vec![self.gauge(&[], if s.draining { 1.0 } else { 0.0 })]
+                    }
+                    (REPLACED, Some(s), _) => {
+                        let mut counter = Counter::default();
+                        counter.set_value(s.replaced as f64);
+                        let mut metric = self.metric(&[]);
+                        metric.set_counter(counter);
+                        vec![metric]
+                    }
+                    (NO_ROOM, Some(s), _) => {
+                        vec![self.gauge(&[], if s.no_room { 1.0 } else { 0.0 })]
                     }
                     _ => Vec::new(),
                 };
