@@ -74,6 +74,7 @@ set(MANYPY_SANITIZER_NO_LEAK_CHECK
   soak_quick                   # archive record views held by interpreters
   # These exit with live pools, packages, objects and calls, on purpose.
   capi_exit_live_pools_return capi_exit_live_pools_thread-exit capi_exit_live_pools_async
+  capi_exit_live_pools_starting
 )
 function(manypy_sanitizer_test_environment test)
   if(NOT MANYPY_SANITIZE)

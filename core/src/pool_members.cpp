@@ -4,6 +4,7 @@
 #include <chrono>
 #include <string>
 
+#include "process_exit.h"
 #include "runtime.h"
 
 namespace manypy {
@@ -17,6 +18,10 @@ class PoolMembers::BringUp final : public dispatch::Job {
 
  protected:
   Value run(Interpreter* interp) override {
+    // Joining and beginning the lease run Python in the namespace: not
+    // under exit()'s destructors (process_exit.h).
+    ProcessExit::Section section;
+    if (!section.began()) throw exiting_error();
     Runtime::get().interpreters().bring_up(*interp, fresh_, members_.settings_.lease);
     return Value();
   }
@@ -175,7 +180,12 @@ void PoolMembers::settled(size_t index, const Error* error) noexcept {
     up_or_failed_[index] = true;
   }
   settled_cv_.notify_all();
-  if (report && settings_.on_failed) settings_.on_failed(static_cast<int>(index), *failure);
+  // A member that could not come up because the process is exiting is not
+  // the host's to hear about: its callback would run among exit()'s
+  // destructors.
+  if (report && settings_.on_failed && !ProcessExit::exiting()) {
+    settings_.on_failed(static_cast<int>(index), *failure);
+  }
 }
 
 void PoolMembers::resize(size_t n) {

@@ -3,7 +3,7 @@
 # exited with code 0 AND printed both marker lines (the one printed just
 # before exit, and the one from its ELF destructor, which runs during exit()).
 # ctest's PASS_REGULAR_EXPRESSION alone would ignore the exit code.
-# usage: run_exit_live_pools.sh <path to capi_exit_live_pools> return|thread-exit
+# usage: run_exit_live_pools.sh <path to capi_exit_live_pools> return|thread-exit|async|starting
 set -u
 program=$1
 mode=$2

@@ -1,6 +1,7 @@
 #include "dispatch/lane.h"
 
 #include "dispatch/threads.h"
+#include "process_exit.h"
 
 namespace manypy::dispatch {
 
@@ -26,7 +27,14 @@ void Lane::home_main(std::optional<Error> refusal) {
   if (refusal) {
     interp_.fail_start(*refusal);
   } else {
-    interp_.start();
+    // The start runs `import torch` in a new namespace: exit() must not run
+    // the namespaces' destructors under it (process_exit.h).
+    ProcessExit::Section section;
+    if (section.began()) {
+      interp_.start();
+    } else {
+      interp_.fail_start(exiting_error());
+    }
   }
   // Serve queued calls for the rest of the process. The queue polls briefly
   // before sleeping: a caller that finds the home thread awake needs no
