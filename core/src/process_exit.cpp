@@ -1,5 +1,7 @@
 #include "process_exit.h"
 
+#include <unistd.h>
+
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
@@ -9,6 +11,10 @@ namespace manypy {
 namespace {
 
 struct State {
+  // The process whose threads run the sections. A child forked meanwhile
+  // has none of them (only the forking thread), and may have been forked
+  // while another thread held `mu`: its exit() must neither wait nor lock.
+  const pid_t pid = getpid();
   std::mutex mu;
   std::condition_variable ended;
   bool exiting = false;
@@ -33,6 +39,7 @@ thread_local unsigned t_depth = 0;
 // namespace's, where this library is.
 void wait_for_sections() {
   State& s = state();
+  if (getpid() != s.pid) return;
   std::unique_lock<std::mutex> lock(s.mu);
   s.exiting = true;
   s.ended.wait(lock, [&] { return s.active <= t_depth; });
