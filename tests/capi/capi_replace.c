@@ -338,7 +338,7 @@ static void test_a_pool_of_one_keeps_serving_after_a_retirement(void** state) {
   memset(&old, 0xab, sizeof old);
   old.struct_size = (uint32_t)offsetof(manypy_pool_stats, lost);
   ASSERT_OK(manypy_pool_get_stats(g.pool, &old));
-  assert_int_equal(old.interpreters, 1);
+  assert_in_range(old.interpreters, 1, 3); /* it may have grown (above) */
   const unsigned char* tail = (const unsigned char*)&old + offsetof(manypy_pool_stats, lost);
   for (size_t k = 0; k < sizeof old - offsetof(manypy_pool_stats, lost); ++k) {
     assert_int_equal(tail[k], 0xab);
